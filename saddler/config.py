@@ -1,0 +1,173 @@
+"""Run and harness configuration: `saddler.toml`, validated by pydantic with `extra="forbid"`.
+
+A run folder's `saddler.toml` holds `[run]`; a harness repository's `saddler.toml` holds `[harness]`.
+`load_run_config` / `load_harness_config` raise `ConfigError` listing every error by dotted path.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from saddler.errors import ConfigError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class LoopConfig(_Strict):
+    """Budgets and loop sizes."""
+
+    batch_size: int = Field(6, ge=1)
+    repetitions: int = Field(1, ge=1, le=10)
+    noise_rule: Literal["fixed", "two_then_majority"] = "fixed"
+    max_iterations: int = Field(30, ge=0)
+    max_rollouts: int = Field(0, ge=0, description="0 = unlimited")
+    cost_cap_usd: float = Field(0.0, ge=0, description="0 = unlimited")
+    target_dev_score: float = Field(1.01, ge=0, description="> 1 disables")
+    stall_limit: int = Field(0, ge=0, description="consecutive non-accepted iterations; 0 = off")
+    plateau_threshold: int = Field(3, ge=0, description="discards in a row before exploration; 0 = off")
+    test_runs: int = Field(3, ge=1)
+    dev_runs: int = Field(1, ge=1)
+
+
+class PolicyConfig(_Strict):
+    """Policies chosen by name (see `saddler.policies`)."""
+
+    sampler: Literal["epoch", "full"] = "epoch"
+    acceptance: Literal["strict_mean", "greedy"] = "strict_mean"
+    reject_task_regression: bool = False
+    min_margin: float = Field(0.0, ge=0)
+    dev_eval: Literal["on_accept", "always", "never"] = "on_accept"
+    ranking: Literal["best_dev", "best_batch"] = "best_dev"
+    phases: Literal["capability_then_steering", "none"] = "capability_then_steering"
+    capability_epochs: float = Field(1.0, ge=0)
+    steering_allows_capability: bool = False
+    evolution: Literal["dag", "continue"] = "dag"
+
+
+class ExecutorConfig(_Strict):
+    kind: Literal["local", "ray"] = "local"
+    workers: int = Field(2, ge=1)
+    timeout_s: float = Field(60.0, gt=0)
+    memory_mb: int = Field(2048, ge=64)
+    sandbox: Literal["none", "bwrap"] = "none"
+    env_allow: list[str] = Field(default_factory=lambda: ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "PYTHONPATH"])
+    ray_address: str = "auto"
+    cache: str = Field("", description="path of a rollout cache shared across runs; empty = the run's own DB")
+
+
+class SessionConfig(_Strict):
+    """Optimizer-session settings; `backend` picks who runs the three sessions."""
+
+    backend: str = "offline"
+    model: str = "claude-opus-4-6"
+    fallback_model: str | None = None
+    max_turns: int = Field(40, ge=1)
+    max_budget_usd: float = Field(2.0, ge=0)
+    retries: int = Field(2, ge=0)
+    timeout_s: float = Field(1800.0, gt=0)
+    command: str = Field("", description="command backend: a preset name (claude, codex, pi) or a template")
+    prompts: dict[str, str] = Field(default_factory=dict, description="role -> path of a prompt template")
+    check_command: str = ""
+    allow_web_search_on_plateau: bool = True
+
+
+class RunConfig(_Strict):
+    """`[run]` of a run folder's saddler.toml."""
+
+    name: str = "run"
+    seed: int = 0
+    benchmark: str = "opsdesk"
+    benchmark_options: dict[str, Any] = Field(default_factory=dict)
+    harness: str = Field("harness", description="the run's own harness clone, relative to the run folder")
+    loop: LoopConfig = Field(default_factory=LoopConfig)
+    policies: PolicyConfig = Field(default_factory=PolicyConfig)
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    sessions: SessionConfig = Field(default_factory=SessionConfig)
+
+
+class ComponentMap(_Strict):
+    """Glob lists (relative to the harness root, `**` allowed) classifying every path."""
+
+    capability: list[str] = Field(default_factory=list)
+    steering: list[str] = Field(default_factory=list)
+    protected: list[str] = Field(default_factory=lambda: ["saddler.toml"])
+
+    @model_validator(mode="after")
+    def _saddler_toml_protected(self) -> ComponentMap:
+        if "saddler.toml" not in self.protected:
+            self.protected = [*self.protected, "saddler.toml"]
+        return self
+
+
+class StructureRules(_Strict):
+    """Checks every candidate must pass before it is evaluated."""
+
+    python_compiles: bool = True
+    skill_files: list[str] = Field(default_factory=list, description="SKILL.md-like files: frontmatter, H2, ${VAR}")
+    required_files: list[str] = Field(default_factory=list)
+
+
+class HarnessConfig(_Strict):
+    """`[harness]` of a harness repository's saddler.toml."""
+
+    name: str = "harness"
+    description: str = ""
+    check_command: str = ""
+    components: ComponentMap = Field(default_factory=ComponentMap)
+    structure: StructureRules = Field(default_factory=StructureRules)
+
+
+class SaddlerFile(_Strict):
+    run: RunConfig | None = None
+    harness: HarnessConfig | None = None
+
+
+def format_validation_error(err: ValidationError, prefix: str = "") -> list[str]:
+    """One `dotted.path: message` line per error."""
+    lines = []
+    for e in err.errors():
+        path = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
+        lines.append(f"{path or '<root>'}: {e['msg']}")
+    return lines
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parse a TOML file; a missing file or a syntax error is a `ConfigError`."""
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file (run `saddler init` first, or pass the right folder)")
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+
+
+def parse_saddler_file(data: dict[str, Any], source: str = "saddler.toml") -> SaddlerFile:
+    try:
+        return SaddlerFile.model_validate(data)
+    except ValidationError as exc:
+        lines = format_validation_error(exc)
+        raise ConfigError(f"{source}: {len(lines)} error(s)\n" + "\n".join(f"  {line}" for line in lines)) from exc
+
+
+def load_run_config(run_dir: Path) -> RunConfig:
+    """Read and validate `[run]` from `run_dir/saddler.toml`."""
+    path = Path(run_dir) / "saddler.toml"
+    parsed = parse_saddler_file(read_toml(path), str(path))
+    if parsed.run is None:
+        raise ConfigError(f"{path}: missing [run] table")
+    return parsed.run
+
+
+def load_harness_config(harness_dir: Path) -> HarnessConfig:
+    """Read and validate `[harness]` from the harness's saddler.toml (defaults when absent)."""
+    path = Path(harness_dir) / "saddler.toml"
+    if not path.is_file():
+        return HarnessConfig()
+    parsed = parse_saddler_file(read_toml(path), str(path))
+    return parsed.harness or HarnessConfig()

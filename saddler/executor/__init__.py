@@ -1,0 +1,1 @@
+"""Rollout executors: run rollouts isolated, in parallel, time-limited; local or on Ray."""

@@ -1,0 +1,1 @@
+"""Optimizer sessions (diagnosis_patch, reflection, evolution) and the backends that run them."""

@@ -1,0 +1,213 @@
+"""Requests to and validated results from the three optimizer sessions.
+
+Every backend receives these plain requests and must return these results (pydantic-validated);
+an LLM backend parses its structured output into them. Cost and transcript go in `stats`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["diagnosis_patch", "reflection", "evolution"]
+Attribution = Literal["true_fix", "true_regression", "stochastic", "uncertain"]
+Category = Literal["fixed", "regressed", "still_failing", "still_passing", "general"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SessionStats(_Model):
+    """What a session cost; stored in the `sessions` table."""
+
+    backend: str
+    model: str = ""
+    turns: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    duration_s: float = 0.0
+    transcript_path: str | None = None
+    outcome: str = "ok"  # ok | no_patch | failed:<reason>
+    error: str = ""
+
+
+class TaskEvidence(_Model):
+    """One train rollout as diagnosis may see it (dev/test rollouts never appear here)."""
+
+    task_id: str
+    group: str = ""
+    family: str = ""
+    repetition: int = 0
+    seed: int = 0
+    score: float
+    passed: bool
+    disposition: str
+    rationale: str = ""
+    trace_path: str | None = None
+    failure_file: str | None = None
+    error_tail: str = ""
+
+
+class DiagnosisRequest(_Model):
+    """Diagnose the batch's failures and edit the harness in `worktree` (one session does both)."""
+
+    run_dir: str
+    db_path: str
+    worktree: str
+    iteration: int
+    parent_node_id: int
+    phase: Literal["capability", "steering", "none"]
+    allowed_kinds: list[str]  # patch kinds the phase allows: capability / steering
+    component_globs: dict[str, list[str]]  # capability / steering / protected
+    evidence: list[TaskEvidence]  # the mini-batch on the parent: train only
+    exploration: bool = False  # plateau reached: exploration variant (web search allowed where possible)
+    lineage_origins: list[str] = Field(default_factory=list)  # origins already applied in the parent's lineage
+    excluded: list[str] = Field(default_factory=list)  # patch ids/strategies not to try again here
+    attempt: int = 0  # > 0 when retrying after a failed validation
+    check_command: str = ""
+
+
+class Hypothesis(_Model):
+    target_tasks: list[str] = Field(default_factory=list)
+    diagnosis: str
+    plan: str
+    patch_kind: str  # capability | steering
+    subtype: str = ""  # tool | loop | infra | prompt | reminder | hook
+    files: list[str] = Field(default_factory=list)
+    origin: str = "patch"  # e.g. "bank:retry_transient" for offline, "llm" otherwise
+    symptoms: list[str] = Field(default_factory=list)
+
+
+class DiagnosisResult(_Model):
+    status: Literal["patched", "no_patch", "failed"]
+    hypothesis: Hypothesis | None = None
+    reason: str = ""  # why no patch / why failed
+    stats: SessionStats
+
+
+class TaskTransition(_Model):
+    """One batch task before and after a change, over all repetitions."""
+
+    task_id: str
+    before: list[bool]  # pass per repetition on the parent
+    after: list[bool]  # pass per repetition on the candidate
+    before_scores: list[float] = Field(default_factory=list)
+    after_scores: list[float] = Field(default_factory=list)
+    after_failure_files: list[str] = Field(default_factory=list)
+    before_failure_files: list[str] = Field(default_factory=list)
+    after_trace_paths: list[str] = Field(default_factory=list)
+    before_trace_paths: list[str] = Field(default_factory=list)
+
+
+class ReflectionRequest(_Model):
+    """Compare parent and candidate on the same batch; dev only as aggregates."""
+
+    run_dir: str
+    db_path: str
+    iteration: int
+    parent_node_id: int
+    candidate_node_id: int
+    decision: str  # accepted | rejected | neutral | invalid
+    hypothesis: Hypothesis | None
+    diff: str
+    files_changed: list[str]
+    transitions: list[TaskTransition]
+    parent_dev_mean: float | None = None
+    candidate_dev_mean: float | None = None
+    best_dev_mean: float | None = None
+
+
+class LessonOut(_Model):
+    task_id: str | None = None
+    category: Category
+    attribution: Attribution
+    text: str
+
+
+class ReflectionResult(_Model):
+    lessons: list[LessonOut]
+    summary: str = ""
+    stats: SessionStats
+
+
+class EdgeInfo(_Model):
+    """An edge as evolution sees it."""
+
+    edge_id: int
+    parent_id: int
+    child_id: int
+    kind: str
+    origin: str = ""
+    child_status: str = ""
+    files: list[str] = Field(default_factory=list)
+    fixed: list[str] = Field(default_factory=list)
+    regressed: list[str] = Field(default_factory=list)
+    true_fixes: list[str] = Field(default_factory=list)
+    true_regressions: list[str] = Field(default_factory=list)
+
+
+class NodeInfo(_Model):
+    node_id: int
+    parent_id: int | None
+    status: str
+    origin: str = ""
+    dev_mean: float | None = None
+    batch_after: float | None = None
+    lines_changed: int = 0
+    iteration: int = 0
+
+
+class EvolutionRequest(_Model):
+    """Choose where the next iteration starts."""
+
+    run_dir: str
+    db_path: str
+    iteration: int
+    current_node_id: int
+    best_node_id: int
+    nodes: list[NodeInfo]
+    edges: list[EdgeInfo]
+    lineage_edge_ids: dict[int, list[int]] = Field(default_factory=dict)  # node -> edge ids on its lineage
+    failing_train_tasks: dict[int, list[str]] = Field(default_factory=dict)  # node -> train tasks it fails
+    tried_actions: list[str] = Field(default_factory=list)  # "cherry_pick:12@7" etc. already done
+
+
+class EvolutionResult(_Model):
+    action: Literal["continue", "rebase", "cherry_pick", "revert"]
+    parent_node_id: int  # the node the action starts from (rebase target / base of pick / revert)
+    edge_ids: list[int] = Field(default_factory=list)  # edges to cherry-pick or revert, in order
+    rationale: str
+    stats: SessionStats
+
+
+class SessionBackend:
+    """Protocol-like base: one method per session kind; each returns a validated result.
+
+    Contract: a backend never raises for a bad session (budget, max turns, unparsable output):
+    it returns a result with status/outcome `failed:<reason>`. It raises `AuthenticationError`
+    when credentials are missing or rejected, and `BackendError` when it cannot run at all.
+    """
+
+    name: str = "base"
+
+    def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
+        raise NotImplementedError
+
+    def reflect(self, request: ReflectionRequest) -> ReflectionResult:
+        raise NotImplementedError
+
+    def evolve(self, request: EvolutionRequest) -> EvolutionResult:
+        raise NotImplementedError
+
+
+def result_schema(role: Role) -> dict[str, Any]:
+    """JSON schema of the structured output an LLM session must produce for `role` (without stats)."""
+    model = {"diagnosis_patch": DiagnosisResult, "reflection": ReflectionResult, "evolution": EvolutionResult}[role]
+    schema = model.model_json_schema()
+    schema.get("properties", {}).pop("stats", None)
+    if "required" in schema:
+        schema["required"] = [r for r in schema["required"] if r != "stats"]
+    return schema

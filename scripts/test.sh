@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Full set-up + every check on a fresh machine: a fresh venv, a non-editable install with the dev
+# and ray extras, smoke checks of the installed console scripts, ruff, mypy, then pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${SADDLER_TEST_VENV:-.venv-test}
+PY=${PYTHON:-python3}
+if [ ! -x "$VENV/bin/python" ]; then "$PY" -m venv "$VENV"; fi
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q --force-reinstall --no-deps .
+"$VENV/bin/python" -m pip install -q ".[dev,ray]"
+export PATH="$PWD/$VENV/bin:$PATH"
+# The installed (non-editable) package must find its bundled benchmarks and templates.
+( cd /tmp && saddler --help >/dev/null && evo-dag --help >/dev/null && saddler list --json )
+ruff check saddler evodag benchmarks tests bench
+mypy
+# Exit 5 (no tests collected) is non-zero: set -e makes it fail the run.
+python -m pytest "$@"
