@@ -1,0 +1,1 @@
+"""Bundled benchmarks: opsdesk (offline), skill-evals (evals.json), command (eval_command + metric_regex)."""

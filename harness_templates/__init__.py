@@ -1,0 +1,1 @@
+"""Starting harnesses shipped with saddler (data: copied into a run, never imported)."""
