@@ -1,0 +1,48 @@
+"""Helpers every `cli_*` module shares: clean error exits and JSON output.
+
+`@handle_errors` turns a `SaddlerError` raised by a command into one message on stderr and the
+exception's `exit_code`; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import Any, NoReturn, ParamSpec, TypeVar
+
+import typer
+
+from saddler.errors import SaddlerError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Decorate a typer command: `SaddlerError` -> `error: <message>` on stderr, exit `exc.exit_code`."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except SaddlerError as exc:
+            fail(str(exc), exc.exit_code)
+
+    return wrapper
+
+
+def fail(message: str, exit_code: int = 1) -> NoReturn:
+    """Print `error: <message>` to stderr and exit with `exit_code` (never returns)."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(exit_code)
+
+
+def to_json(obj: Any) -> str:
+    """Stable JSON text: sorted keys, 2-space indent, paths and other objects as strings."""
+    return json.dumps(obj, indent=2, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def print_json(obj: Any) -> None:
+    """Print `obj` as stable JSON (see `to_json`) on stdout."""
+    typer.echo(to_json(obj))
