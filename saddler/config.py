@@ -39,15 +39,17 @@ class PolicyConfig(_Strict):
     """Policies chosen by name (see `saddler.policies`)."""
 
     sampler: Literal["epoch", "full"] = "epoch"
-    acceptance: Literal["strict_mean", "greedy"] = "strict_mean"
+    acceptance: Literal["strict_mean"] = "strict_mean"
     reject_task_regression: bool = False
     min_margin: float = Field(0.0, ge=0)
+    accept_neutral: bool = Field(False, description="keep an equal-score, regression-free candidate (000 seed NEUTRAL)")
     dev_eval: Literal["on_accept", "always", "never"] = "on_accept"
     ranking: Literal["best_dev", "best_batch"] = "best_dev"
     phases: Literal["capability_then_steering", "none"] = "capability_then_steering"
     capability_epochs: float = Field(1.0, ge=0)
     steering_allows_capability: bool = False
-    evolution: Literal["dag", "continue"] = "dag"
+    evolution: Literal["dag", "continue"] = Field("dag", description="continue = always build on the latest kept node")
+    max_patch_attempts: int = Field(3, ge=1, description="diagnosis retries after a failed validation, plus one")
 
 
 class ExecutorConfig(_Strict):

@@ -1,0 +1,23 @@
+"""Search policies, each a small object chosen by name in `[run.policies]`.
+
+Together they make the paper's ablations and other strategies (greedy keep/discard, full-batch)
+configurations rather than forks: see `saddler.policies.build_policies`.
+"""
+
+from saddler.policies.acceptance import Acceptance, AcceptanceDecision, make_acceptance
+from saddler.policies.phases import PhaseSchedule, make_phase_schedule
+from saddler.policies.ranking import pick_best
+from saddler.policies.sampler import BatchSampler, make_sampler
+from saddler.policies.stopping import StopConditions
+
+__all__ = [
+    "Acceptance",
+    "AcceptanceDecision",
+    "BatchSampler",
+    "PhaseSchedule",
+    "StopConditions",
+    "make_acceptance",
+    "make_phase_schedule",
+    "make_sampler",
+    "pick_best",
+]

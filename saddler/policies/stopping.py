@@ -1,0 +1,58 @@
+"""Stop conditions, checked at iteration boundaries from numbers counted in the store (never by a model).
+
+Reasons are stable strings (stored as the run's termination reason): `stop_requested`, `paused`,
+`max_iterations`, `max_rollouts`, `cost_cap`, `target_reached`, `stall_limit`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from saddler.config import LoopConfig
+
+PAUSE_FILE, STOP_FILE = "PAUSE", "STOP"
+
+
+@dataclass(frozen=True)
+class LoopState:
+    iterations_done: int
+    rollouts: int
+    cost_usd: float
+    best_dev: float | None
+    stall_count: int
+
+
+@dataclass
+class StopConditions:
+    loop: LoopConfig
+    run_dir: Path
+
+    def check(self, state: LoopState) -> str | None:
+        """The reason to stop before the next iteration, or None to go on."""
+        if (self.run_dir / STOP_FILE).exists():
+            return "stop_requested"
+        if (self.run_dir / PAUSE_FILE).exists():
+            return "paused"
+        if state.iterations_done >= self.loop.max_iterations:
+            return "max_iterations"
+        if self.loop.max_rollouts and state.rollouts >= self.loop.max_rollouts:
+            return "max_rollouts"
+        if self.loop.cost_cap_usd and state.cost_usd >= self.loop.cost_cap_usd:
+            return "cost_cap"
+        if state.best_dev is not None and state.best_dev >= self.loop.target_dev_score:
+            return "target_reached"
+        if self.loop.stall_limit and state.stall_count >= self.loop.stall_limit:
+            return "stall_limit"
+        return None
+
+
+def trailing_stalls(decisions: list[str | None]) -> int:
+    """Consecutive non-accepted decisions at the end of the list (plateau / stall counter)."""
+    count = 0
+    for decision in reversed(decisions):
+        if decision in ("accepted", "neutral"):
+            break
+        if decision is not None:
+            count += 1
+    return count

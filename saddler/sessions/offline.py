@@ -1,0 +1,205 @@
+"""The offline backend: deterministic diagnosis, reflection and evolution with no LLM.
+
+- diagnosis_patch reads failure symptoms out of the batch's train traces (the benchmark's symptom
+  extractor) and applies the best-matching patch from the benchmark's patch bank that the phase allows,
+  that the lineage does not already hold and that is not excluded. It never invents a change: with no
+  matching patch it returns `no_patch` (the loop counts a stall). In exploration mode (plateau) it may
+  also try allowed patches whose symptoms were not seen.
+- reflection classifies each batch task as fixed / regressed / still failing / still passing and
+  attributes it: true fix or true regression when every repetition agrees and the trace's failure point
+  lies in a file the diff touched; stochastic when the failure point lies outside the diff; uncertain
+  when repetitions disagree. Dev is seen only as aggregates.
+- evolution applies DAG heuristics: revert a net-harmful edge on the base, cherry-pick an edge whose
+  true fixes cover tasks the base still fails, rebase onto the best node, or continue.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+from saddler.benchmark import Benchmark, RolloutResult
+from saddler.config import SessionConfig
+from saddler.sessions.schema import (
+    DiagnosisRequest,
+    DiagnosisResult,
+    EdgeInfo,
+    EvolutionRequest,
+    EvolutionResult,
+    Hypothesis,
+    LessonOut,
+    ReflectionRequest,
+    ReflectionResult,
+    SessionBackend,
+    SessionStats,
+    TaskTransition,
+)
+
+
+def _stats(started: float, outcome: str = "ok") -> SessionStats:
+    return SessionStats(backend="offline", model="offline-rules", turns=1, duration_s=time.monotonic() - started,
+                        outcome=outcome)
+
+
+def _git_apply(worktree: Path, diff: str) -> str:
+    """Apply `diff` in the worktree with a 3-way merge; '' on success, else the error (worktree reset)."""
+    proc = subprocess.run(["git", "apply", "--3way", "--whitespace=nowarn", "-"], cwd=worktree, input=diff,
+                          capture_output=True, text=True)
+    if proc.returncode == 0:
+        unmerged = subprocess.run(["git", "diff", "--name-only", "--diff-filter=U"], cwd=worktree,
+                                  capture_output=True, text=True).stdout.strip()
+        if not unmerged:
+            return ""
+    subprocess.run(["git", "reset", "-q", "--hard"], cwd=worktree, capture_output=True)
+    subprocess.run(["git", "clean", "-qfd"], cwd=worktree, capture_output=True)
+    return (proc.stderr or proc.stdout or "conflict").strip().splitlines()[-1][:300]
+
+
+class OfflineBackend(SessionBackend):
+    """Deterministic rule-based sessions; see the module docstring."""
+
+    name = "offline"
+
+    def __init__(self, config: SessionConfig, *, benchmark: Benchmark, run_dir: Path, seed: int) -> None:
+        self.config, self.benchmark, self.run_dir, self.seed = config, benchmark, Path(run_dir), seed
+        self._bank = benchmark.patch_bank()
+
+    # diagnosis -----------------------------------------------------------------------------------
+    def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
+        started = time.monotonic()
+        failing = [e for e in request.evidence if not e.passed]
+        counts: Counter[str] = Counter()
+        tasks_by_code: dict[str, set[str]] = {}
+        files_by_code: dict[str, set[str]] = {}
+        for ev in failing:
+            result = RolloutResult(task_id=ev.task_id, score=ev.score, passed=ev.passed, disposition=ev.disposition,
+                                   trace_path=ev.trace_path, rationale=ev.rationale, failure_file=ev.failure_file,
+                                   error_tail=ev.error_tail)
+            for sym in self.benchmark.symptoms(result):
+                counts[sym.code] += 1
+                tasks_by_code.setdefault(sym.code, set()).add(ev.task_id)
+                if sym.file:
+                    files_by_code.setdefault(sym.code, set()).add(sym.file)
+        done = set(request.lineage_origins) | set(request.excluded)
+        allowed = [p for p in self._bank if p.kind in request.allowed_kinds and f"bank:{p.id}" not in done
+                   and p.id not in done]
+        rng = random.Random(f"{self.seed}:diagnosis:{request.iteration}:{request.attempt}")
+        scored = [(sum(counts[c] for c in p.symptoms), rng.random(), p) for p in allowed]
+        ranked = sorted((s for s in scored if s[0] > 0 or request.exploration), key=lambda s: (-s[0], s[1]))
+        if not ranked:
+            seen = ", ".join(f"{c}×{n}" for c, n in counts.most_common()) or "none"
+            reason = (f"no bank patch left for phase {request.phase} (allowed kinds {request.allowed_kinds}) "
+                      f"matching the symptoms seen ({seen}); {len(failing)} failing task(s)")
+            return DiagnosisResult(status="no_patch", reason=reason, stats=_stats(started, "no_patch"))
+        errors = []
+        for _score, _, patch in ranked:
+            error = _git_apply(Path(request.worktree), patch.diff)
+            if error:
+                errors.append(f"bank:{patch.id}: {error}")
+                continue
+            matched = [c for c in patch.symptoms if counts[c]]
+            targets = sorted(set().union(*(tasks_by_code.get(c, set()) for c in matched))) if matched else []
+            seen = "; ".join(
+                f"{c} in {counts[c]} failing task(s) ({', '.join(sorted(files_by_code.get(c, set()))) or 'no file'})"
+                for c in matched
+            ) or "no matching symptom: exploring an untried patch after a plateau"
+            hyp = Hypothesis(target_tasks=targets, diagnosis=seen, plan=patch.description, patch_kind=patch.kind,
+                             subtype=patch.subtype, files=list(patch.files), origin=f"bank:{patch.id}",
+                             symptoms=matched)
+            return DiagnosisResult(status="patched", hypothesis=hyp, reason="; ".join(errors),
+                                   stats=_stats(started))
+        return DiagnosisResult(status="no_patch", reason="no candidate patch applies: " + "; ".join(errors)[:2000],
+                               stats=_stats(started, "no_patch"))
+
+    # reflection ----------------------------------------------------------------------------------
+    def reflect(self, request: ReflectionRequest) -> ReflectionResult:
+        started = time.monotonic()
+        touched = set(request.files_changed)
+        lessons = [self._task_lesson(t, touched) for t in request.transitions]
+        fixed = sum(1 for lesson in lessons if lesson.category == "fixed")
+        regressed = sum(1 for lesson in lessons if lesson.category == "regressed")
+        dev = ""
+        if request.candidate_dev_mean is not None:
+            dev = (f"; dev {request.parent_dev_mean if request.parent_dev_mean is not None else float('nan'):.3f}"
+                   f" -> {request.candidate_dev_mean:.3f} (best {request.best_dev_mean or 0.0:.3f})")
+        origin = request.hypothesis.origin if request.hypothesis else "change"
+        true_fix = sum(1 for lesson in lessons if lesson.attribution == "true_fix")
+        true_reg = sum(1 for lesson in lessons if lesson.attribution == "true_regression")
+        overall = "true_fix" if true_fix > true_reg else "true_regression" if true_reg > true_fix else "uncertain"
+        if fixed == regressed == 0:
+            overall = "uncertain"
+        summary = (f"{origin} {request.decision}: fixed {fixed}, regressed {regressed} "
+                   f"({true_fix} true fix, {true_reg} true regression){dev}")
+        lessons.append(LessonOut(category="general", attribution=overall, text=summary))  # type: ignore[arg-type]
+        return ReflectionResult(lessons=lessons, summary=summary, stats=_stats(started))
+
+    @staticmethod
+    def _task_lesson(t: TaskTransition, touched: set[str]) -> LessonOut:
+        before = sum(t.before) * 2 > len(t.before)
+        after = sum(t.after) * 2 > len(t.after)
+        category = {(False, True): "fixed", (True, False): "regressed", (False, False): "still_failing",
+                    (True, True): "still_passing"}[(before, after)]
+        consistent = len(set(t.before)) <= 1 and len(set(t.after)) <= 1
+        if category == "fixed":
+            where = set(t.before_failure_files)
+        elif category in ("regressed", "still_failing"):
+            where = set(t.after_failure_files)
+        else:
+            where = set()
+        in_diff = bool(where & touched)
+        if category in ("fixed", "regressed"):
+            if not consistent:
+                attribution = "uncertain"
+            elif in_diff:
+                attribution = "true_fix" if category == "fixed" else "true_regression"
+            else:
+                attribution = "stochastic"
+            text = (f"{t.task_id} {category}: failure point {', '.join(sorted(where)) or 'unknown'} "
+                    f"{'is' if in_diff else 'is not'} in the diff; repetitions {t.before} -> {t.after}")
+        else:
+            attribution = "uncertain" if category == "still_failing" else "stochastic"
+            text = f"{t.task_id} {category}: failure point {', '.join(sorted(where)) or 'none'}"
+        return LessonOut(task_id=t.task_id, category=category, attribution=attribution, text=text)  # type: ignore[arg-type]
+
+    # evolution -----------------------------------------------------------------------------------
+    def evolve(self, request: EvolutionRequest) -> EvolutionResult:
+        started = time.monotonic()
+        nodes = {n.node_id: n for n in request.nodes}
+        edges = {e.edge_id: e for e in request.edges}
+        cur, best = nodes[request.current_node_id], nodes[request.best_node_id]
+        base, action, why = cur, "continue", f"continue from the latest kept node n{cur.node_id}"
+        if best.node_id != cur.node_id and (cur.dev_mean is None or (best.dev_mean or 0.0) > cur.dev_mean):
+            base, action = best, "rebase"
+            why = f"rebase onto the best node n{best.node_id} (dev {best.dev_mean}) from n{cur.node_id}"
+        lineage = [edges[i] for i in request.lineage_edge_ids.get(base.node_id, []) if i in edges]
+        for edge in reversed(lineage):
+            harmful = edge.kind in ("patch", "cherry_pick") and edge.true_regressions
+            key = f"revert:{edge.edge_id}@{base.node_id}"
+            if harmful and len(edge.true_regressions) >= len(edge.true_fixes) and key not in request.tried_actions:
+                return EvolutionResult(
+                    action="revert", parent_node_id=base.node_id, edge_ids=[edge.edge_id], stats=_stats(started),
+                    rationale=f"revert edge {edge.edge_id} ({edge.origin}) on n{base.node_id}: true regressions "
+                    f"{edge.true_regressions} outweigh true fixes {edge.true_fixes}")
+        failing = set(request.failing_train_tasks.get(base.node_id, []))
+        on_lineage = {e.edge_id for e in lineage}
+        origins = {e.origin for e in lineage}
+        picks: list[tuple[int, int, EdgeInfo]] = []
+        for edge in request.edges:
+            key = f"cherry_pick:{edge.edge_id}@{base.node_id}"
+            if (edge.edge_id in on_lineage or edge.kind != "patch" or edge.child_status not in ("accepted", "neutral")
+                    or edge.origin in origins or key in request.tried_actions):
+                continue
+            cover = failing & set(edge.true_fixes)
+            if cover and len(edge.true_regressions) < len(edge.true_fixes):
+                picks.append((-len(cover), edge.edge_id, edge))
+        if picks:
+            edge = sorted(picks, key=lambda p: (p[0], p[1]))[0][2]
+            return EvolutionResult(
+                action="cherry_pick", parent_node_id=base.node_id, edge_ids=[edge.edge_id], stats=_stats(started),
+                rationale=f"cherry-pick edge {edge.edge_id} ({edge.origin}) onto n{base.node_id}: its true fixes "
+                f"{sorted(failing & set(edge.true_fixes))} still fail there")
+        return EvolutionResult(action=action, parent_node_id=base.node_id, rationale=why,  # type: ignore[arg-type]
+                               stats=_stats(started))
