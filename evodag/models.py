@@ -142,7 +142,8 @@ class Iteration:
     parent_id: int | None = None
     candidate_id: int | None = None
     phase: str = ""
-    step: str = "started"  # started | evolved | parent_evaluated | patched | validated | candidate_evaluated | dev | reflected | done
+    # step: started | evolved | parent_evaluated | patched | validated | candidate_evaluated | dev | reflected | done
+    step: str = "started"
     decision: str | None = None  # accepted | rejected | invalid | no_patch | neutral
     stall_count: int = 0
     exploration: bool = False

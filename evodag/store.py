@@ -7,28 +7,38 @@ nothing already returned. `transaction()` groups several writes atomically.
 
 Unknown ids raise `evodag.errors.UnknownNodeError` / `UnknownEdgeError` / `UnknownTaskError`;
 a missing DB file opened read-only raises `evodag.errors.MissingDatabaseError`.
+Every add/update of a run, node, edge or iteration (and every added lesson or session) appends an
+`events` row whose payload holds the changed fields: the append-only log of every state transition.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+import hashlib
+from collections.abc import Iterable
+from dataclasses import MISSING, asdict, fields
 from typing import Any
 
-from evodag.models import Edge, Event, Iteration, Lesson, Node, RolloutRow, Run, SessionRow
+from evodag import codec, queries
+from evodag.base import Clock, utc_now
+from evodag.connection import insert, update
+from evodag.errors import EvoDAGError, UnknownEdgeError, UnknownNodeError
+from evodag.models import DISPOSITIONS, EDGE_KINDS, NODE_STATUSES, SPLITS, Edge, Event, Node, RolloutRow, Run
+from evodag.records import RecordsMixin
 
-Clock = Callable[[], str]  # returns an ISO-8601 timestamp
+RUN_STATUSES = ("running", "finished")
+_ROLLOUT_REQUIRED = ("run_id", "node_id", "task_id", "split", "seed", "repetition", "score", "passed", "disposition")
+_ROLLOUT_DEFAULTS = {
+    f.name: f.default for f in fields(RolloutRow) if f.default is not MISSING and f.name not in ("id", "created_at")
+}
 
 
-class EvoDAG:
+def diff_sha(diff: str) -> str:
+    """The content address of a diff in the `blobs` table (sha256 of its UTF-8 bytes)."""
+    return hashlib.sha256(diff.encode("utf-8")).hexdigest()
+
+
+class EvoDAG(RecordsMixin):
     """Open (and migrate) the store at `path`. Use as a context manager or call `close()`."""
-
-    def __init__(self, path: str | Path, *, readonly: bool = False, clock: Clock | None = None) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
 
     def __enter__(self) -> EvoDAG:
         return self
@@ -36,21 +46,30 @@ class EvoDAG:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        raise NotImplementedError
-        yield
-
     # runs ---------------------------------------------------------------------------------------
     def create_run(self, config: dict[str, Any], seed: int) -> Run:
-        raise NotImplementedError
+        with self.transaction():
+            values = {"config": config, "seed": seed, "started_at": self.clock(), "status": "running"}
+            run_id = insert(self.conn, "runs", codec.encode("runs", values))
+            assert run_id is not None
+            self._event("run.created", values, run_id)
+        return self.get_run(run_id)
 
     def get_run(self, run_id: int | None = None) -> Run:
         """The run with `run_id`, or the latest run when None (raises if there is none)."""
-        raise NotImplementedError
+        run = self._one(Run, "id = ?", (self._run_or_latest(run_id),))
+        assert run is not None
+        return run
 
     def update_run(self, run_id: int, **fields: Any) -> Run:
-        raise NotImplementedError
+        codec.check_fields(Run, fields, forbidden=("id",))
+        if "status" in fields:
+            codec.check_choice("run status", fields["status"], RUN_STATUSES)
+        with self.transaction():
+            self._run_or_latest(run_id)
+            update(self.conn, "runs", run_id, codec.encode("runs", fields))
+            self._event("run.updated", {"id": run_id, **fields}, run_id)
+        return self.get_run(run_id)
 
     # nodes --------------------------------------------------------------------------------------
     def add_node(
@@ -67,20 +86,56 @@ class EvoDAG:
         hypothesis: dict[str, Any] | None = None,
         lines_changed: int = 0,
     ) -> Node:
-        raise NotImplementedError
+        """Insert a candidate; `parent_id` must name an existing node (None for a root)."""
+        codec.check_choice("node status", status, NODE_STATUSES)
+        values = {
+            "run_id": run_id, "commit": commit, "parent_id": parent_id, "iteration": iteration, "phase": phase,
+            "patch_kind": patch_kind, "origin": origin, "status": status, "status_reason": status_reason,
+            "hypothesis": hypothesis, "lines_changed": lines_changed, "created_at": self.clock(),
+        }  # fmt: skip
+        with self.transaction():
+            self._run_or_latest(run_id)
+            if parent_id is not None:
+                self._require_node(parent_id)
+            node_id = insert(self.conn, "nodes", codec.encode("nodes", values))
+            assert node_id is not None
+            self._event("node.added", {"id": node_id, **values}, run_id)
+        return self.get_node(node_id)
 
     def update_node(self, node_id: int, **fields: Any) -> Node:
-        raise NotImplementedError
+        """Set fields (scores, status, reason, ...) of a node; logs `node.updated` with them."""
+        codec.check_fields(Node, fields, forbidden=("id", "run_id", "created_at"))
+        if "status" in fields:
+            codec.check_choice("node status", fields["status"], NODE_STATUSES)
+        with self.transaction():
+            node = self.get_node(node_id)
+            if fields.get("parent_id") is not None:
+                self._require_node(fields["parent_id"])
+            update(self.conn, "nodes", node_id, codec.encode("nodes", fields))
+            self._event("node.updated", {"id": node_id, **fields}, node.run_id)
+        return self.get_node(node_id)
 
     def get_node(self, node_id: int) -> Node:
-        raise NotImplementedError
+        node = self._one(Node, "id = ?", (node_id,))
+        if node is None:
+            raise UnknownNodeError(node_id)
+        return node
 
     def nodes(self, run_id: int | None = None, status: str | None = None) -> list[Node]:
-        """Nodes ordered by id."""
-        raise NotImplementedError
+        """Nodes ordered by id (all runs when `run_id` is None)."""
+        return self._many(Node, {"run_id": run_id, "status": status})
 
     def node_by_commit(self, commit: str, run_id: int | None = None) -> Node | None:
-        raise NotImplementedError
+        """The first node with this commit (in `run_id` when given), or None."""
+        if run_id is None:
+            return self._one(Node, '"commit" = ? ORDER BY id', (commit,))
+        return self._one(Node, '"commit" = ? AND run_id = ? ORDER BY id', (commit, run_id))
+
+    def children(self, node_id: int) -> list[Node]:
+        """Nodes whose incoming edge starts at `node_id`, ordered by id."""
+        sql = f"SELECT {codec.select_list(Node, 'n')} FROM edges e JOIN nodes n ON n.id = e.child_id "
+        decode = codec.decoder(Node)
+        return [decode(r) for r in self.conn.execute(sql + "WHERE e.parent_id = ? ORDER BY n.id", (node_id,))]
 
     # edges and blobs ----------------------------------------------------------------------------
     def add_edge(
@@ -96,34 +151,106 @@ class EvoDAG:
         source_edge_id: int | None = None,
     ) -> Edge:
         """Store the diff content-addressed (sha256) in `blobs` and the edge pointing at it."""
-        raise NotImplementedError
+        codec.check_choice("edge kind", kind, EDGE_KINDS)
+        sha = diff_sha(diff)
+        values = {
+            "run_id": run_id, "parent_id": parent_id, "child_id": child_id, "kind": kind, "diff_sha": sha,
+            "files_changed": list(files_changed), "lines_added": lines_added, "lines_removed": lines_removed,
+            "source_edge_id": source_edge_id, "created_at": self.clock(),
+        }  # fmt: skip
+        with self.transaction():
+            self._run_or_latest(run_id)
+            self._require_node(parent_id)
+            self._require_node(child_id)
+            if source_edge_id is not None:
+                self.get_edge(source_edge_id)
+            insert(self.conn, "blobs", {"sha": sha, "content": diff}, or_ignore=True)
+            edge_id = insert(self.conn, "edges", codec.encode("edges", values))
+            assert edge_id is not None
+            self._event("edge.added", {"id": edge_id, **values}, run_id)
+        return self.get_edge(edge_id)
 
     def set_edge_transitions(
         self, edge_id: int, fixed: list[str], regressed: list[str], still_failing: list[str], still_passing: list[str]
     ) -> Edge:
-        raise NotImplementedError
+        """Record reflection's per-task transitions on an edge (replacing earlier ones)."""
+        lists = {"fixed": fixed, "regressed": regressed, "still_failing": still_failing, "still_passing": still_passing}
+        lists = {k: list(v) for k, v in lists.items()}
+        with self.transaction():
+            edge = self.get_edge(edge_id)
+            update(self.conn, "edges", edge_id, codec.encode("edges", lists))
+            self.conn.execute("DELETE FROM edge_tasks WHERE edge_id = ?", (edge_id,))
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO edge_tasks (edge_id, task_id, category) VALUES (?, ?, ?)",
+                [(edge_id, task, cat) for cat, tasks in lists.items() for task in tasks],
+            )
+            self._event("edge.updated", {"id": edge_id, **lists}, edge.run_id)
+        return self.get_edge(edge_id)
 
     def get_edge(self, edge_id: int) -> Edge:
-        raise NotImplementedError
+        edge = self._one(Edge, "id = ?", (edge_id,))
+        if edge is None:
+            raise UnknownEdgeError(edge_id)
+        return edge
 
     def edge_between(self, parent_id: int, child_id: int) -> Edge:
-        raise NotImplementedError
+        edge = self._one(Edge, "parent_id = ? AND child_id = ? ORDER BY id", (parent_id, child_id))
+        if edge is None:
+            raise UnknownEdgeError(f"{parent_id}->{child_id}")
+        return edge
 
     def edges(self, run_id: int | None = None) -> list[Edge]:
-        raise NotImplementedError
+        """Edges ordered by id (all runs when `run_id` is None)."""
+        return self._many(Edge, {"run_id": run_id})
 
     def edge_into(self, child_id: int) -> Edge | None:
         """The edge whose child is `child_id` (every non-root node has exactly one)."""
-        raise NotImplementedError
+        return self._one(Edge, "child_id = ? ORDER BY id", (child_id,))
 
     def get_blob(self, sha: str) -> str:
-        raise NotImplementedError
+        row = self.conn.execute("SELECT content FROM blobs WHERE sha = ?", (sha,)).fetchone()
+        if row is None:
+            raise EvoDAGError(f"unknown blob {sha}; blobs are written by add_edge, is this the right database?")
+        return str(row[0])
 
     # rollouts -----------------------------------------------------------------------------------
+    def _rollout_values(self, given: dict[str, Any]) -> dict[str, Any]:
+        codec.check_fields(RolloutRow, given, forbidden=("id", "created_at"))
+        missing = [k for k in _ROLLOUT_REQUIRED if k not in given]
+        if missing:
+            raise EvoDAGError(f"add_rollout needs {', '.join(missing)}")
+        codec.check_choice("split", given["split"], SPLITS)
+        codec.check_choice("disposition", given["disposition"], DISPOSITIONS)
+        values = {**_ROLLOUT_DEFAULTS, **given, "created_at": self.clock()}
+        return codec.encode("rollouts", values)
+
     def add_rollout(self, **fields: Any) -> RolloutRow:
         """Insert one rollout (fields = RolloutRow minus id/created_at). Idempotent on
         (run_id, node_id, cache_key): a second insert returns the existing row."""
-        raise NotImplementedError
+        values = self._rollout_values(fields)
+        with self.transaction():
+            self._require_node(values["node_id"])
+            row_id = insert(self.conn, "rollouts", values, or_ignore=True)
+            if row_id is None:
+                where = "run_id = ? AND node_id = ? AND cache_key = ?"
+                existing = self._one(RolloutRow, where, (values["run_id"], values["node_id"], values["cache_key"]))
+                assert existing is not None
+                return existing
+        row = self._one(RolloutRow, "id = ?", (row_id,))
+        assert row is not None
+        return row
+
+    def add_rollouts(self, rows: Iterable[dict[str, Any]]) -> int:
+        """Bulk insert (one transaction, same rules as `add_rollout`); returns how many rows were new."""
+        encoded = [self._rollout_values(r) for r in rows]
+        if not encoded:
+            return 0
+        cols = list(encoded[0])
+        sql = f"INSERT OR IGNORE INTO rollouts ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
+        with self.transaction():
+            before = self.conn.total_changes
+            self.conn.executemany(sql, [tuple(v[c] for c in cols) for v in encoded])
+            return (self.conn.total_changes - before) // 2  # each insert also updates run_stats (trigger)
 
     def rollouts(
         self,
@@ -132,83 +259,83 @@ class EvoDAG:
         split: str | None = None,
         task_id: str | None = None,
     ) -> list[RolloutRow]:
-        raise NotImplementedError
+        """Rollouts matching every given filter, ordered by id."""
+        return self._many(RolloutRow, {"run_id": run_id, "node_id": node_id, "split": split, "task_id": task_id})
 
     def find_rollout(self, cache_key: str) -> RolloutRow | None:
         """Any stored rollout with this cache key (any node, any run in this DB)."""
-        raise NotImplementedError
+        if not cache_key:
+            return None
+        return self._one(RolloutRow, "cache_key = ? ORDER BY id", (cache_key,))
+
+    def _stat(self, column: str, run_id: int | None) -> Any:
+        if run_id is None:
+            return self.conn.execute(f"SELECT coalesce(sum({column}), 0) FROM run_stats").fetchone()[0]
+        row = self.conn.execute(f"SELECT {column} FROM run_stats WHERE run_id = ?", (run_id,)).fetchone()
+        return 0 if row is None else row[0]
 
     def count_rollouts(self, run_id: int | None = None) -> int:
-        raise NotImplementedError
+        """Rollouts stored for `run_id` (all runs when None); O(1) from `run_stats`."""
+        return int(self._stat("rollouts", run_id))
 
     def rollout_cost(self, run_id: int | None = None) -> float:
-        raise NotImplementedError
-
-    # lessons and sessions -----------------------------------------------------------------------
-    def add_lesson(
-        self,
-        run_id: int,
-        category: str,
-        attribution: str,
-        text: str,
-        node_id: int | None = None,
-        edge_id: int | None = None,
-        iteration: int | None = None,
-        task_id: str | None = None,
-    ) -> Lesson:
-        raise NotImplementedError
-
-    def lessons(
-        self,
-        run_id: int | None = None,
-        node_id: int | None = None,
-        edge_id: int | None = None,
-        category: str | None = None,
-        attribution: str | None = None,
-        task_id: str | None = None,
-    ) -> list[Lesson]:
-        raise NotImplementedError
-
-    def add_session(self, run_id: int, role: str, backend: str, **fields: Any) -> SessionRow:
-        raise NotImplementedError
-
-    def sessions(self, run_id: int | None = None, iteration: int | None = None) -> list[SessionRow]:
-        raise NotImplementedError
+        return float(self._stat("rollout_cost", run_id))
 
     def session_cost(self, run_id: int | None = None) -> float:
-        raise NotImplementedError
+        return float(self._stat("session_cost", run_id))
 
-    # iterations ---------------------------------------------------------------------------------
-    def start_iteration(self, run_id: int, number: int, epoch: int, batch: list[str], **fields: Any) -> Iteration:
-        raise NotImplementedError
-
-    def update_iteration(self, iteration_id: int, **fields: Any) -> Iteration:
-        raise NotImplementedError
-
-    def iterations(self, run_id: int | None = None) -> list[Iteration]:
-        raise NotImplementedError
-
-    def current_iteration(self, run_id: int | None = None) -> Iteration | None:
-        """The latest iteration (finished or not), or None."""
-        raise NotImplementedError
+    def count_sessions(self, run_id: int | None = None) -> int:
+        return int(self._stat("sessions", run_id))
 
     # events -------------------------------------------------------------------------------------
     def log_event(self, kind: str, payload: dict[str, Any] | None = None, run_id: int | None = None) -> Event:
-        raise NotImplementedError
+        """Append a free-form event (the loop's own milestones: budget checks, pauses, ...)."""
+        with self.transaction():
+            event_id = self._event(kind, payload or {}, run_id)
+        event = self._one(Event, "id = ?", (event_id,))
+        assert event is not None
+        return event
 
     def events(self, since_id: int = 0, run_id: int | None = None) -> list[Event]:
-        raise NotImplementedError
+        """Events with id > `since_id` (of `run_id` when given), oldest first."""
+        decode = codec.decoder(Event)
+        where, params = ("id > ?", (since_id,)) if run_id is None else ("run_id = ? AND id > ?", (run_id, since_id))
+        sql = f"SELECT {codec.select_list(Event)} FROM events WHERE {where} ORDER BY id"
+        return [decode(r) for r in self.conn.execute(sql, params)]
 
-    # shared rollout cache (a table any DB has; a run may point at another DB as its cache) ------
-    def cache_get(self, cache_key: str) -> dict[str, Any] | None:
-        raise NotImplementedError
-
-    def cache_put(self, cache_key: str, payload: dict[str, Any]) -> None:
-        raise NotImplementedError
-
-    # queries for people and sessions (also used by the evo-dag CLI) ------------------------------
+    # queries for people and sessions (also used by the evo-dag CLI; see `evodag.queries`) -------
     def summary(self, run_id: int | None = None) -> dict[str, Any]:
-        raise NotImplementedError
+        """Run info, node counts by status, rollout/session count and cost, baseline, best, iteration, decisions."""
+        return queries.summary(self, run_id)
 
     def scenario(self, task_id: str, run_id: int | None = None) -> dict[str, Any]:
-        raise NotImplementedError
+        """One task across nodes: outcomes, lessons, fixing/regressing edges (raises UnknownTaskError)."""
+        return queries.scenario(self, task_id, run_id)
+
+    def lineage(self, node_id: int) -> list[Node]:
+        """Root .. node following parents."""
+        return queries.lineage(self, node_id)
+
+    def descendants(self, node_id: int) -> list[Node]:
+        """Every node below `node_id`, ordered by id."""
+        return queries.descendants(self, node_id)
+
+    def best_node(self, run_id: int | None = None, split: str = "dev") -> Node | None:
+        """Highest dev (or test) mean; ties to fewer lines_changed, then lower id."""
+        return queries.best_node(self, run_id, split)
+
+    def batch(self, run_id: int | None = None) -> dict[str, Any]:
+        """The current iteration's mini-batch with each task's status on parent and candidate."""
+        return queries.batch(self, run_id)
+
+    def diff_path(self, a: int, b: int) -> dict[str, Any]:
+        """The diffs along a→b, or along both lineages from their common ancestor."""
+        return queries.diff_path(self, a, b)
+
+
+def record_dict(record: Any) -> dict[str, Any]:
+    """A record as a plain dict (JSON-ready)."""
+    return asdict(record)
+
+
+__all__ = ["Clock", "EvoDAG", "diff_sha", "record_dict", "utc_now"]
