@@ -1,0 +1,315 @@
+"""The `claude` backend: each session is one claude-agent-sdk conversation.
+
+Diagnosis runs with the candidate's worktree as cwd and may read, edit, grep/glob and run a few Bash
+commands (`evo-dag`, `git diff`, `git status`, the harness's check command); reflection and evolution
+only read. `setting_sources=[]` keeps the user's own settings out; a PreToolUse hook refuses edits of
+protected paths or outside the worktree and any other Bash command. The answer comes back as the SDK's
+structured output (`output_format` json_schema) and is validated against the session schema.
+
+Failed sessions (budget, max turns, bad output, timeout, transient errors after retries) become failed
+results; rejected credentials raise `AuthenticationError` naming ANTHROPIC_API_KEY.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import random
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from saddler.errors import AuthenticationError, BackendError
+from saddler.sessions import common
+from saddler.sessions.prompts import render, render_system
+from saddler.sessions.schema import (
+    DiagnosisRequest,
+    DiagnosisResult,
+    EvolutionRequest,
+    EvolutionResult,
+    ReflectionRequest,
+    ReflectionResult,
+    Role,
+    SessionBackend,
+    SessionStats,
+    result_schema,
+)
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import ClaudeAgentOptions, Transport
+
+    from saddler.benchmark import Benchmark
+    from saddler.config import SessionConfig
+
+KEY_VARIABLE = "ANTHROPIC_API_KEY"
+_TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+_AUTH_TEXT = re.compile(
+    r"invalid api key|authentication[_ ]failed|not logged in|please run /login|invalid x-api-key|"
+    r"oauth token (?:has )?expired|api key (?:is )?(?:missing|required)",
+    re.IGNORECASE,
+)
+_FAILED_SUBTYPES = {
+    "error_max_turns": "max_turns",
+    "error_max_budget_usd": "budget",
+    "error_max_structured_output_retries": "unparsable_output",
+}
+
+
+@dataclass
+class _Attempt:
+    """What one SDK conversation produced."""
+
+    result: Any = None  # ResultMessage
+    assistant_error: str | None = None
+    texts: list[str] = field(default_factory=list)
+    exception: BaseException | None = None
+    timed_out: bool = False
+
+
+class ClaudeBackend(SessionBackend):
+    """Optimizer sessions on claude-agent-sdk.
+
+    `transport_factory` (tests, remote runners) supplies the SDK `Transport`; the default is the SDK's
+    own subprocess transport running the bundled `claude` CLI. `sleep` and `clock` are injectable.
+    """
+
+    name = "claude"
+
+    def __init__(
+        self,
+        config: SessionConfig,
+        *,
+        benchmark: Benchmark | None = None,
+        run_dir: Path,
+        seed: int,
+        transport_factory: Callable[[], Transport] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.benchmark = benchmark
+        self.run_dir = Path(run_dir)
+        self.rng = random.Random(seed)
+        self.transport_factory = transport_factory
+        self.sleep = sleep
+        self.clock = clock
+        self.last_options: ClaudeAgentOptions | None = None
+
+    def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
+        result = self._session("diagnosis_patch", request)
+        assert isinstance(result, DiagnosisResult)
+        return common.finish_diagnosis(result, Path(request.worktree))
+
+    def reflect(self, request: ReflectionRequest) -> ReflectionResult:
+        result = self._session("reflection", request)
+        assert isinstance(result, ReflectionResult)
+        return result
+
+    def evolve(self, request: EvolutionRequest) -> EvolutionResult:
+        result = self._session("evolution", request)
+        assert isinstance(result, EvolutionResult)
+        return result
+
+    # -- options -------------------------------------------------------------------------------
+
+    def web_search(self, role: Role, request: common.Request) -> bool:
+        """Whether this session gets WebSearch/WebFetch: exploration diagnosis, when the config allows."""
+        return (
+            role == "diagnosis_patch"
+            and getattr(request, "exploration", False)
+            and self.config.allow_web_search_on_plateau
+        )
+
+    def build_options(self, role: Role, request: common.Request) -> ClaudeAgentOptions:
+        """The SDK options of one session (cwd, tools, hook, model, limits, structured output)."""
+        from claude_agent_sdk import ClaudeAgentOptions, HookMatcher
+
+        editing = isinstance(request, DiagnosisRequest)
+        worktree: Path | None = None
+        protected: list[str] = []
+        check = self.config.check_command
+        if isinstance(request, DiagnosisRequest):
+            worktree = Path(request.worktree)
+            protected = request.component_globs.get("protected", ["saddler.toml"])
+            check = request.check_command or check
+        prefixes = common.allowed_bash_prefixes(check)
+        tools = ["Read", "Glob", "Grep", "Bash"] + (["Edit", "Write"] if editing else [])
+        if self.web_search(role, request):
+            tools += ["WebSearch", "WebFetch"]
+        allowed = [t for t in tools if t != "Bash"] + [f"Bash({p}:*)" for p in prefixes]
+        bin_dir = str(Path(sys.executable).parent)
+        return ClaudeAgentOptions(
+            system_prompt=render_system(role, self.config.prompts, self.run_dir),
+            cwd=str(worktree or self.run_dir),
+            add_dirs=[str(self.run_dir)] if editing else [],
+            setting_sources=[],
+            tools=tools,
+            allowed_tools=allowed,
+            disallowed_tools=[] if editing else ["Edit", "Write", "MultiEdit", "NotebookEdit"],
+            permission_mode="dontAsk",
+            hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[make_guard(worktree, protected, prefixes)])]},
+            model=self.config.model,
+            fallback_model=self.config.fallback_model if self.config.fallback_model != self.config.model else None,
+            max_turns=self.config.max_turns,
+            max_budget_usd=self.config.max_budget_usd or None,
+            output_format={"type": "json_schema", "schema": result_schema(role)},
+            env={"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"},
+        )
+
+    # -- one session ---------------------------------------------------------------------------
+
+    def _session(self, role: Role, request: common.Request) -> common.Result:
+        web = self.web_search(role, request)
+        prompt = render(role, request, self.config.prompts, web_search=web, base_dir=self.run_dir)
+        options = self.build_options(role, request)
+        self.last_options = options
+        path = common.transcript_path(self.run_dir, request.iteration, role)
+        transcript = common.Transcript(path)
+        transcript.write("prompt", role=role, text=prompt, system=options.system_prompt)
+        stats = SessionStats(backend=self.name, model=self.config.model, transcript_path=str(path))
+        started = self.clock()
+
+        def attempt(n: int) -> common.Result:
+            transcript.write("attempt", number=n)
+            outcome = asyncio.run(self._converse(prompt, options, transcript))
+            self._add_usage(stats, outcome)
+            return self._conclude(role, request, outcome, stats)
+
+        def on_retry(n: int, exc: Exception, delay: float) -> None:
+            transcript.write("retry", attempt=n, error=str(exc), delay_s=round(delay, 3))
+
+        try:
+            result = common.with_retries(
+                attempt, self.config.retries, sleep=self.sleep, rng=self.rng, on_retry=on_retry
+            )
+        except common.TransientError as exc:
+            stats.error = str(exc)
+            result = common.failed_result(role, request, stats, "transient")
+        duration = round(self.clock() - started, 3)
+        result.stats.duration_s = duration
+        transcript.write("outcome", outcome=result.stats.outcome, cost_usd=result.stats.cost_usd, duration_s=duration)
+        return result
+
+    async def _converse(self, prompt: str, options: ClaudeAgentOptions, transcript: common.Transcript) -> _Attempt:
+        from claude_agent_sdk import AssistantMessage, ResultMessage, TextBlock, query
+
+        out = _Attempt()
+
+        async def consume() -> None:
+            transport = self.transport_factory() if self.transport_factory is not None else None
+            async for message in query(prompt=prompt, options=options, transport=transport):
+                transcript.write("message", type=type(message).__name__, data=_plain(message))
+                if isinstance(message, AssistantMessage):
+                    out.assistant_error = message.error or out.assistant_error
+                    out.texts += [b.text for b in message.content if isinstance(b, TextBlock)]
+                elif isinstance(message, ResultMessage):
+                    out.result = message
+
+        try:
+            await asyncio.wait_for(consume(), timeout=self.config.timeout_s)
+        except TimeoutError:
+            out.timed_out = True
+        except Exception as exc:  # the SDK's process/connection errors are classified by _conclude
+            out.exception = exc
+            transcript.write("error", type=type(exc).__name__, error=str(exc))
+        return out
+
+    def _add_usage(self, stats: SessionStats, out: _Attempt) -> None:
+        res = out.result
+        if res is None:
+            return
+        usage = res.usage or {}
+        stats.turns += int(res.num_turns or 0)
+        stats.cost_usd = round(stats.cost_usd + float(res.total_cost_usd or 0.0), 6)
+        stats.tokens_in += sum(
+            int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        )
+        stats.tokens_out += int(usage.get("output_tokens") or 0)
+
+    def _conclude(self, role: Role, request: common.Request, out: _Attempt, stats: SessionStats) -> common.Result:
+        res = out.result
+        texts = [str(out.exception or "")]
+        if res is not None:
+            texts += [res.result or "", *(res.errors or [])]
+        if out.assistant_error == "authentication_failed" or (res is not None and res.api_error_status in (401, 403)):
+            raise AuthenticationError(_auth_message())
+        ended_in_error = res is None or (res.is_error and res.subtype not in _FAILED_SUBTYPES)
+        if ended_in_error and any(_AUTH_TEXT.search(t) for t in texts if t):
+            raise AuthenticationError(_auth_message())
+        if out.assistant_error == "billing_error":
+            raise BackendError("the Anthropic account cannot be billed (billing_error); check the account's credits")
+        if out.timed_out:
+            return common.failed_result(role, request, stats, "timeout")
+        if res is None:
+            if _is_cli_missing(out.exception):
+                raise BackendError(f"claude CLI not found ({out.exception}); reinstall claude-agent-sdk")
+            raise common.TransientError(f"session ended without a result: {out.exception}")
+        if res.subtype in _FAILED_SUBTYPES:
+            stats.error = "; ".join(res.errors or []) or res.subtype
+            return common.failed_result(role, request, stats, _FAILED_SUBTYPES[res.subtype])
+        if res.is_error:
+            if res.api_error_status in _TRANSIENT_STATUS or out.assistant_error in ("rate_limit", "server_error"):
+                raise common.TransientError(f"API error {res.api_error_status or out.assistant_error}: {res.result}")
+            stats.error = "; ".join(res.errors or []) or (res.result or res.subtype)
+            return common.failed_result(role, request, stats, "error")
+        payload = res.structured_output if res.structured_output is not None else res.result
+        try:
+            return common.parse_result(role, payload, stats)
+        except common.OutputError as exc:
+            stats.error = str(exc)
+            return common.failed_result(role, request, stats, "unparsable_output")
+
+
+def make_guard(worktree: Path | None, protected: list[str], bash_prefixes: list[str]) -> Any:
+    """The PreToolUse hook: deny edits outside `worktree` or of protected paths (every edit when
+    `worktree` is None) and Bash commands outside `bash_prefixes`; no opinion otherwise."""
+
+    async def guard(hook_input: Any, tool_use_id: str | None, context: Any) -> dict[str, Any]:
+        tool = str(hook_input.get("tool_name", ""))
+        args = hook_input.get("tool_input") or {}
+        reason: str | None = None
+        if tool in common.EDIT_TOOLS:
+            path = str(args.get("file_path") or args.get("notebook_path") or "")
+            if worktree is None:
+                reason = "this session does not edit files"
+            else:
+                reason = common.edit_denial(path, worktree, protected)
+        elif tool == "Bash":
+            reason = common.bash_denial(str(args.get("command", "")), bash_prefixes)
+        if reason is None:
+            return {}
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": reason,
+            }
+        }
+
+    return guard
+
+
+def _auth_message() -> str:
+    return (
+        f"Anthropic authentication failed: set {KEY_VARIABLE} to a valid API key "
+        "(or log the bundled claude CLI in), then resume the run"
+    )
+
+
+def _is_cli_missing(exc: BaseException | None) -> bool:
+    try:
+        from claude_agent_sdk import CLINotFoundError
+    except ImportError:  # pragma: no cover - the SDK is a dependency
+        return False
+    return isinstance(exc, CLINotFoundError)
+
+
+def _plain(message: Any) -> Any:
+    if dataclasses.is_dataclass(message) and not isinstance(message, type):
+        return dataclasses.asdict(message)
+    return message

@@ -1,0 +1,271 @@
+"""Session prompt templates: markdown files shipped in `saddler/sessions/prompts/`, overridable per run.
+
+Templates use `{name}` placeholders (`{{` / `}}` for literal braces). `render(role, request, overrides)`
+fills them from a session request; an override template (`SessionConfig.prompts`: template name -> path)
+may use any subset of the same placeholders. Template names: `diagnosis_patch`,
+`diagnosis_patch_explore` (used when `request.exploration`), `reflection`, `evolution`, `system`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from saddler.errors import ConfigError
+from saddler.sessions.schema import (
+    DiagnosisRequest,
+    EvolutionRequest,
+    ReflectionRequest,
+    Role,
+    result_schema,
+)
+
+TEMPLATES = ("system", "diagnosis_patch", "diagnosis_patch_explore", "reflection", "evolution")
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([a-z_]+)\}")
+_MAX_DIFF_CHARS = 30_000
+_MAX_TAIL_CHARS = 400
+
+_TAXONOMY = {
+    "capability": (
+        "**Capability** patches change what the agent can do: a new or fixed **tool** (its implementation, "
+        "arguments, error messages, pagination, validation), the **loop** (turn limits, retries, when to "
+        "stop, verification before finishing), or **infra** (timeouts, environment handling, parsing of "
+        "tool output)."
+    ),
+    "steering": (
+        "**Steering** patches change what the agent is told: the system **prompt**, **reminders** injected "
+        "during the loop, or **hooks** that check or redirect the agent's actions."
+    ),
+}
+
+
+def template_name(role: Role, request: Any) -> str:
+    """The template a request uses: the exploration variant of diagnosis after a plateau."""
+    if role == "diagnosis_patch" and getattr(request, "exploration", False):
+        return "diagnosis_patch_explore"
+    return role
+
+
+def load_template(name: str, overrides: dict[str, str] | None = None, base_dir: Path | None = None) -> str:
+    """The text of template `name`: the override's file when configured, else the bundled one.
+
+    A relative override path is resolved against `base_dir` (the run folder). A missing override file
+    or an unknown template name is a `ConfigError`.
+    """
+    if name not in TEMPLATES:
+        raise ConfigError(f"unknown prompt template {name!r}; known: {', '.join(TEMPLATES)}")
+    if overrides and name in overrides:
+        path = Path(overrides[name]).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        if not path.is_file():
+            raise ConfigError(f"sessions.prompts.{name}: no such file {path} (fix the path or remove the entry)")
+        return path.read_text(encoding="utf-8")
+    return resources.files("saddler.sessions").joinpath("prompts", f"{name}.md").read_text(encoding="utf-8")
+
+
+def fill(template: str, values: dict[str, str], source: str = "template") -> str:
+    """Substitute `{name}` placeholders in one pass; an unknown name is a `ConfigError` listing known ones."""
+    unknown = sorted({m.group(1) for m in _PLACEHOLDER.finditer(template) if m.group(1) and m.group(1) not in values})
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)}; "
+            f"available: {', '.join(sorted(values))}"
+        )
+
+    def _sub(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token == "{{":
+            return "{"
+        if token == "}}":
+            return "}"
+        return values[match.group(1)]
+
+    return _PLACEHOLDER.sub(_sub, template)
+
+
+def output_instructions(result_file: str | None) -> str:
+    """How the session must hand back its structured answer."""
+    if result_file is None:
+        return (
+            "End the session with your answer as the structured output: one JSON object matching the schema "
+            "below, nothing else."
+        )
+    return (
+        f"Write your answer as one JSON object matching the schema below to the file `{result_file}` "
+        "(create it with your file-writing tool; it is read after you exit, and the session counts as failed "
+        "without it). Write that file last, once your work is done."
+    )
+
+
+def render(
+    role: Role,
+    request: DiagnosisRequest | ReflectionRequest | EvolutionRequest,
+    overrides: dict[str, str] | None = None,
+    *,
+    result_file: str | None = None,
+    web_search: bool = False,
+    base_dir: Path | None = None,
+) -> str:
+    """The user prompt of one session, rendered from its template and request.
+
+    `result_file` set: the agent is told to write its JSON answer there (command backend); unset: it is
+    told to end with structured output (claude backend). `web_search` says whether the exploration
+    variant may point the agent at web search tools.
+    """
+    name = template_name(role, request)
+    values = _common_values(role, request, result_file)
+    if isinstance(request, DiagnosisRequest):
+        values.update(_diagnosis_values(request, web_search))
+    elif isinstance(request, ReflectionRequest):
+        values.update(_reflection_values(request))
+    else:
+        values.update(_evolution_values(request))
+    return fill(load_template(name, overrides, base_dir), values, source=f"prompt template {name!r}")
+
+
+def render_system(role: Role, overrides: dict[str, str] | None = None, base_dir: Path | None = None) -> str:
+    """The system prompt shared by all sessions, naming the role."""
+    return fill(load_template("system", overrides, base_dir), {"role": role}, source="prompt template 'system'")
+
+
+def _common_values(role: Role, request: Any, result_file: str | None) -> dict[str, str]:
+    return {
+        "role": role,
+        "iteration": str(request.iteration),
+        "db_path": request.db_path,
+        "run_dir": request.run_dir,
+        "evo_dag": f"evo-dag --db {request.db_path}",
+        "output_instructions": output_instructions(result_file),
+        "output_schema": json.dumps(result_schema(role), indent=2, sort_keys=True),
+        "result_file": result_file or "",
+    }
+
+
+def _diagnosis_values(req: DiagnosisRequest, web_search: bool) -> dict[str, str]:
+    kinds = [k for k in req.allowed_kinds if k in _TAXONOMY]
+    taxonomy = "\n\n".join(_TAXONOMY[k] for k in kinds) or "No patch kind is restricted by phase."
+    globs = "\n".join(
+        f"- {kind}: {', '.join(f'`{g}`' for g in globs) or '(none)'}" for kind, globs in req.component_globs.items()
+    )
+    lineage = (
+        f"\nAlready applied in this lineage (do not apply again): {', '.join(req.lineage_origins)}.\n"
+        if req.lineage_origins
+        else ""
+    )
+    excluded = f"\nExcluded here (do not try again): {', '.join(req.excluded)}.\n" if req.excluded else ""
+    attempt = (
+        f"\nThis is retry {req.attempt}: the previous edit failed validation (empty, protected path, wrong phase "
+        "or broken structure). Start from the clean worktree and make a valid change.\n"
+        if req.attempt > 0
+        else ""
+    )
+    web = (
+        "Use the WebSearch and WebFetch tools to look up how others solved this failure mechanism "
+        "(agent-harness patterns, tool design, the APIs the failing tools wrap)."
+        if web_search
+        else "Web search is not available in this session: re-read the harness code end to end and the oldest "
+        "lessons instead, looking for a mechanism no earlier candidate addressed."
+    )
+    return {
+        "worktree": req.worktree,
+        "parent_node_id": str(req.parent_node_id),
+        "phase": req.phase,
+        "allowed_kinds": ", ".join(req.allowed_kinds) or "(none)",
+        "patch_taxonomy": taxonomy,
+        "component_globs": globs or "- (no component map)",
+        "evidence": format_evidence(req),
+        "lineage_note": lineage,
+        "excluded_note": excluded,
+        "attempt_note": attempt,
+        "check_note": f", and run `{req.check_command}` to check your edit" if req.check_command else "",
+        "check_command": req.check_command,
+        "web_search_note": web,
+    }
+
+
+def format_evidence(req: DiagnosisRequest) -> str:
+    """One block per train rollout: outcome, grader rationale, trace and implicated file."""
+    if not req.evidence:
+        return "(no rollouts)"
+    failed = sum(1 for e in req.evidence if not e.passed)
+    lines = [f"{len(req.evidence)} rollouts, {failed} failed."]
+    for e in req.evidence:
+        head = f"- `{e.task_id}` (group {e.group or '-'}, family {e.family or '-'}, rep {e.repetition}, seed {e.seed}):"
+        lines.append(f"{head} score {e.score:.2f}, {'PASS' if e.passed else 'FAIL'}, {e.disposition}")
+        if e.rationale:
+            lines.append(f"  - grader: {e.rationale}")
+        if e.trace_path:
+            lines.append(f"  - trace: `{e.trace_path}`")
+        if e.failure_file:
+            lines.append(f"  - failure point in: `{e.failure_file}`")
+        if e.error_tail:
+            lines.append(f"  - error: {e.error_tail[-_MAX_TAIL_CHARS:]}")
+    return "\n".join(lines)
+
+
+def _reflection_values(req: ReflectionRequest) -> dict[str, str]:
+    hyp = req.hypothesis.model_dump_json(indent=2) if req.hypothesis else "(none recorded)"
+    diff = req.diff if len(req.diff) <= _MAX_DIFF_CHARS else req.diff[:_MAX_DIFF_CHARS] + "\n[... diff truncated]"
+    rows = []
+    for t in req.transitions:
+        before = "".join("P" if p else "F" for p in t.before) or "-"
+        after = "".join("P" if p else "F" for p in t.after) or "-"
+        rows.append(f"- `{t.task_id}`: {before} -> {after}")
+        for label, paths in (("before traces", t.before_trace_paths), ("after traces", t.after_trace_paths)):
+            if paths:
+                rows.append(f"  - {label}: {', '.join(f'`{p}`' for p in paths)}")
+    dev = ", ".join(
+        f"{label} {value:.3f}"
+        for label, value in (
+            ("parent", req.parent_dev_mean),
+            ("candidate", req.candidate_dev_mean),
+            ("best so far", req.best_dev_mean),
+        )
+        if value is not None
+    )
+    return {
+        "parent_node_id": str(req.parent_node_id),
+        "candidate_node_id": str(req.candidate_node_id),
+        "decision": req.decision,
+        "hypothesis": f"```json\n{hyp}\n```",
+        "files_changed": ", ".join(f"`{f}`" for f in req.files_changed) or "(none)",
+        "diff": diff or "(empty)",
+        "transitions": "\n".join(rows) or "(no tasks)",
+        "dev_aggregates": dev or "not evaluated on dev",
+    }
+
+
+def _evolution_values(req: EvolutionRequest) -> dict[str, str]:
+    nodes = [
+        f"- node {n.node_id} (parent {n.parent_id}, iteration {n.iteration}): {n.status}, origin {n.origin or '-'}, "
+        f"dev {_num(n.dev_mean)}, batch {_num(n.batch_after)}, {n.lines_changed} lines changed"
+        for n in req.nodes
+    ]
+    edges = [
+        f"- edge {e.edge_id}: {e.parent_id} -> {e.child_id} ({e.kind}, {e.origin or '-'}, "
+        f"child {e.child_status or '-'}), "
+        f"files {', '.join(e.files) or '-'}; fixed {_ids(e.fixed)}; regressed {_ids(e.regressed)}; "
+        f"true fixes {_ids(e.true_fixes)}; true regressions {_ids(e.true_regressions)}"
+        for e in req.edges
+    ]
+    return {
+        "current_node_id": str(req.current_node_id),
+        "best_node_id": str(req.best_node_id),
+        "nodes": "\n".join(nodes) or "(none)",
+        "edges": "\n".join(edges) or "(none)",
+        "lineage": json.dumps({str(k): v for k, v in req.lineage_edge_ids.items()}, sort_keys=True),
+        "failing": json.dumps({str(k): v for k, v in req.failing_train_tasks.items()}, sort_keys=True),
+        "tried_actions": ", ".join(req.tried_actions) or "(none)",
+    }
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _ids(values: list[str]) -> str:
+    return ", ".join(values) or "-"

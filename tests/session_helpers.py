@@ -1,0 +1,122 @@
+"""Shared builders for the LLM-backend tests: a real git harness worktree and the three session requests."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from saddler.sessions.schema import (
+    DiagnosisRequest,
+    EdgeInfo,
+    EvolutionRequest,
+    Hypothesis,
+    NodeInfo,
+    ReflectionRequest,
+    TaskEvidence,
+    TaskTransition,
+)
+
+HARNESS_FILES = {
+    "saddler.toml": '[harness]\nname = "mini"\n',
+    "tools/search.py": "def search(query):\n    return []\n",
+    "prompts/system.md": "You are a helpful agent.\n",
+    "eval/grader.py": "def grade(answer):\n    return answer == 42\n",
+}
+COMPONENTS = {
+    "capability": ["tools/**"],
+    "steering": ["prompts/**"],
+    "protected": ["eval/**", "saddler.toml"],
+}
+
+
+def git(cwd: Path, *args: str) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return proc.stdout
+
+
+def make_worktree(root: Path) -> Path:
+    """A committed git repository holding a tiny harness (tools, prompt, protected grader)."""
+    root.mkdir(parents=True, exist_ok=True)
+    for rel, text in HARNESS_FILES.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    git(root, "init", "-q")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "baseline")
+    return root
+
+
+def diagnosis_request(run_dir: Path, worktree: Path, *, exploration: bool = False, iteration: int = 3):
+    trace = run_dir / "traces" / "t1.jsonl"
+    trace.parent.mkdir(parents=True, exist_ok=True)
+    trace.write_text('{"step": 1, "tool": "search", "result": []}\n', encoding="utf-8")
+    return DiagnosisRequest(
+        run_dir=str(run_dir),
+        db_path=str(run_dir / "evodag.sqlite"),
+        worktree=str(worktree),
+        iteration=iteration,
+        parent_node_id=1,
+        phase="capability",
+        allowed_kinds=["capability"],
+        component_globs=COMPONENTS,
+        evidence=[
+            TaskEvidence(
+                task_id="t1",
+                group="g1",
+                family="lookup",
+                seed=7,
+                score=0.0,
+                passed=False,
+                disposition="task_failure",
+                rationale="expected 3 results, agent returned none",
+                trace_path=str(trace),
+                failure_file="tools/search.py",
+            ),
+            TaskEvidence(task_id="t2", group="g1", score=1.0, passed=True, disposition="success"),
+        ],
+        exploration=exploration,
+        check_command="python -m compileall -q .",
+    )
+
+
+def reflection_request(run_dir: Path, iteration: int = 3) -> ReflectionRequest:
+    return ReflectionRequest(
+        run_dir=str(run_dir),
+        db_path=str(run_dir / "evodag.sqlite"),
+        iteration=iteration,
+        parent_node_id=1,
+        candidate_node_id=2,
+        decision="accepted",
+        hypothesis=Hypothesis(diagnosis="search returns nothing", plan="implement search", patch_kind="capability"),
+        diff="--- a/tools/search.py\n+++ b/tools/search.py\n@@ -1,2 +1,2 @@\n-    return []\n+    return [1, 2, 3]\n",
+        files_changed=["tools/search.py"],
+        transitions=[
+            TaskTransition(task_id="t1", before=[False], after=[True], after_trace_paths=["traces/t1-after.jsonl"]),
+            TaskTransition(task_id="t2", before=[True], after=[True]),
+        ],
+        parent_dev_mean=0.5,
+        candidate_dev_mean=0.625,
+        best_dev_mean=0.5,
+    )
+
+
+def evolution_request(run_dir: Path, iteration: int = 3) -> EvolutionRequest:
+    return EvolutionRequest(
+        run_dir=str(run_dir),
+        db_path=str(run_dir / "evodag.sqlite"),
+        iteration=iteration,
+        current_node_id=3,
+        best_node_id=2,
+        nodes=[
+            NodeInfo(node_id=1, parent_id=None, status="baseline", dev_mean=0.5),
+            NodeInfo(node_id=2, parent_id=1, status="accepted", dev_mean=0.625, iteration=1),
+            NodeInfo(node_id=3, parent_id=2, status="rejected", iteration=2),
+        ],
+        edges=[
+            EdgeInfo(edge_id=1, parent_id=1, child_id=2, kind="patch", fixed=["t1"], true_fixes=["t1"]),
+            EdgeInfo(edge_id=2, parent_id=2, child_id=3, kind="patch", regressed=["t2"], true_regressions=["t2"]),
+        ],
+        lineage_edge_ids={2: [1], 3: [1, 2]},
+        failing_train_tasks={3: ["t2"]},
+    )

@@ -1,0 +1,306 @@
+"""The claude backend driven through a fake SDK Transport speaking the real control protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from claude_agent_sdk import Transport
+from session_helpers import diagnosis_request, evolution_request, make_worktree, reflection_request
+
+from saddler.config import SessionConfig
+from saddler.errors import AuthenticationError
+from saddler.sessions.claude import ClaudeBackend
+from saddler.sessions.registry import load_backend
+from saddler.sessions.schema import DiagnosisResult, EvolutionResult, ReflectionResult
+
+
+def assistant(text: str, error: str | None = None) -> dict[str, Any]:
+    msg: dict[str, Any] = {
+        "type": "assistant",
+        "session_id": "s1",
+        "message": {"role": "assistant", "model": "claude-opus-4-6", "content": [{"type": "text", "text": text}]},
+    }
+    if error:
+        msg["error"] = error
+    return msg
+
+
+def result(subtype: str = "success", *, structured: Any = None, text: str | None = None, cost: float = 0.25,
+           is_error: bool = False, status: int | None = None, turns: int = 4) -> dict[str, Any]:
+    return {
+        "type": "result",
+        "subtype": subtype,
+        "duration_ms": 1200,
+        "duration_api_ms": 900,
+        "is_error": is_error,
+        "num_turns": turns,
+        "session_id": "s1",
+        "total_cost_usd": cost,
+        "usage": {"input_tokens": 1000, "cache_read_input_tokens": 500, "output_tokens": 300},
+        "structured_output": structured,
+        "result": text,
+        "api_error_status": status,
+    }
+
+
+class Hook:
+    """A script step: the CLI asks the SDK's PreToolUse hook about a tool call, then runs it if allowed."""
+
+    def __init__(self, tool: str, tool_input: dict[str, Any], apply: Any = None) -> None:
+        self.tool, self.tool_input, self.apply = tool, tool_input, apply
+
+
+class FakeTransport(Transport):
+    """Plays the CLI side: answers `initialize`, asks hook callbacks, emits scripted messages."""
+
+    def __init__(self, script: list[Any]) -> None:
+        self.script = script
+        self.written: list[dict[str, Any]] = []
+        self.initialize: dict[str, Any] | None = None
+        self.hook_responses: list[dict[str, Any]] = []
+        self._queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._ready = False
+        self._counter = 0
+
+    async def connect(self) -> None:
+        self._ready = True
+
+    async def write(self, data: str) -> None:
+        for line in data.splitlines():
+            msg = json.loads(line)
+            self.written.append(msg)
+            if msg["type"] == "control_request" and msg["request"]["subtype"] == "initialize":
+                self.initialize = msg["request"]
+                await self._queue.put({"type": "control_response", "response": {
+                    "subtype": "success", "request_id": msg["request_id"], "response": {"commands": []}}})
+            elif msg["type"] == "control_response":
+                self._pending.pop(msg["response"]["request_id"]).set_result(msg["response"])
+            elif msg["type"] == "user":
+                asyncio.get_running_loop().create_task(self._play())
+
+    async def _play(self) -> None:
+        hook_ids = [cid for m in (self.initialize or {}).get("hooks", {}).get("PreToolUse", [])
+                    for cid in m["hookCallbackIds"]]
+        for step in self.script:
+            if isinstance(step, Hook):
+                self._counter += 1
+                request_id = f"cli_{self._counter}"
+                future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+                self._pending[request_id] = future
+                await self._queue.put({"type": "control_request", "request_id": request_id, "request": {
+                    "subtype": "hook_callback", "callback_id": hook_ids[0], "tool_use_id": f"tu{self._counter}",
+                    "input": {"hook_event_name": "PreToolUse", "tool_name": step.tool,
+                              "tool_input": step.tool_input, "session_id": "s1", "transcript_path": "", "cwd": ""}}})
+                response = await future
+                self.hook_responses.append(response)
+                decision = response.get("response", {}).get("hookSpecificOutput", {}).get("permissionDecision")
+                if decision != "deny" and step.apply is not None:
+                    step.apply()
+            else:
+                await self._queue.put(step)
+
+    def read_messages(self):  # type: ignore[override]
+        async def gen():
+            while True:
+                item = await self._queue.get()
+                if item is None:
+                    return
+                yield item
+
+        return gen()
+
+    async def close(self) -> None:
+        self._ready = False
+
+    def is_ready(self) -> bool:
+        return self._ready
+
+    async def end_input(self) -> None:
+        await self._queue.put(None)
+
+
+def backend(tmp_path: Path, scripts: list[list[Any]], **config: Any) -> tuple[ClaudeBackend, list[FakeTransport]]:
+    made: list[FakeTransport] = []
+    queue = list(scripts)
+
+    def factory() -> FakeTransport:
+        made.append(FakeTransport(queue.pop(0)))
+        return made[-1]
+
+    cfg = SessionConfig(backend="claude", model="claude-opus-4-6", fallback_model="claude-sonnet-4-5",
+                        max_turns=12, max_budget_usd=1.5, retries=2, **config)
+    sleeps: list[float] = []
+    b = ClaudeBackend(cfg, benchmark=None, run_dir=tmp_path / "run", seed=3, transport_factory=factory,
+                      sleep=sleeps.append)
+    b.sleeps = sleeps  # type: ignore[attr-defined]
+    return b, made
+
+
+DIAG_ANSWER = {
+    "status": "patched",
+    "hypothesis": {"target_tasks": ["t1"], "diagnosis": "search is a stub returning []",
+                   "plan": "implement search over the index", "patch_kind": "capability", "subtype": "tool",
+                   "files": ["tools/search.py"], "symptoms": ["empty_results"]},
+}
+
+
+def test_diagnosis_builds_options_denies_protected_edit_and_parses_answer(tmp_path: Path) -> None:
+    wt = make_worktree(tmp_path / "wt")
+    req = diagnosis_request(tmp_path / "run", wt)
+
+    def edit_tool() -> None:
+        (wt / "tools" / "search.py").write_text("def search(query):\n    return [query]\n")
+
+    def edit_grader() -> None:
+        (wt / "eval" / "grader.py").write_text("def grade(answer):\n    return True\n")
+
+    script = [
+        assistant("Reading the failing trace."),
+        Hook("Edit", {"file_path": str(wt / "eval" / "grader.py"), "old_string": "==", "new_string": "!="},
+             apply=edit_grader),
+        Hook("Write", {"file_path": "/etc/passwd", "content": "x"}),
+        Hook("Bash", {"command": "rm -rf ."}),
+        Hook("Bash", {"command": "evo-dag --db x lessons"}),
+        Hook("Edit", {"file_path": str(wt / "tools" / "search.py"), "old_string": "[]", "new_string": "[query]"},
+             apply=edit_tool),
+        result(structured=DIAG_ANSWER, cost=0.42, turns=7),
+    ]
+    b, made = backend(tmp_path, [script])
+    out = b.diagnose_patch(req)
+
+    assert isinstance(out, DiagnosisResult)
+    assert out.status == "patched"
+    assert out.hypothesis is not None and out.hypothesis.origin == "llm"
+    assert out.hypothesis.files == ["tools/search.py"]
+    assert out.stats.cost_usd == 0.42
+    assert (out.stats.turns, out.stats.tokens_in, out.stats.tokens_out) == (7, 1500, 300)
+    assert out.stats.outcome == "ok"
+    assert out.stats.backend == "claude" and out.stats.model == "claude-opus-4-6"
+    assert out.stats.transcript_path == str(tmp_path / "run" / "sessions" / "3-diagnosis_patch.jsonl")
+
+    decisions = [r["response"].get("hookSpecificOutput", {}).get("permissionDecision") for r in made[0].hook_responses]
+    assert decisions == ["deny", "deny", "deny", None, None]
+    assert "protected" in made[0].hook_responses[0]["response"]["hookSpecificOutput"]["permissionDecisionReason"]
+    assert (wt / "eval" / "grader.py").read_text() == "def grade(answer):\n    return answer == 42\n"
+    assert (wt / "tools" / "search.py").read_text() == "def search(query):\n    return [query]\n"
+
+    opts = b.last_options
+    assert opts is not None
+    assert opts.cwd == str(wt)
+    assert opts.setting_sources == []
+    assert opts.tools == ["Read", "Glob", "Grep", "Bash", "Edit", "Write"]
+    assert opts.allowed_tools == ["Read", "Glob", "Grep", "Edit", "Write", "Bash(evo-dag:*)", "Bash(git diff:*)",
+                                  "Bash(git status:*)", "Bash(python -m compileall -q .:*)"]
+    assert opts.permission_mode == "dontAsk"
+    assert (opts.model, opts.fallback_model, opts.max_turns, opts.max_budget_usd) == (
+        "claude-opus-4-6", "claude-sonnet-4-5", 12, 1.5)
+    assert list(opts.hooks or {}) == ["PreToolUse"]
+    assert opts.output_format is not None and opts.output_format["type"] == "json_schema"
+    assert "stats" not in opts.output_format["schema"]["properties"]
+    assert isinstance(opts.system_prompt, str) and "diagnosis_patch" in opts.system_prompt
+    assert made[0].initialize is not None and len(made[0].initialize["hooks"]["PreToolUse"]) == 1
+
+    prompt = next(m for m in made[0].written if m["type"] == "user")["message"]["content"]
+    assert "expected 3 results, agent returned none" in prompt
+    assert f"evo-dag --db {req.db_path} lessons" in prompt
+    lines = [json.loads(x) for x in Path(out.stats.transcript_path).read_text().splitlines()]
+    assert [x["kind"] for x in lines][:2] == ["prompt", "attempt"]
+    assert lines[-1] == {"kind": "outcome", "outcome": "ok", "cost_usd": 0.42, "duration_s": out.stats.duration_s}
+
+
+def test_exploration_adds_web_search_tools(tmp_path: Path) -> None:
+    wt = make_worktree(tmp_path / "wt")
+    req = diagnosis_request(tmp_path / "run", wt, exploration=True)
+    b, _ = backend(tmp_path, [])
+    assert b.build_options("diagnosis_patch", req).tools == ["Read", "Glob", "Grep", "Bash", "Edit", "Write",
+                                                             "WebSearch", "WebFetch"]
+    b.config.allow_web_search_on_plateau = False
+    assert "WebSearch" not in (b.build_options("diagnosis_patch", req).tools or [])
+
+
+def test_reflection_reads_only_and_parses_lessons_from_text_fallback(tmp_path: Path) -> None:
+    answer = {"lessons": [{"task_id": "t1", "category": "fixed", "attribution": "true_fix",
+                           "text": "search now returns results; the trace diverges at the search call"}],
+              "summary": "one true fix"}
+    script = [
+        Hook("Write", {"file_path": str(tmp_path / "run" / "notes.md"), "content": "x"}),
+        result(text="Here is my answer:\n```json\n" + json.dumps(answer) + "\n```", cost=0.1, turns=2),
+    ]
+    b, made = backend(tmp_path, [script])
+    out = b.reflect(reflection_request(tmp_path / "run"))
+    assert isinstance(out, ReflectionResult)
+    assert [(x.task_id, x.category, x.attribution) for x in out.lessons] == [("t1", "fixed", "true_fix")]
+    assert out.stats.cost_usd == 0.1 and out.stats.outcome == "ok"
+    assert made[0].hook_responses[0]["response"]["hookSpecificOutput"]["permissionDecision"] == "deny"
+    opts = b.last_options
+    assert opts is not None and opts.cwd == str(tmp_path / "run")
+    assert opts.tools == ["Read", "Glob", "Grep", "Bash"]
+    assert "Edit" in opts.disallowed_tools
+
+
+def test_evolution_structured_answer(tmp_path: Path) -> None:
+    answer = {"action": "revert", "parent_node_id": 3, "edge_ids": [2], "rationale": "edge 2 is a true regression"}
+    b, _ = backend(tmp_path, [[result(structured=answer, cost=0.05)]])
+    out = b.evolve(evolution_request(tmp_path / "run"))
+    assert isinstance(out, EvolutionResult)
+    assert (out.action, out.parent_node_id, out.edge_ids) == ("revert", 3, [2])
+    assert out.stats.transcript_path == str(tmp_path / "run" / "sessions" / "3-evolution.jsonl")
+
+
+def test_max_turns_is_a_failed_session_and_evolution_falls_back_to_continue(tmp_path: Path) -> None:
+    failed = result("error_max_turns", is_error=True, cost=0.9, turns=12)
+    b, _ = backend(tmp_path, [[failed]])
+    out = b.evolve(evolution_request(tmp_path / "run"))
+    assert (out.action, out.parent_node_id, out.edge_ids) == ("continue", 3, [])
+    assert out.stats.outcome == "failed:max_turns"
+    assert out.stats.cost_usd == 0.9 and out.stats.turns == 12
+
+
+def test_budget_exceeded_diagnosis_is_failed(tmp_path: Path) -> None:
+    wt = make_worktree(tmp_path / "wt")
+    b, _ = backend(tmp_path, [[result("error_max_budget_usd", is_error=True, cost=1.6)]])
+    out = b.diagnose_patch(diagnosis_request(tmp_path / "run", wt))
+    assert out.status == "failed" and out.stats.outcome == "failed:budget" and out.stats.cost_usd == 1.6
+
+
+def test_unparsable_answer_is_failed(tmp_path: Path) -> None:
+    b, _ = backend(tmp_path, [[result(text="I could not decide.")]])
+    out = b.reflect(reflection_request(tmp_path / "run"))
+    assert out.lessons == [] and out.stats.outcome == "failed:unparsable_output"
+    assert "not a JSON object" in out.stats.error
+
+
+def test_authentication_failure_raises_naming_the_variable(tmp_path: Path) -> None:
+    script = [assistant("Invalid API key · Please run /login", error="authentication_failed"),
+              result(text="Invalid API key · Please run /login", is_error=True, cost=0.0, turns=1)]
+    b, made = backend(tmp_path, [script])
+    with pytest.raises(AuthenticationError, match="ANTHROPIC_API_KEY"):
+        b.reflect(reflection_request(tmp_path / "run"))
+    assert len(made) == 1  # no retry on bad credentials
+
+
+def test_transient_error_is_retried_with_backoff(tmp_path: Path) -> None:
+    overloaded = result(text="API Error: overloaded", is_error=True, status=529, cost=0.01, turns=1)
+    answer = {"lessons": [], "summary": "nothing learned"}
+    b, made = backend(tmp_path, [[overloaded], [overloaded], [result(structured=answer, cost=0.2)]])
+    out = b.reflect(reflection_request(tmp_path / "run"))
+    assert len(made) == 3
+    assert out.stats.outcome == "ok" and out.stats.cost_usd == 0.22
+    assert len(b.sleeps) == 2 and 2.0 <= b.sleeps[0] <= 2.5 and 4.0 <= b.sleeps[1] <= 5.0  # type: ignore[attr-defined]
+
+
+def test_transient_errors_exhaust_retries_into_failed_result(tmp_path: Path) -> None:
+    overloaded = result(text="API Error: overloaded", is_error=True, status=529, cost=0.0, turns=1)
+    b, made = backend(tmp_path, [[overloaded]] * 3)
+    out = b.evolve(evolution_request(tmp_path / "run"))
+    assert len(made) == 3 and out.action == "continue" and out.stats.outcome == "failed:transient"
+
+
+def test_registry_builds_the_claude_backend(tmp_path: Path) -> None:
+    b = load_backend(SessionConfig(backend="claude"), benchmark=None, run_dir=tmp_path, seed=0)  # type: ignore[arg-type]
+    assert isinstance(b, ClaudeBackend) and b.transport_factory is None
