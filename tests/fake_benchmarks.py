@@ -1,0 +1,105 @@
+"""Tiny benchmarks for the executor tests; importable by rollout children (put `tests/` on PYTHONPATH).
+
+`FakeBenchmark` is deterministic: a task's score depends on the harness's `policy.txt`, the task id and
+the seed. Task ids choose a behaviour: `ok-*` (graded), `crash-*` (raises), `exit-*` (hard exit 7),
+`oom-*` (allocates 4 GiB), `sleep-*` (sleeps forever), `hostile-*` (everything a bad rollout can do;
+its prompt is JSON with `outside`, a path to write to, and `token`, digits naming its `sleep` children).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from saddler.benchmark import BankPatch, RolloutResult, Symptom, Task
+
+SPEC = "fake_benchmarks:FakeBenchmark"
+
+
+class FakeBenchmark:
+    name = "fake"
+
+    def __init__(self, n_tasks: int = 6, work_ms: float = 0.0, version: str = "1") -> None:
+        self.n_tasks = n_tasks
+        self.work_ms = work_ms
+        self.version = version
+
+    def tasks(self, split: str) -> list[Task]:
+        return [Task(id=f"ok-{split}-{i}", group=f"g{i % 3}", split=split) for i in range(self.n_tasks)]
+
+    def fingerprint(self) -> str:
+        return f"fake-{self.version}"
+
+    def model_fingerprint(self) -> str:
+        return "fake-model"
+
+    def symptoms(self, result: RolloutResult) -> list[Symptom]:
+        return []
+
+    def patch_bank(self) -> list[BankPatch]:
+        return []
+
+    def run(self, harness_dir: Path, task: Task, seed: int, trace_dir: Path) -> RolloutResult:
+        kind = task.id.split("-", 1)[0]
+        if kind == "crash":
+            raise RuntimeError("harness blew up on purpose")
+        if kind == "exit":
+            sys.stderr.write("about to hard-exit\n")
+            sys.stderr.flush()
+            os._exit(7)
+        if kind == "oom":
+            blob = bytearray(4 << 30)
+            return RolloutResult(task.id, 1.0, True, "success", rationale=str(len(blob)))
+        if kind == "sleep":
+            time.sleep(10_000)
+        if kind == "hostile":
+            _hostile(task, trace_dir)
+        if self.work_ms:
+            end = time.perf_counter() + self.work_ms / 1000
+            while time.perf_counter() < end:
+                pass
+        policy = (harness_dir / "policy.txt").read_text(encoding="utf-8")
+        digest = hashlib.sha256(f"{policy}|{task.id}|{seed}".encode()).digest()
+        score = round(digest[0] / 255, 4)
+        passed = score >= 0.5
+        trace = trace_dir / f"{task.id}-s{seed}.json"
+        trace.write_text(json.dumps({"task": task.id, "seed": seed, "score": score, "policy": policy}))
+        return RolloutResult(
+            task_id=task.id,
+            score=score,
+            passed=passed,
+            disposition="success" if passed else "task_failure",
+            trace_path=str(trace),
+            rationale="" if passed else "score below 0.5",
+        )
+
+
+def _hostile(task: Task, trace_dir: Path) -> None:
+    """Print the environment, escape the process group, grab 4 GiB, write outside, then hang."""
+    env_dump = "\n".join(f"{k}={v}" for k, v in sorted(os.environ.items()))
+    print(env_dump, flush=True)
+    sys.stderr.write(env_dump + "\n")
+    sys.stderr.flush()
+    (trace_dir / "env.txt").write_text(env_dump)
+    spec = json.loads(task.prompt)
+    escaped = subprocess.Popen(["sleep", f"1{spec['token']}"], start_new_session=True)
+    via_setsid = subprocess.Popen(["setsid", "sleep", f"2{spec['token']}"])
+    pids = [os.getpid(), escaped.pid, via_setsid.pid]
+    (trace_dir / "pids.txt").write_text("\n".join(map(str, pids)))
+    try:
+        blob = bytearray(4 << 30)
+        (trace_dir / "alloc.txt").write_text(f"allocated {len(blob)}")
+    except MemoryError:
+        (trace_dir / "alloc.txt").write_text("MemoryError")
+    outside = Path(spec["outside"])
+    try:
+        outside.write_text("escaped")
+        (trace_dir / "outside.txt").write_text("written")
+    except OSError as exc:
+        (trace_dir / "outside.txt").write_text(f"refused: {exc}")
+    time.sleep(10_000)

@@ -1,0 +1,170 @@
+"""Isolation of one rollout: limits, timeouts, scrubbed environment, failure mapping, sandbox."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from executor_helpers import child_can_import_fakes, executor_config, make_harness, make_job, pid_alive
+
+from saddler.errors import ExecutorError
+from saddler.executor.isolation import BWRAP_MISSING, IsolatedRunner, check_sandbox, marked_pids
+
+SECRET = "sk-test-DO-NOT-LEAK-4242"
+
+
+@pytest.fixture(autouse=True)
+def _fakes(monkeypatch: pytest.MonkeyPatch) -> None:
+    child_can_import_fakes(monkeypatch)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    monkeypatch.setenv("MY_SERVICE_TOKEN", SECRET)
+    monkeypatch.setenv("SADDLER_TEST_ALLOWED", "visible-value")
+
+
+def _bwrap_usable() -> str | None:
+    if shutil.which("bwrap") is None:
+        return "bubblewrap is not installed (apt-get install bubblewrap)"
+    probe = subprocess.run(
+        ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid", "true"],
+        capture_output=True,
+        text=True,
+    )
+    if probe.returncode != 0:
+        return f"bubblewrap cannot create namespaces here: {probe.stderr.strip()}"
+    return None
+
+
+def test_successful_rollout_returns_the_benchmark_result(tmp_path: Path) -> None:
+    runner = IsolatedRunner(executor_config(timeout_s=30))
+    job = make_job(make_harness(tmp_path / "h"), tmp_path / "traces", "ok-train-1", seed=3)
+    result = runner.run(job)
+    assert result.task_id == "ok-train-1"
+    assert result.disposition in ("success", "task_failure")
+    assert result.trace_path == str(tmp_path / "traces" / "ok-train-1-s3.json")
+    assert Path(result.trace_path).is_file()
+    assert result.duration_s > 0
+    assert runner.run(job).score == result.score  # deterministic
+
+
+@pytest.mark.parametrize(
+    ("task_id", "needle"),
+    [
+        ("crash-1", "RuntimeError: harness blew up on purpose"),
+        ("exit-1", "exit code 7"),
+        ("oom-1", "out of memory (limit 256 MiB)"),
+    ],
+)
+def test_crashes_become_infra_errors_with_stderr_tail(tmp_path: Path, task_id: str, needle: str) -> None:
+    runner = IsolatedRunner(executor_config(timeout_s=30, memory_mb=256))
+    result = runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", task_id))
+    assert (result.disposition, result.passed, result.score) == ("infra_error", False, 0.0)
+    assert needle in result.error_tail
+    assert len(result.error_tail) <= 2048
+
+
+def test_timeout_is_recorded_and_per_job_override_applies(tmp_path: Path) -> None:
+    runner = IsolatedRunner(executor_config(timeout_s=60))
+    start = time.monotonic()
+    result = runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", "sleep-1", timeout_s=0.5))
+    assert time.monotonic() - start < 10
+    assert result.disposition == "timeout"
+    assert "timed out after 0.5s" in result.error_tail
+
+
+def _hostile_run(tmp_path: Path, sandbox: str) -> tuple[object, Path, Path]:
+    config = executor_config(
+        timeout_s=2.0, memory_mb=512, sandbox=sandbox, env_allow=["PATH", "PYTHONPATH", "SADDLER_TEST_ALLOWED"]
+    )
+    outside = tmp_path / "outside" / "escaped.txt"
+    outside.parent.mkdir()
+    traces = tmp_path / "traces"
+    token = str(random.Random(str(tmp_path)).randrange(10**8, 10**9))
+    prompt = json.dumps({"outside": str(outside), "token": token})
+    job = make_job(make_harness(tmp_path / "h"), traces, "hostile-1", prompt=prompt)
+    result = IsolatedRunner(config).run(job)
+    assert _sleepers(token) == []  # both setsid escapees were killed (seen from this namespace)
+    return result, traces, outside
+
+
+def _sleepers(token: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmd = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if cmd.startswith(b"sleep\x00") and token.encode() in cmd and pid_alive(int(proc.name)):
+            found.append(int(proc.name))
+    return found
+
+
+def _assert_contained(result: object, traces: Path) -> None:
+    from saddler.benchmark import RolloutResult
+
+    assert isinstance(result, RolloutResult)
+    assert result.disposition == "timeout"
+    assert not result.passed
+    env_dump = (traces / "env.txt").read_text()
+    assert "SADDLER_TEST_ALLOWED=visible-value" in env_dump  # the dump is real ...
+    assert "SADDLER_TEST_ALLOWED=visible-value" in result.error_tail
+    for text in (env_dump, result.error_tail):  # ... and carries no secret
+        assert SECRET not in text
+        assert "ANTHROPIC_API_KEY" not in text and "MY_SERVICE_TOKEN" not in text
+    assert (traces / "alloc.txt").read_text() == "MemoryError"
+    assert len((traces / "pids.txt").read_text().split()) == 3  # it did start its escapees
+
+
+def _assert_pids_dead(traces: Path) -> None:
+    pids = [int(p) for p in (traces / "pids.txt").read_text().split()]
+    assert [pid for pid in pids if pid_alive(pid)] == []
+
+
+def test_hostile_rollout_is_contained_without_sandbox(tmp_path: Path) -> None:
+    result, traces, outside = _hostile_run(tmp_path, "none")
+    _assert_contained(result, traces)
+    _assert_pids_dead(traces)  # same pid namespace: the rollout's own pids are checkable
+    assert (traces / "outside.txt").read_text() == "written"  # only bwrap can stop absolute writes
+    assert outside.read_text() == "escaped"
+
+
+def test_hostile_rollout_is_contained_in_bwrap(tmp_path: Path) -> None:
+    reason = _bwrap_usable()
+    if reason:
+        pytest.skip(reason)
+    result, traces, outside = _hostile_run(tmp_path, "bwrap")
+    _assert_contained(result, traces)
+    assert not outside.exists()
+    assert (traces / "outside.txt").read_text().startswith("refused:")
+
+
+def test_bwrap_has_no_network_and_a_read_only_harness(tmp_path: Path) -> None:
+    reason = _bwrap_usable()
+    if reason:
+        pytest.skip(reason)
+    harness = make_harness(tmp_path / "h")
+    runner = IsolatedRunner(executor_config(sandbox="bwrap", timeout_s=30))
+    assert runner.run(make_job(harness, tmp_path / "t", "ok-1")).disposition in ("success", "task_failure")
+    cmd = runner.command(Path("j"), Path("r"), make_job(harness, tmp_path / "t", "ok-1"), tmp_path)
+    assert "--unshare-net" in cmd
+    assert cmd[cmd.index(str(harness)) - 1] == "--ro-bind"
+
+
+def test_missing_bwrap_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(ExecutorError) as err:
+        check_sandbox(executor_config(sandbox="bwrap"))
+    assert str(err.value) == BWRAP_MISSING
+    assert "apt-get install bubblewrap" in str(err.value)
+    check_sandbox(executor_config(sandbox="none"))
+
+
+def test_no_marked_process_survives_a_normal_exit(tmp_path: Path) -> None:
+    runner = IsolatedRunner(executor_config(timeout_s=30))
+    runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", "ok-1"))
+    assert runner._active == {}
+    assert marked_pids("") == [] or all(pid_alive(p) for p in marked_pids(""))  # scanning never raises
