@@ -1,0 +1,79 @@
+"""Turn stored rollout rows into what policies and sessions consume.
+
+Pure functions: per-task outcomes for acceptance, train evidence for diagnosis, per-task transitions
+for reflection, Pass@1 figures for dev/test, and stable seeds for splits and repetitions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable
+from statistics import mean, pstdev
+
+from evodag.models import RolloutRow
+from saddler.benchmark import Task
+from saddler.policies.acceptance import TaskOutcome
+from saddler.sessions.schema import TaskEvidence, TaskTransition
+
+
+def split_seeds(run_seed: int, split: str, count: int) -> list[int]:
+    """Seeds of repetitions 0..count-1 on `split`: the same for every node (same-batch verification)."""
+    return [int(hashlib.sha256(f"{run_seed}:{split}:{r}".encode()).hexdigest()[:8], 16) for r in range(count)]
+
+
+def by_task(rows: Iterable[RolloutRow]) -> dict[str, list[RolloutRow]]:
+    grouped: dict[str, list[RolloutRow]] = defaultdict(list)
+    for row in sorted(rows, key=lambda r: (r.task_id, r.repetition)):
+        grouped[row.task_id].append(row)
+    return dict(grouped)
+
+
+def task_outcomes(rows: Iterable[RolloutRow]) -> dict[str, TaskOutcome]:
+    return {
+        task: TaskOutcome(tuple(r.score for r in rs), tuple(r.passed for r in rs), tuple(r.disposition for r in rs))
+        for task, rs in by_task(rows).items()
+    }
+
+
+def evidence(rows: Iterable[RolloutRow], tasks: dict[str, Task]) -> list[TaskEvidence]:
+    """Train rollouts as diagnosis sees them. Refuses any non-train row: dev/test never reach diagnosis."""
+    out = []
+    for r in sorted(rows, key=lambda r: (r.task_id, r.repetition)):
+        if r.split != "train":
+            raise ValueError(f"rollout {r.id} is on {r.split}: only train evidence may reach diagnosis")
+        task = tasks.get(r.task_id)
+        out.append(TaskEvidence(task_id=r.task_id, group=task.group if task else r.task_group,
+                                family=task.family if task else "", repetition=r.repetition, seed=r.seed,
+                                score=r.score, passed=r.passed, disposition=r.disposition, rationale=r.rationale,
+                                trace_path=r.trace_path, failure_file=r.failure_file, error_tail=r.error_tail))
+    return out
+
+
+def transitions(before: Iterable[RolloutRow], after: Iterable[RolloutRow]) -> list[TaskTransition]:
+    b, a = by_task(before), by_task(after)
+    out = []
+    for task in sorted(set(b) & set(a)):
+        out.append(TaskTransition(
+            task_id=task,
+            before=[r.passed for r in b[task]], after=[r.passed for r in a[task]],
+            before_scores=[r.score for r in b[task]], after_scores=[r.score for r in a[task]],
+            before_failure_files=sorted({r.failure_file for r in b[task] if r.failure_file and not r.passed}),
+            after_failure_files=sorted({r.failure_file for r in a[task] if r.failure_file and not r.passed}),
+            before_trace_paths=[r.trace_path for r in b[task] if r.trace_path],
+            after_trace_paths=[r.trace_path for r in a[task] if r.trace_path],
+        ))
+    return out
+
+
+def pass_at_1(rows: Iterable[RolloutRow]) -> tuple[float, float, list[float]]:
+    """Pass@1 per repetition (mean `passed` over tasks), then their mean and population std."""
+    per_rep: dict[int, list[bool]] = defaultdict(list)
+    for r in rows:
+        per_rep[r.repetition].append(r.passed)
+    runs = [mean(v) for _, v in sorted(per_rep.items())] or [0.0]
+    return mean(runs), (pstdev(runs) if len(runs) > 1 else 0.0), runs
+
+
+def failing_tasks(rows: Iterable[RolloutRow]) -> list[str]:
+    return sorted(t for t, o in task_outcomes(rows).items() if not o.passed)
