@@ -1,0 +1,231 @@
+"""HarnessSpace on real temporary git repositories: creation, worktrees, commits, diffs, export."""
+
+from __future__ import annotations
+
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from harness_fixtures import FILES, make_source_repo, repo_snapshot, sh, write_files
+
+from saddler.errors import HarnessError
+from saddler.harness import BASELINE_REF, HarnessSpace
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    return make_source_repo(tmp_path / "user-harness")
+
+
+@pytest.fixture
+def space(tmp_path: Path, source: Path) -> HarnessSpace:
+    return HarnessSpace.create(source, tmp_path / "run" / "harness", tmp_path / "run" / "worktrees")
+
+
+def edit(space: HarnessSpace, parent: str, files: dict[str, str], name: str = "edit") -> str:
+    wt = space.worktree(parent, name)
+    write_files(wt, files)
+    sha = space.commit_worktree(wt, f"edit {sorted(files)}")
+    space.remove_worktree(wt)
+    assert sha is not None
+    return sha
+
+
+def test_clone_leaves_the_source_untouched(tmp_path: Path, source: Path) -> None:
+    (source / "loop.py").write_text("# uncommitted edit\n")
+    (source / "scratch.txt").write_text("untracked\n")
+    before = repo_snapshot(source)
+    space = HarnessSpace.create(source, tmp_path / "run" / "harness", tmp_path / "run" / "wt")
+    wt = space.worktree(space.baseline_commit(), "c1")
+    (wt / "loop.py").write_text("def run(task):\n    return None\n")
+    space.commit_worktree(wt, "candidate")
+    space.prune()
+    assert repo_snapshot(source) == before
+    assert space.baseline_commit() == sh("rev-parse", "HEAD", cwd=source).strip()
+    baseline_loop = space.read_file(space.baseline_commit(), "loop.py")
+    assert baseline_loop == FILES["loop.py"]
+
+
+def test_clone_is_configured_for_long_runs(space: HarnessSpace) -> None:
+    repo = space.repo_dir
+    assert sh("config", "--local", "user.name", cwd=repo).strip() == "saddler"
+    assert sh("config", "gc.auto", cwd=repo).strip() == "0"
+    assert sh("remote", cwd=repo).strip() == ""
+    base = space.baseline_commit()
+    refs = sh("for-each-ref", "--format=%(refname)", "refs/saddler", cwd=repo).split()
+    assert refs == [BASELINE_REF, f"refs/saddler/c/{base}"]
+    assert space.config.name == "demo"
+
+
+def test_create_from_plain_folder_commits_a_baseline(tmp_path: Path) -> None:
+    template = tmp_path / "template"
+    write_files(template, {**FILES, "__pycache__/x.pyc": "junk", "tools/__pycache__/y.pyc": "junk"})
+    space = HarnessSpace.create(template, tmp_path / "h", tmp_path / "wt")
+    base = space.baseline_commit()
+    tracked = sh("ls-tree", "-r", "--name-only", base, cwd=space.repo_dir).split()
+    assert tracked == sorted(FILES)
+    assert sorted(p.name for p in template.iterdir()) == [
+        "__pycache__",
+        "evals",
+        "loop.py",
+        "prompts",
+        "saddler.toml",
+        "skills",
+        "tools",
+    ]
+    assert not (template / ".git").exists()
+
+
+def test_subfolder_of_a_repo_is_copied_not_cloned(tmp_path: Path) -> None:
+    outer = make_source_repo(tmp_path / "outer", {"README": "outer\n", "tpl/loop.py": "x = 1\n"})
+    space = HarnessSpace.create(outer / "tpl", tmp_path / "h", tmp_path / "wt")
+    tracked = sh("ls-tree", "-r", "--name-only", space.baseline_commit(), cwd=space.repo_dir).split()
+    assert tracked == ["loop.py"]
+
+
+def test_same_clock_gives_same_shas(tmp_path: Path) -> None:
+    template = tmp_path / "template"
+    write_files(template, FILES)
+    shas = []
+    for run in ("a", "b"):
+        space = HarnessSpace.create(template, tmp_path / run / "h", tmp_path / run / "wt", clock=lambda: 1_700_000_000)
+        shas.append((space.baseline_commit(), edit(space, space.baseline_commit(), {"loop.py": "y = 2\n"})))
+    assert shas[0] == shas[1]
+
+
+def test_create_refuses_bad_sources(tmp_path: Path, source: Path) -> None:
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "f").write_text("x")
+    with pytest.raises(HarnessError, match="not empty"):
+        HarnessSpace.create(source, tmp_path / "busy", tmp_path / "wt")
+    empty = tmp_path / "empty-repo"
+    empty.mkdir()
+    sh("init", "-q", cwd=empty)
+    with pytest.raises(HarnessError, match="has no commits"):
+        HarnessSpace.create(empty, tmp_path / "h", tmp_path / "wt")
+    with pytest.raises(HarnessError, match="is not a folder"):
+        HarnessSpace.create(tmp_path / "missing", tmp_path / "h2", tmp_path / "wt")
+    with pytest.raises(HarnessError, match="is not a harness repository"):
+        HarnessSpace(tmp_path / "busy", tmp_path / "wt")
+
+
+def test_reopen_existing_space(tmp_path: Path, space: HarnessSpace) -> None:
+    again = HarnessSpace(space.repo_dir, space.worktrees_dir)
+    assert again.baseline_commit() == space.baseline_commit()
+
+
+def test_commit_worktree_and_diffs(space: HarnessSpace) -> None:
+    base = space.baseline_commit()
+    wt = space.worktree(base, "c1")
+    assert space.commit_worktree(wt, "nothing") is None
+    (wt / "tools" / "search.py").write_text("def search(q):\n    return [q, q]\n")
+    (wt / "tools" / "new.py").write_text("A = 1\nB = 2\n")
+    (wt / "__pycache__").mkdir()
+    (wt / "__pycache__" / "loop.cpython-311.pyc").write_bytes(b"\0\1")
+    (wt / "prompts" / "system.md").unlink()
+    sha = space.commit_worktree(wt, "candidate")
+    assert sha is not None and len(sha) == 40
+    assert sh("rev-parse", f"refs/saddler/c/{sha}", cwd=space.repo_dir).strip() == sha
+    assert space.changed_files(base, sha) == ["prompts/system.md", "tools/new.py", "tools/search.py"]
+    assert space.numstat(base, sha) == (3, 4)
+    text = space.diff(base, sha)
+    assert "+++ b/tools/new.py" in text and "-Answer briefly." in text
+    assert space.tree_of(sha) == sh("rev-parse", f"{sha}^{{tree}}", cwd=space.repo_dir).strip()
+    assert space.tree_of(base) != space.tree_of(sha)
+
+
+def test_check_change_names_protected_paths(space: HarnessSpace) -> None:
+    base = space.baseline_commit()
+    assert space.check_change(base, base) == ["empty change: the candidate is identical to its parent"]
+    bad = edit(space, base, {"saddler.toml": "[harness]\nname = 'x'\n", "evals/grade.py": "x = 0\n", "loop.py": "y\n"})
+    assert space.check_change(base, bad) == [
+        "protected path touched: evals/grade.py",
+        "protected path touched: saddler.toml",
+    ]
+    good = edit(space, base, {"tools/search.py": "z = 1\n"})
+    assert space.check_change(base, good) == []
+    assert space.patch_kind(space.changed_files(base, good)) == "capability"
+
+
+def test_worktree_replaces_a_stale_one(space: HarnessSpace) -> None:
+    base = space.baseline_commit()
+    wt = space.worktree(base, "diag")
+    (wt / "junk.txt").write_text("left over by a crashed session")
+    (wt / "loop.py").write_text("broken(")
+    again = space.worktree(base, "diag")
+    assert again == wt
+    assert not (wt / "junk.txt").exists()
+    assert (wt / "loop.py").read_text() == FILES["loop.py"]
+    assert sh("status", "--porcelain", cwd=wt) == ""
+
+
+def _registered(space: HarnessSpace) -> list[str]:
+    out = sh("worktree", "list", "--porcelain", cwd=space.repo_dir)
+    return [line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("worktree ")][1:]
+
+
+def test_worktree_and_prune_after_simulated_crash(space: HarnessSpace) -> None:
+    base = space.baseline_commit()
+    for name in ("a", "b", "c"):
+        space.worktree(base, name)
+    admin = space.git_dir / "worktrees"
+    # a crash: folder "a" deleted while its admin entry is locked; "b" keeps a stale index.lock
+    (admin / "a" / "locked").write_text("initializing")
+    subprocess.run(["rm", "-rf", str(space.worktrees_dir / "a")], check=True)
+    (admin / "b" / "index.lock").write_text("")
+    again = space.worktree(base, "a")
+    (again / "loop.py").write_text("x = 1\n")
+    assert space.commit_worktree(again, "after crash") is not None
+    b = space.worktree(base, "b")
+    (b / "loop.py").write_text("x = 2\n")
+    assert space.commit_worktree(b, "after stale lock") is not None
+    (admin / "c" / "locked").write_text("initializing")
+    (admin / "c" / "index.lock").write_text("")
+    space.prune()
+    assert list(space.worktrees_dir.iterdir()) == []
+    assert _registered(space) == []
+    assert not admin.exists() or list(admin.iterdir()) == []
+    assert space.worktree(base, "c").is_dir()
+
+
+def test_worktree_rejects_bad_names_and_commits(space: HarnessSpace) -> None:
+    with pytest.raises(HarnessError, match="one path segment"):
+        space.worktree(space.baseline_commit(), "../escape")
+    with pytest.raises(HarnessError, match="is not a commit"):
+        space.worktree("0" * 40, "x")
+
+
+def test_checkout_is_shared_and_created_once(space: HarnessSpace) -> None:
+    base = space.baseline_commit()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        paths = list(pool.map(lambda _: space.checkout(base), range(8)))
+    assert len(set(paths)) == 1
+    path = paths[0]
+    assert path.name == f"eval-{base[:12]}"
+    assert _registered(space) == [str(path)]
+    assert sh("rev-parse", "HEAD", cwd=path).strip() == base
+    marker = path / ".marker"
+    marker.write_text("same folder")
+    assert space.checkout(base) == path and marker.exists()
+    assert sorted(p.name for p in space.worktrees_dir.iterdir() if p.name != ".locks") == [path.name]
+
+
+def test_export_tree_and_bundle(tmp_path: Path, space: HarnessSpace) -> None:
+    base = space.baseline_commit()
+    sha = edit(space, base, {"tools/search.py": "best = True\n"})
+    out = tmp_path / "export"
+    space.export_tree(sha, out)
+    exported = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert exported == sorted(FILES)
+    assert (out / "tools" / "search.py").read_text() == "best = True\n"
+    with pytest.raises(HarnessError, match="not empty"):
+        space.export_tree(sha, out)
+    bundle = tmp_path / "best.bundle"
+    space.bundle(sha, bundle)
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(bundle), str(clone)], check=True, capture_output=True)
+    assert sh("rev-parse", "HEAD", cwd=clone).strip() == sha
+    assert sh("symbolic-ref", "HEAD", cwd=clone).strip() == "refs/heads/main"
+    assert sh("rev-list", "--count", "HEAD", cwd=clone).strip() == "2"
+    assert (clone / "tools" / "search.py").read_text() == "best = True\n"
