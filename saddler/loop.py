@@ -7,7 +7,6 @@ iteration, repeating no finished rollout and losing no node.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from saddler.runfolder import RunPaths, run_lock
 
 Say = Callable[[str], None]
 KEPT_DECISIONS = ("accepted", "neutral")
+COMMIT_EPOCH = 946684800  # commit dates are logical: 2000-01-01 + one minute per iteration
 
 
 class Optimizer:
@@ -99,7 +99,7 @@ class Optimizer:
         exploration = bool(cfg.loop.plateau_threshold) and stalls >= cfg.loop.plateau_threshold
         it = pending or store.start_iteration(ctx.run_id, number, epoch, batch, phase=phase, exploration=exploration,
                                               stall_count=stalls)
-        os.environ["GIT_AUTHOR_DATE"] = os.environ["GIT_COMMITTER_DATE"] = f"{946684800 + number * 60} +0000"
+        ctx.space.clock = lambda: COMMIT_EPOCH + number * 60  # same seed + config => same commits
 
         # 1. evolution picks the parent
         parent = self._evolve(ctx, it, current) if it.parent_id is None else store.get_node(it.parent_id)

@@ -120,7 +120,7 @@ def init_run(
     if bench not in BENCHMARKS:
         raise UnknownNameError("benchmark", bench, list(BENCHMARKS))
     paths.root.mkdir(parents=True, exist_ok=True)
-    HarnessSpace.create(source, paths.harness(), paths.worktrees)
+    HarnessSpace.create(source, paths.harness(), paths.worktrees, clock=lambda: 946684800)
     run: dict[str, Any] = {"name": paths.root.resolve().name, "seed": seed, "benchmark": bench, "harness": "harness"}
     for key, table in TEMPLATE_RUN_DEFAULTS.get(template or "", {}).items():
         run[key] = dict(table)
