@@ -20,7 +20,7 @@ CAPABILITY, STEERING, PROTECTED, UNCLASSIFIED, MIXED = "capability", "steering",
 @lru_cache(maxsize=512)
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """Compile a component-map glob into an anchored regex over '/'-separated relative paths."""
-    pat = pattern.strip()
+    pat = pattern
     while pat.startswith("./"):
         pat = pat[2:]
     pat = pat.lstrip("/")
