@@ -215,3 +215,51 @@ def diff_path(store: EvoDAG, a: int, b: int) -> dict[str, Any]:
         for seg, end in ((seg_a, a), (seg_b, b))
     ]  # fmt: skip
     return {"a": a, "b": b, "relation": "diverged", "common_ancestor": common, "segments": segments}
+
+
+def split_rollup(store: EvoDAG, node_id: int) -> dict[str, dict[str, Any]]:
+    """Per split: how many rollouts `node_id` has, how many passed, and their mean score."""
+    sql = (
+        "SELECT split, count(*), sum(passed), avg(score) FROM rollouts WHERE node_id = ? GROUP BY split ORDER BY split"
+    )
+    return {
+        split: {"runs": runs, "passes": passes, "mean_score": round(mean, 6)}
+        for split, runs, passes, mean in store.conn.execute(sql, (node_id,))
+    }
+
+
+def edge_dict(edge: Edge | None) -> dict[str, Any] | None:
+    """An edge's fields (its diff stays in the blobs table)."""
+    return None if edge is None else asdict(edge)
+
+
+def node_detail(store: EvoDAG, node_id: int) -> dict[str, Any]:
+    """A node with its incoming edge, children, rollout roll-up per split and lessons."""
+    node = store.get_node(node_id)
+    return {
+        "node": asdict(node),
+        "edge_in": edge_dict(store.edge_into(node_id)),
+        "children": [child.id for child in store.children(node_id)],
+        "rollouts": split_rollup(store, node_id),
+        "lessons": [lesson_dict(les) for les in store.lessons(node_id=node_id)],
+    }
+
+
+def edge_detail(store: EvoDAG, parent_id: int, child_id: int) -> dict[str, Any]:
+    """The edge parent→child with its diff text, per-task transitions and lessons on it."""
+    edge = store.edge_between(parent_id, child_id)
+    return {
+        "edge": asdict(edge),
+        "diff": store.get_blob(edge.diff_sha),
+        "lessons": [lesson_dict(les) for les in store.lessons(edge_id=edge.id)],
+    }
+
+
+def lineage_doc(store: EvoDAG, node_id: int) -> dict[str, Any]:
+    """Root .. node, each with the kind of the edge that produced it."""
+    chain = lineage(store, node_id)
+    steps = []
+    for node in chain:
+        edge = store.edge_into(node.id)
+        steps.append({**(brief(node) or {}), "edge_kind": None if edge is None else edge.kind, "origin": node.origin})
+    return {"node_id": node_id, "lineage": steps}

@@ -1,0 +1,194 @@
+"""`evo-dag`: read-only queries over a run's EvoDAG for people and optimizer sessions.
+
+The database is `--db PATH`, else `$EVODAG_DB`, else `evodag.sqlite` in `--run DIR` (default: the current
+directory). Every command prints plain text, or a stable JSON document with `--json`. Missing database,
+unknown node/edge/task: one line on stderr, exit code 2. Heavy imports (networkx) happen only in the
+commands that need them so `evo-dag summary` starts fast.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from evodag import render
+from evodag.errors import EvoDAGError
+
+if TYPE_CHECKING:
+    from evodag.store import EvoDAG
+
+DB_FILE = "evodag.sqlite"
+
+app = typer.Typer(
+    name="evo-dag",
+    help="Query an EvoDAG (nodes, edges, rollouts, lessons) read-only. --json on every command.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+DbOpt = Annotated[
+    Path | None, typer.Option("--db", help="EvoDAG SQLite file (else $EVODAG_DB, else RUN/evodag.sqlite)")
+]
+RunOpt = Annotated[Path | None, typer.Option("--run", help="run folder holding evodag.sqlite (default: cwd)")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print a stable JSON document")]
+RunIdOpt = Annotated[int | None, typer.Option("--run-id", help="run id inside the DB (default: the latest)")]
+
+
+def resolve_db(db: Path | None, run: Path | None) -> Path:
+    """`--db`, else `$EVODAG_DB`, else `<--run or cwd>/evodag.sqlite`."""
+    if db is not None:
+        return db
+    env = os.environ.get("EVODAG_DB")
+    if env:
+        return Path(env)
+    return (run if run is not None else Path.cwd()) / DB_FILE
+
+
+def _show(
+    db: Path | None,
+    run: Path | None,
+    as_json: bool,
+    build: Callable[[EvoDAG], dict[str, Any]],
+    text: Callable[[dict[str, Any]], str],
+) -> None:
+    from evodag.store import EvoDAG
+
+    try:
+        with EvoDAG(resolve_db(db, run), readonly=True) as store:
+            doc = build(store)
+    except EvoDAGError as exc:
+        typer.echo(f"evo-dag: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    typer.echo(render.to_json(doc) if as_json else text(doc))
+
+
+@app.command()
+def summary(db: DbOpt = None, run: RunOpt = None, run_id: RunIdOpt = None, as_json: JsonOpt = False) -> None:
+    """Run, node counts by status, rollouts/sessions and cost, baseline, best, current iteration, decisions."""
+    _show(db, run, as_json, lambda s: s.summary(run_id), render.summary_text)
+
+
+@app.command()
+def node(node_id: int, db: DbOpt = None, run: RunOpt = None, as_json: JsonOpt = False) -> None:
+    """One node: scores, hypothesis, incoming edge, children, rollouts per split, lessons."""
+    from evodag import queries
+
+    _show(db, run, as_json, lambda s: queries.node_detail(s, node_id), render.node_text)
+
+
+@app.command()
+def edge(parent: int, child: int, db: DbOpt = None, run: RunOpt = None, as_json: JsonOpt = False) -> None:
+    """The edge PARENT -> CHILD: diff text and per-task fixed / regressed / still failing / still passing."""
+    from evodag import queries
+
+    _show(db, run, as_json, lambda s: queries.edge_detail(s, parent, child), render.edge_text)
+
+
+@app.command()
+def scenario(
+    task: str, db: DbOpt = None, run: RunOpt = None, run_id: RunIdOpt = None, as_json: JsonOpt = False
+) -> None:
+    """One task across the DAG: outcomes per node, lessons (root causes), edges that fixed or regressed it."""
+    _show(db, run, as_json, lambda s: s.scenario(task, run_id), render.scenario_text)
+
+
+@app.command()
+def lessons(
+    node_id: Annotated[int | None, typer.Option("--node", help="lessons on this node")] = None,
+    category: Annotated[str | None, typer.Option("--category", help="fixed|regressed|still_failing|...")] = None,
+    attribution: Annotated[str | None, typer.Option("--attribution", help="true_fix|true_regression|...")] = None,
+    task: Annotated[str | None, typer.Option("--task", help="lessons about this task")] = None,
+    edge_id: Annotated[int | None, typer.Option("--edge", help="lessons on this edge id")] = None,
+    db: DbOpt = None,
+    run: RunOpt = None,
+    run_id: RunIdOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Lessons filtered by node, edge, category, attribution and task (all when no filter)."""
+    from dataclasses import asdict
+
+    def build(s: EvoDAG) -> dict[str, Any]:
+        if node_id is not None:
+            s.get_node(node_id)
+        found = s.lessons(run_id, node_id, edge_id, category, attribution, task)
+        return {"lessons": [asdict(les) for les in found]}
+
+    _show(db, run, as_json, build, render.lessons_text)
+
+
+@app.command()
+def lineage(node_id: int, db: DbOpt = None, run: RunOpt = None, as_json: JsonOpt = False) -> None:
+    """Root .. NODE_ID with the kind of edge that produced each step."""
+    from evodag import queries
+
+    _show(db, run, as_json, lambda s: queries.lineage_doc(s, node_id), render.lineage_text)
+
+
+@app.command()
+def best(
+    split: Annotated[str, typer.Option("--split", help="dev or test")] = "dev",
+    db: DbOpt = None,
+    run: RunOpt = None,
+    run_id: RunIdOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The best node on dev (ties: fewer lines changed, then lower id) and its path from the root."""
+    from evodag import queries
+
+    def build(s: EvoDAG) -> dict[str, Any]:
+        top = s.best_node(run_id, split)
+        path = [] if top is None else [queries.brief(n) for n in s.lineage(top.id)]
+        return {"split": split, "best": queries.brief(top), "path": path}
+
+    _show(db, run, as_json, build, render.best_text)
+
+
+@app.command()
+def batch(db: DbOpt = None, run: RunOpt = None, run_id: RunIdOpt = None, as_json: JsonOpt = False) -> None:
+    """The current iteration's mini-batch with each task's status on the parent and the candidate."""
+    _show(db, run, as_json, lambda s: s.batch(run_id), render.batch_text)
+
+
+@app.command()
+def diff(a: int, b: int, db: DbOpt = None, run: RunOpt = None, as_json: JsonOpt = False) -> None:
+    """Diffs along A -> B if A is an ancestor of B; otherwise both lineages' diffs from their common ancestor."""
+    _show(db, run, as_json, lambda s: s.diff_path(a, b), render.diff_text)
+
+
+@app.command("export")
+def export_cmd(
+    fmt: Annotated[str, typer.Option("--format", help="json | graphml | dot | mermaid")] = "json",
+    out: Annotated[Path | None, typer.Option("--out", help="write to FILE instead of stdout")] = None,
+    db: DbOpt = None,
+    run: RunOpt = None,
+    run_id: RunIdOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The whole DAG as json, graphml, dot or mermaid (stdout, or --out FILE)."""
+    from evodag.export import export
+    from evodag.store import EvoDAG
+
+    try:
+        with EvoDAG(resolve_db(db, run), readonly=True) as store:
+            content, n_nodes, n_edges = export(store, fmt, run_id)
+    except EvoDAGError as exc:
+        typer.echo(f"evo-dag: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(content, encoding="utf-8")
+        doc: dict[str, Any] = {"format": fmt, "out": str(out), "nodes": n_nodes, "edges": n_edges}
+        typer.echo(render.to_json(doc) if as_json else f"wrote {fmt} ({n_nodes} nodes, {n_edges} edges) to {out}")
+    elif as_json:
+        typer.echo(render.to_json({"format": fmt, "content": content, "nodes": n_nodes, "edges": n_edges}))
+    else:
+        typer.echo(content, nl=False)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,176 @@
+"""Plain-text and JSON rendering of the `evo-dag` documents (the dicts built by `evodag.queries`).
+
+Text is plain (no colour, no box drawing) so it reads the same in a terminal, a pipe or an agent's
+context window. JSON is stable: sorted keys, two-space indent.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def to_json(doc: Any) -> str:
+    """The stable JSON form of a document."""
+    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _score(mean: float | None, std: float | None) -> str:
+    if mean is None:
+        return "-"
+    return _num(mean) if std is None else f"{_num(mean)} ± {_num(std)}"
+
+
+def node_line(n: dict[str, Any] | None) -> str:
+    """`#id status commit dev x ± s test y lines n`, or `-`."""
+    if n is None:
+        return "-"
+    test = "" if n.get("test_mean") is None else f"  test {_score(n['test_mean'], n.get('test_std'))}"
+    return (
+        f"#{n['id']} {n['status']:<8} {str(n['commit'])[:10]}  dev {_score(n['dev_mean'], n.get('dev_std'))}"
+        f"{test}  lines {n['lines_changed']}"
+    )
+
+
+def _iteration_line(it: dict[str, Any] | None) -> str:
+    if it is None:
+        return "iteration: none yet"
+    mode = " exploration" if it["exploration"] else ""
+    return (
+        f"iteration {it['number']} (epoch {it['epoch']}, {it['phase'] or '-'}{mode}): step {it['step']}, "
+        f"decision {it['decision'] or '-'}, parent #{it['parent_id']}, candidate #{it['candidate_id']}, "
+        f"stall {it['stall_count']}"
+    )
+
+
+def summary_text(doc: dict[str, Any]) -> str:
+    run = doc["run"]
+    counts = ", ".join(f"{k} {v}" for k, v in doc["nodes"]["by_status"].items()) or "none"
+    lines = [
+        f"run {run['id']}  {run['status']}  seed {run['seed']}  started {run['started_at']}"
+        + (f"  finished {run['finished_at']} ({run['termination_reason']})" if run["finished_at"] else ""),
+        f"nodes {doc['nodes']['total']}: {counts}",
+        f"rollouts {doc['rollouts']['count']} (${doc['rollouts']['cost']:.4f})   "
+        f"sessions {doc['sessions']['count']} (${doc['sessions']['cost']:.4f})",
+        f"baseline {node_line(doc['baseline'])}",
+        f"best     {node_line(doc['best'])}",
+        _iteration_line(doc["iteration"]),
+    ]
+    decisions = [
+        f"{d['number']}:{d['decision']} (#{d['parent_id']}->#{d['candidate_id']})" for d in doc["recent_decisions"]
+    ]
+    lines.append("recent decisions: " + (", ".join(decisions) or "none"))
+    return "\n".join(lines)
+
+
+def _lesson_line(les: dict[str, Any]) -> str:
+    where = [
+        f"node #{les['node_id']}" if les["node_id"] is not None else "",
+        f"edge {les['edge_id']}" if les["edge_id"] else "",
+    ]
+    task = f" [{les['task_id']}]" if les["task_id"] else ""
+    place = ", ".join(w for w in where if w)
+    place = f" ({place})" if place else ""
+    return f"  {les['id']}. {les['category']}/{les['attribution']}{task}{place}: {les['text']}"
+
+
+def node_text(doc: dict[str, Any]) -> str:
+    n = doc["node"]
+    edge = doc["edge_in"]
+    lines = [
+        node_line(n),
+        f"iteration {n['iteration']}  phase {n['phase']}  patch {n['patch_kind']}  origin {n['origin']}",
+        f"parent {'#' + str(n['parent_id']) if n['parent_id'] is not None else '-'}"
+        + (f" via {edge['kind']} (+{edge['lines_added']} -{edge['lines_removed']})" if edge else "")
+        + f"  children {', '.join('#' + str(c) for c in doc['children']) or '-'}",
+        f"batch {_num(n['batch_before'])} -> {_num(n['batch_after'])}  status reason: {n['status_reason'] or '-'}",
+    ]
+    if n["hypothesis"]:
+        lines.append("hypothesis: " + json.dumps(n["hypothesis"], sort_keys=True, ensure_ascii=False))
+    for split, r in doc["rollouts"].items():
+        lines.append(f"rollouts {split}: {r['passes']}/{r['runs']} passed, mean score {_num(r['mean_score'])}")
+    if doc["lessons"]:
+        lines.append("lessons:")
+        lines += [_lesson_line(les) for les in doc["lessons"]]
+    return "\n".join(lines)
+
+
+def _transitions(edge: dict[str, Any]) -> list[str]:
+    return [f"{k}: {', '.join(edge[k]) or '-'}" for k in ("fixed", "regressed", "still_failing", "still_passing")]
+
+
+def edge_text(doc: dict[str, Any]) -> str:
+    e = doc["edge"]
+    src = f" (from edge {e['source_edge_id']})" if e["source_edge_id"] is not None else ""
+    lines = [
+        f"edge {e['id']}: #{e['parent_id']} -> #{e['child_id']}  {e['kind']}{src}"
+        f"  +{e['lines_added']} -{e['lines_removed']}",
+        f"files: {', '.join(e['files_changed']) or '-'}",
+        *_transitions(e),
+    ]
+    if doc["lessons"]:
+        lines.append("lessons:")
+        lines += [_lesson_line(les) for les in doc["lessons"]]
+    return "\n".join([*lines, "", doc["diff"].rstrip("\n")])
+
+
+def scenario_text(doc: dict[str, Any]) -> str:
+    group = f" (group {doc['task_group']})" if doc["task_group"] else ""
+    lines = [f"task {doc['task_id']}{group} in run {doc['run_id']}"]
+    for n in doc["nodes"]:
+        lines.append(f"#{n['node_id']} {n['status']} iter {n['iteration']}: {n['passes']}/{n['runs']} passed")
+        for o in n["outcomes"]:
+            mark = "PASS" if o["passed"] else "FAIL"
+            extra = "" if o["passed"] else f"  {o['disposition']}: {o['rationale'] or '-'}"
+            extra += f" [{o['failure_file']}]" if o["failure_file"] else ""
+            lines.append(f"    {o['split']}/rep {o['repetition']} seed {o['seed']}: {mark} {_num(o['score'])}{extra}")
+    lines.append("lessons:" if doc["lessons"] else "lessons: none")
+    lines += [_lesson_line(les) for les in doc["lessons"]]
+    fixes = [
+        f"edge {f['edge_id']} #{f['parent_id']}->#{f['child_id']} {f['kind']}: {f['transition']}"
+        for f in doc["attempted_fixes"]
+    ]
+    lines.append("attempted fixes: " + ("; ".join(fixes) or "none"))
+    return "\n".join(lines)
+
+
+def lessons_text(doc: dict[str, Any]) -> str:
+    return "\n".join([f"{len(doc['lessons'])} lesson(s)", *(_lesson_line(les) for les in doc["lessons"])])
+
+
+def lineage_text(doc: dict[str, Any]) -> str:
+    return "\n".join(f"{'  ' * i}{s['edge_kind'] or 'root'} -> {node_line(s)}" for i, s in enumerate(doc["lineage"]))
+
+
+def best_text(doc: dict[str, Any]) -> str:
+    if doc["best"] is None:
+        return f"no node has a {doc['split']} score yet"
+    path = " -> ".join(f"#{n['id']}" for n in doc["path"])
+    return f"best on {doc['split']}: {node_line(doc['best'])}\npath: {path}"
+
+
+def _status(s: dict[str, Any]) -> str:
+    return s["status"] if s["runs"] == 0 else f"{s['status']} {s['passes']}/{s['runs']} ({_num(s['mean_score'])})"
+
+
+def batch_text(doc: dict[str, Any]) -> str:
+    it = doc["iteration"]
+    if it is None:
+        return "no iteration yet"
+    lines = [_iteration_line(it), f"{'task':<24} {'parent':<22} candidate"]
+    lines += [f"{t['task_id']:<24} {_status(t['parent']):<22} {_status(t['candidate'])}" for t in doc["tasks"]]
+    return "\n".join(lines)
+
+
+def diff_text(doc: dict[str, Any]) -> str:
+    lines = [f"#{doc['a']} vs #{doc['b']}: {doc['relation']}, common ancestor {doc['common_ancestor']}"]
+    for seg in doc["segments"]:
+        lines.append(f"=== {seg['label']} ({len(seg['steps'])} edge(s))")
+        for st in seg["steps"]:
+            lines.append(f"--- edge {st['edge_id']} #{st['parent_id']} -> #{st['child_id']} {st['kind']}")
+            lines.append(st["diff"].rstrip("\n"))
+    return "\n".join(lines)
