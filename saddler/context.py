@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from evodag.errors import UnknownRunError
 from evodag.models import Iteration, Node, RolloutRow
 from evodag.store import EvoDAG
 from saddler import evolution
@@ -119,7 +120,7 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
     tasks = {s: benchmark.tasks(s) for s in ("train", "dev", "test")}
     try:
         run_id = store.get_run().id
-    except Exception:  # no run yet in this DB
+    except UnknownRunError:
         run_id = store.create_run(cfg.model_dump(), cfg.seed).id
     executor = make_executor(cfg.executor)
     cache = EvoDAG(cfg.executor.cache) if cfg.executor.cache else None
