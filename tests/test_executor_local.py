@@ -1,0 +1,89 @@
+"""LocalExecutor: every job delivered once, in the calling thread, in parallel, failures as data."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from executor_helpers import child_can_import_fakes, executor_config, make_harness, make_job
+
+from saddler.benchmark import RolloutResult
+from saddler.errors import ExecutorError
+from saddler.executor import make_executor
+from saddler.executor.base import RolloutJob
+from saddler.executor.local import LocalExecutor
+
+
+@pytest.fixture(autouse=True)
+def _fakes(monkeypatch: pytest.MonkeyPatch) -> None:
+    child_can_import_fakes(monkeypatch)
+
+
+def test_every_job_is_delivered_once_in_the_calling_thread(tmp_path: Path) -> None:
+    harness = make_harness(tmp_path / "h")
+    jobs = [make_job(harness, tmp_path / "t", f"ok-{i}", seed=i) for i in range(6)]
+    jobs.append(make_job(harness, tmp_path / "t", "crash-1"))
+    seen: list[tuple[str, str]] = []
+    caller = threading.get_ident()
+
+    def on_result(job: RolloutJob, result: RolloutResult) -> None:
+        assert threading.get_ident() == caller
+        assert result.task_id == job.task.id
+        seen.append((job.task.id, result.disposition))
+
+    executor = make_executor(executor_config(workers=3, timeout_s=30))
+    assert isinstance(executor, LocalExecutor)
+    executor.run(jobs, on_result)
+    assert sorted(t for t, _ in seen) == sorted(j.task.id for j in jobs)
+    assert dict(seen)["crash-1"] == "infra_error"
+    executor.run([], on_result)  # nothing to do is fine
+    executor.close()
+
+
+def test_workers_run_in_parallel(tmp_path: Path) -> None:
+    harness = make_harness(tmp_path / "h")
+    jobs = [make_job(harness, tmp_path / "t", f"sleep-{i}", timeout_s=1.0) for i in range(4)]
+    executor = LocalExecutor(executor_config(workers=4, timeout_s=30))
+    results: list[str] = []
+    start = time.monotonic()
+    executor.run(jobs, lambda job, result: results.append(result.disposition))
+    elapsed = time.monotonic() - start
+    assert results == ["timeout"] * 4
+    assert elapsed < 3.0  # four 1 s timeouts side by side, not 4 s in a row
+
+
+def test_completion_order_not_submission_order(tmp_path: Path) -> None:
+    harness = make_harness(tmp_path / "h")
+    jobs = [make_job(harness, tmp_path / "t", "sleep-slow", timeout_s=1.5), make_job(harness, tmp_path / "t", "ok-1")]
+    order: list[str] = []
+    LocalExecutor(executor_config(workers=2, timeout_s=30)).run(jobs, lambda j, r: order.append(j.task.id))
+    assert order == ["ok-1", "sleep-slow"]
+
+
+def test_a_failing_callback_stops_the_pool_and_kills_running_children(tmp_path: Path) -> None:
+    harness = make_harness(tmp_path / "h")
+    jobs = [make_job(harness, tmp_path / "t", "ok-0")]
+    jobs += [make_job(harness, tmp_path / "t", f"sleep-{i}", timeout_s=60) for i in range(3)]
+    executor = LocalExecutor(executor_config(workers=2, timeout_s=60))
+
+    def on_result(job: RolloutJob, result: RolloutResult) -> None:
+        raise KeyError("store is gone")
+
+    start = time.monotonic()
+    with pytest.raises(KeyError, match="store is gone"):
+        executor.run(jobs, on_result)
+    assert time.monotonic() - start < 10
+    assert executor.runner._active == {}
+
+
+def test_a_system_fault_in_a_worker_is_an_executor_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    executor = LocalExecutor(executor_config(workers=1))
+
+    def broken(job: RolloutJob, cancel: object = None) -> RolloutResult:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(executor.runner, "run", broken)
+    with pytest.raises(ExecutorError, match="No space left on device"):
+        executor.run([make_job(make_harness(tmp_path / "h"), tmp_path / "t", "ok-1")], lambda j, r: None)
