@@ -1,0 +1,130 @@
+"""The progress plot: best dev score so far, and each iteration's batch score before/after, against rollouts.
+
+x = cumulative rollouts at an event = the number of the run's rollout rows with id <= the last rollout id
+involved in it (for a dev evaluation: the node's dev rollouts; for an iteration: the first evaluation of the
+candidate and of its parent on the iteration's batch). matplotlib is imported lazily with the Agg backend.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from evodag.models import RolloutRow
+from evodag.store import EvoDAG
+
+MARKERS = {  # decision -> (marker, colour, label)
+    "accepted": ("^", "tab:green", "accepted"),
+    "neutral": ("s", "tab:blue", "neutral"),
+    "rejected": ("v", "tab:red", "rejected"),
+    "invalid": ("x", "black", "invalid (before only)"),
+}
+
+
+def _first_eval_last_id(rows: list[RolloutRow], tasks: set[str]) -> int | None:
+    """The last id among the earliest row of each (task, seed, repetition) in `tasks`."""
+    first: dict[tuple[str, int, int], int] = {}
+    for row in rows:
+        if row.task_id in tasks:
+            key = (row.task_id, row.seed, row.repetition)
+            first[key] = min(first.get(key, row.id), row.id)
+    return max(first.values()) if first else None
+
+
+def progress_series(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
+    """The plot's data: {"name", "total", "dev": [(x, dev, best_so_far, node)], "batch": [(x, before, after,
+    decision, iteration)]}, each list ordered by x."""
+    run = store.get_run(run_id)
+    rows = store.rollouts(run.id)
+    ids = sorted(r.id for r in rows)
+    by_node: dict[tuple[int, str], list[RolloutRow]] = defaultdict(list)
+    for row in rows:
+        by_node[(row.node_id, row.split)].append(row)
+
+    def cumulative(last_id: int) -> int:
+        return bisect.bisect_right(ids, last_id)
+
+    dev_points = []
+    for node in store.nodes(run.id):
+        dev_ids = [r.id for r in by_node.get((node.id, "dev"), [])]
+        if node.dev_mean is not None and dev_ids:
+            dev_points.append((cumulative(max(dev_ids)), node.dev_mean, node.id))
+    dev_points.sort()
+    dev: list[tuple[int, float, float, int]] = []
+    best = float("-inf")
+    for x, score, node_id in dev_points:
+        best = max(best, score)
+        dev.append((x, score, best, node_id))
+
+    batch = []
+    for it in store.iterations(run.id):
+        if it.candidate_id is None:
+            continue
+        node = store.get_node(it.candidate_id)
+        if node.batch_before is None and node.batch_after is None:
+            continue
+        tasks = set(it.batch)
+        parent = it.parent_id if it.parent_id is not None else node.parent_id
+        lasts = [_first_eval_last_id(by_node.get((nid, "train"), []), tasks)
+                 for nid in (it.candidate_id, parent) if nid is not None]
+        known = [v for v in lasts if v is not None]
+        if known:
+            decision = node.status if node.status in MARKERS else (it.decision or "")
+            batch.append((cumulative(max(known)), node.batch_before, node.batch_after, decision, it.number))
+    batch.sort(key=lambda b: (b[0], b[4]))
+    return {"name": str(run.config.get("name", "run")), "total": len(ids), "dev": dev, "batch": batch}
+
+
+def plot_progress(store: EvoDAG, path: Path, run_id: int | None = None) -> Path:
+    """Draw `progress_series` to the PNG `path` (two stacked panels sharing the rollouts axis); returns it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = progress_series(store, run_id)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    try:
+        if data["dev"]:
+            xs = [p[0] for p in data["dev"]] + [max(data["total"], data["dev"][-1][0])]
+            best = [p[2] for p in data["dev"]]
+            top.step(xs, [*best, best[-1]], where="post", color="tab:green", linewidth=2, label="best dev so far")
+            top.scatter([p[0] for p in data["dev"]], [p[1] for p in data["dev"]], s=18, color="tab:gray",
+                        zorder=3, label="dev evaluation")
+            top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+        else:
+            top.text(0.5, 0.5, "no dev evaluations yet", ha="center", va="center", transform=top.transAxes)
+        top.set_ylabel("dev score")
+        top.grid(alpha=0.3)
+        for x, before, after, _, _ in data["batch"]:
+            if before is not None and after is not None:
+                bottom.plot([x, x], [before, after], color="lightgray", linewidth=1, zorder=1)
+        befores = [(b[0], b[1]) for b in data["batch"] if b[1] is not None]
+        if befores:
+            bottom.scatter(*zip(*befores, strict=True), facecolors="none", edgecolors="gray", s=24,
+                           label="batch before")
+        for decision, (marker, colour, label) in MARKERS.items():
+            if decision == "invalid":
+                pts = [(b[0], b[1]) for b in data["batch"] if b[3] == decision and b[1] is not None]
+            else:
+                pts = [(b[0], b[2]) for b in data["batch"] if b[3] == decision and b[2] is not None]
+            if pts:
+                bottom.scatter(*zip(*pts, strict=True), marker=marker, color=colour, s=30, zorder=3, label=label)
+        if data["batch"]:
+            bottom.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+        bottom.set_ylabel("batch score")
+        bottom.set_xlabel("cumulative rollouts")
+        bottom.grid(alpha=0.3)
+        values = [v for p in data["dev"] for v in p[1:3]] + [v for b in data["batch"] for v in b[1:3] if v is not None]
+        lo, hi = min([0.0, *values]), max([1.0, *values])
+        for ax in (top, bottom):
+            ax.set_ylim(lo - 0.05, hi + 0.05)
+        fig.suptitle(f"saddler progress: {data['name']}")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+    finally:
+        plt.close(fig)
+    return path
