@@ -266,30 +266,11 @@ class ClaudeBackend(SessionBackend):
 
 
 def make_guard(worktree: Path | None, protected: list[str], bash_prefixes: list[str]) -> Any:
-    """The PreToolUse hook: deny edits outside `worktree` or of protected paths (every edit when
-    `worktree` is None) and Bash commands outside `bash_prefixes`; no opinion otherwise."""
+    """The PreToolUse hook callback: `common.guard_decision` (edits inside `worktree` only, never of a
+    protected path, no edits at all when `worktree` is None; Bash limited to `bash_prefixes`)."""
 
     async def guard(hook_input: Any, tool_use_id: str | None, context: Any) -> dict[str, Any]:
-        tool = str(hook_input.get("tool_name", ""))
-        args = hook_input.get("tool_input") or {}
-        reason: str | None = None
-        if tool in common.EDIT_TOOLS:
-            path = str(args.get("file_path") or args.get("notebook_path") or "")
-            if worktree is None:
-                reason = "this session does not edit files"
-            else:
-                reason = common.edit_denial(path, worktree, protected)
-        elif tool == "Bash":
-            reason = common.bash_denial(str(args.get("command", "")), bash_prefixes)
-        if reason is None:
-            return {}
-        return {
-            "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "permissionDecision": "deny",
-                "permissionDecisionReason": reason,
-            }
-        }
+        return common.guard_decision(dict(hook_input), worktree, protected, bash_prefixes)
 
     return guard
 

@@ -262,9 +262,67 @@ def bash_denial(command: str, allowed_prefixes: list[str]) -> str | None:
     return f"Bash is limited to: {', '.join(allowed_prefixes)}"
 
 
+def guard_decision(
+    hook_input: dict[str, Any],
+    worktree: Path | None,
+    protected: list[str],
+    bash_prefixes: list[str],
+    writable_files: list[str] | None = None,
+) -> dict[str, Any]:
+    """PreToolUse hook output for one tool call: a deny decision with its reason, or `{}` (no opinion).
+
+    Edits are allowed inside `worktree` except protected paths (none when `worktree` is None), plus the
+    exact `writable_files` (e.g. the command backend's result file); Bash must pass `bash_denial`.
+    """
+    tool = str(hook_input.get("tool_name", ""))
+    args = hook_input.get("tool_input") or {}
+    reason: str | None = None
+    if tool in EDIT_TOOLS:
+        path = str(args.get("file_path") or args.get("notebook_path") or "")
+        writable = {os.path.realpath(f) for f in writable_files or []}
+        if os.path.realpath(path) in writable:
+            reason = None
+        elif worktree is None:
+            reason = "this session does not edit files"
+        else:
+            reason = edit_denial(path, worktree, protected)
+    elif tool == "Bash":
+        reason = bash_denial(str(args.get("command", "")), bash_prefixes)
+    if reason is None:
+        return {}
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }
+    }
+
+
 def allowed_bash_prefixes(check_command: str = "") -> list[str]:
     """The commands a session may run: the EvoDAG CLI, read-only git, and the harness's check command."""
     prefixes = ["evo-dag", "git diff", "git status"]
     if check_command.strip():
         prefixes.append(check_command.strip())
     return prefixes
+
+
+def guard_main(argv: list[str]) -> int:
+    """Command-hook entry point: `python -m saddler.sessions.common GUARD_JSON` reads the hook input
+    from stdin and prints `guard_decision` (GUARD_JSON: worktree, protected, bash, writable)."""
+    import sys
+
+    spec = json.loads(argv[0])
+    hook_input = json.loads(sys.stdin.read() or "{}")
+    worktree = Path(spec["worktree"]) if spec.get("worktree") else None
+    decision = guard_decision(
+        hook_input, worktree, spec.get("protected", []), spec.get("bash", []), spec.get("writable")
+    )
+    print(json.dumps(decision))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(guard_main(sys.argv[1:]))

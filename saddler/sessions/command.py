@@ -1,0 +1,328 @@
+"""The `command` backend: any CLI coding agent runs each session from a command template.
+
+`sessions.command` is a preset name (`claude`, `codex`, `pi`) or a template whose `{placeholders}` are
+filled per argument (a filled argument stays one argv element): `{prompt}`, `{prompt_file}`,
+`{result_file}`, `{system_prompt}`, `{model}`, `{max_turns}`, `{budget}`, `{cwd}`, `{allowed_tools}`,
+`{settings}`. The agent runs in the candidate's worktree (diagnosis) or the run folder, with stdin closed
+and a timeout; its answer is read from the result file the prompt names (falling back to JSON in its
+output); usage and cost are parsed from its output where it reports them; the worktree's diff is the patch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from saddler.errors import AuthenticationError, BackendError, ConfigError
+from saddler.sessions import common
+from saddler.sessions.prompts import fill, render, render_system
+from saddler.sessions.schema import (
+    DiagnosisRequest,
+    DiagnosisResult,
+    EvolutionRequest,
+    EvolutionResult,
+    ReflectionRequest,
+    ReflectionResult,
+    Role,
+    SessionBackend,
+    SessionStats,
+)
+
+if TYPE_CHECKING:
+    from saddler.benchmark import Benchmark
+    from saddler.config import SessionConfig
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A known CLI agent: its template and the variable holding its credentials."""
+
+    template: str
+    key_variable: str
+
+
+PRESETS: dict[str, Preset] = {
+    "claude": Preset(
+        "claude -p --output-format json --model {model} --max-turns {max_turns} --max-budget-usd {budget} "
+        "--setting-sources '' --settings {settings} --permission-mode dontAsk --allowedTools {allowed_tools} "
+        "--system-prompt {system_prompt} -- {prompt}",
+        "ANTHROPIC_API_KEY",
+    ),
+    "codex": Preset("codex exec --json --sandbox workspace-write --skip-git-repo-check {prompt}", "OPENAI_API_KEY"),
+    "pi": Preset("pi --mode json --no-session --system-prompt {system_prompt} -- {prompt}", "ANTHROPIC_API_KEY"),
+}
+PLACEHOLDERS = (
+    "prompt", "prompt_file", "result_file", "system_prompt", "model", "max_turns", "budget", "cwd",
+    "allowed_tools", "settings",
+)  # fmt: skip
+_AUTH = re.compile(
+    r"invalid api key|invalid x-api-key|authentication[_ ]?(?:failed|error)|unauthorized|\b401\b|not logged in|"
+    r"please run /login|api key (?:is )?(?:missing|not set|required)|incorrect api key|missing api key",
+    re.IGNORECASE,
+)
+_TRANSIENT = re.compile(r"rate.?limit|overloaded|\b429\b|\b529\b|\b503\b|econnreset|temporarily unavailable", re.I)
+_FAILED_SUBTYPES = {"error_max_turns": "max_turns", "error_max_budget_usd": "budget"}
+
+
+def resolve_command(config: SessionConfig) -> tuple[str, str]:
+    """`(template, key_variable)` for `sessions.command`: a preset or a custom template."""
+    spec = config.command.strip()
+    if not spec:
+        raise ConfigError("sessions.command is empty: set a preset (claude, codex, pi) or a command template")
+    if spec in PRESETS:
+        return PRESETS[spec].template, PRESETS[spec].key_variable
+    executable = Path(shlex.split(spec)[0]).name
+    key = next((p.key_variable for name, p in PRESETS.items() if executable == name), "the agent's API key variable")
+    return spec, key
+
+
+def build_argv(template: str, values: dict[str, str]) -> list[str]:
+    """Split `template` like a shell and fill placeholders inside each argument."""
+    try:
+        words = shlex.split(template)
+    except ValueError as exc:
+        raise ConfigError(f"sessions.command: cannot parse {template!r}: {exc}") from exc
+    return [fill(word, values, source="sessions.command") for word in words]
+
+
+def parse_usage(stdout: str) -> dict[str, Any]:
+    """Turns, tokens and cost from an agent's JSON / JSONL output (claude, codex, pi shapes); zeros if absent."""
+    usage: dict[str, Any] = {"turns": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "final": None}
+    for obj in _json_objects(stdout):
+        kind = obj.get("type")
+        if "total_cost_usd" in obj or kind == "result":  # claude -p --output-format json
+            u = obj.get("usage") or {}
+            usage["cost_usd"] += float(obj.get("total_cost_usd") or 0.0)
+            usage["turns"] += int(obj.get("num_turns") or 0)
+            usage["tokens_in"] += sum(
+                int(u.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+            )
+            usage["tokens_out"] += int(u.get("output_tokens") or 0)
+            usage["final"] = obj
+        elif kind == "turn.completed":  # codex exec --json
+            u = obj.get("usage") or {}
+            usage["turns"] += 1
+            usage["tokens_in"] += int(u.get("input_tokens") or 0)
+            usage["tokens_out"] += int(u.get("output_tokens") or 0)
+        elif kind == "message_end" and isinstance(obj.get("message"), dict):  # pi --mode json
+            message = obj["message"]
+            u = message.get("usage") or {}
+            if message.get("role") == "assistant":
+                usage["turns"] += 1
+                usage["tokens_in"] += int(u.get("input") or 0) + int(u.get("cacheRead") or 0)
+                usage["tokens_out"] += int(u.get("output") or 0)
+                cost = u.get("cost")
+                usage["cost_usd"] += float(cost.get("total") or 0.0) if isinstance(cost, dict) else 0.0
+    usage["cost_usd"] = round(usage["cost_usd"], 6)
+    return usage
+
+
+def _json_objects(stdout: str) -> list[dict[str, Any]]:
+    text = stdout.strip()
+    try:
+        whole = json.loads(text) if text else None
+    except json.JSONDecodeError:
+        whole = None
+    if isinstance(whole, dict):
+        return [whole]
+    if isinstance(whole, list):
+        return [o for o in whole if isinstance(o, dict)]
+    objects = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict):
+                objects.append(obj)
+    return objects
+
+
+@dataclass
+class _Run:
+    returncode: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+
+
+class CommandBackend(SessionBackend):
+    """Optimizer sessions run by an external CLI coding agent (see module docstring).
+
+    The agent runs in its own process group with stdin closed; the whole group is killed on timeout.
+    The claude preset also gets a PreToolUse command hook (`python -m saddler.sessions.common`) that
+    refuses edits of protected paths or outside the worktree. `sleep` and `clock` are injectable.
+    """
+
+    name = "command"
+
+    def __init__(
+        self,
+        config: SessionConfig,
+        *,
+        benchmark: Benchmark | None = None,
+        run_dir: Path,
+        seed: int,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.benchmark = benchmark
+        self.run_dir = Path(run_dir)
+        self.rng = random.Random(seed)
+        self.sleep = sleep
+        self.clock = clock
+        self.template, self.key_variable = resolve_command(config)
+        self.last_argv: list[str] = []
+
+    def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
+        result = self._session("diagnosis_patch", request)
+        assert isinstance(result, DiagnosisResult)
+        return common.finish_diagnosis(result, Path(request.worktree))
+
+    def reflect(self, request: ReflectionRequest) -> ReflectionResult:
+        result = self._session("reflection", request)
+        assert isinstance(result, ReflectionResult)
+        return result
+
+    def evolve(self, request: EvolutionRequest) -> EvolutionResult:
+        result = self._session("evolution", request)
+        assert isinstance(result, EvolutionResult)
+        return result
+
+    def argv_for(
+        self, role: Role, request: common.Request, prompt: str, prompt_file: Path, result_file: Path
+    ) -> list[str]:
+        """The agent's argv for one session."""
+        worktree = Path(request.worktree) if isinstance(request, DiagnosisRequest) else None
+        check = (request.check_command if isinstance(request, DiagnosisRequest) else "") or self.config.check_command
+        prefixes = common.allowed_bash_prefixes(check)
+        protected = request.component_globs.get("protected", []) if isinstance(request, DiagnosisRequest) else []
+        guard = {"worktree": str(worktree) if worktree else "", "protected": protected, "bash": prefixes,
+                 "writable": [str(result_file)]}  # fmt: skip
+        hook = shlex.join([sys.executable, "-m", "saddler.sessions.common", json.dumps(guard)])
+        settings = {"hooks": {"PreToolUse": [{"matcher": "", "hooks": [{"type": "command", "command": hook}]}]}}
+        tools = ["Read", "Glob", "Grep", "Edit", "Write", *(f"Bash({p}:*)" for p in prefixes)]
+        values = {
+            "prompt": prompt,
+            "prompt_file": str(prompt_file),
+            "result_file": str(result_file),
+            "system_prompt": render_system(role, self.config.prompts, self.run_dir),
+            "model": self.config.model,
+            "max_turns": str(self.config.max_turns),
+            "budget": f"{self.config.max_budget_usd:g}",
+            "cwd": str(worktree or self.run_dir),
+            "allowed_tools": ",".join(tools),
+            "settings": json.dumps(settings),
+        }
+        return build_argv(self.template, values)
+
+    def _session(self, role: Role, request: common.Request) -> common.Result:
+        transcript_file = common.transcript_path(self.run_dir, request.iteration, role)
+        base = transcript_file.with_suffix("")
+        prompt_file, result_file = Path(f"{base}.prompt.md"), Path(f"{base}.result.json")
+        prompt = render(role, request, self.config.prompts, result_file=str(result_file), base_dir=self.run_dir)
+        prompt_file.write_text(prompt, encoding="utf-8")
+        argv = self.argv_for(role, request, prompt, prompt_file, result_file)
+        self.last_argv = argv
+        if shutil.which(argv[0]) is None:
+            raise BackendError(f"agent CLI {argv[0]!r} not found on PATH; install it or fix sessions.command")
+        cwd = Path(request.worktree) if isinstance(request, DiagnosisRequest) else self.run_dir
+        transcript = common.Transcript(transcript_file)
+        transcript.write("prompt", role=role, text=prompt, argv=[*argv[:-1], "<prompt>"] if argv else [])
+        stats = SessionStats(backend=self.name, model=self.config.model, transcript_path=str(transcript_file))
+        started = self.clock()
+
+        def attempt(n: int) -> common.Result:
+            result_file.unlink(missing_ok=True)
+            transcript.write("attempt", number=n)
+            run = self._run(argv, cwd, prompt_file, result_file)
+            for line in run.stdout.splitlines():
+                transcript.write("stdout", line=line)
+            transcript.write("exit", returncode=run.returncode, timed_out=run.timed_out, stderr=run.stderr[-4000:])
+            return self._conclude(role, request, run, result_file, stats)
+
+        def on_retry(n: int, exc: Exception, delay: float) -> None:
+            transcript.write("retry", attempt=n, error=str(exc), delay_s=round(delay, 3))
+
+        try:
+            result = common.with_retries(
+                attempt, self.config.retries, sleep=self.sleep, rng=self.rng, on_retry=on_retry
+            )
+        except common.TransientError as exc:
+            stats.error = str(exc)
+            result = common.failed_result(role, request, stats, "transient")
+        result.stats.duration_s = round(self.clock() - started, 3)
+        transcript.write("outcome", outcome=result.stats.outcome, cost_usd=result.stats.cost_usd)
+        return result
+
+    def _run(self, argv: list[str], cwd: Path, prompt_file: Path, result_file: Path) -> _Run:
+        bin_dir = str(Path(sys.executable).parent)
+        env = {
+            **os.environ,
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "SADDLER_PROMPT_FILE": str(prompt_file),
+            "SADDLER_RESULT_FILE": str(result_file),
+        }
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, start_new_session=True,
+        )  # fmt: skip
+        try:
+            out, err = proc.communicate(timeout=self.config.timeout_s)
+            return _Run(proc.returncode, out, err, False)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            return _Run(None, out or "", err or "", True)
+
+    def _conclude(
+        self, role: Role, request: common.Request, run: _Run, result_file: Path, stats: SessionStats
+    ) -> common.Result:
+        usage = parse_usage(run.stdout)
+        stats.turns += usage["turns"]
+        stats.tokens_in += usage["tokens_in"]
+        stats.tokens_out += usage["tokens_out"]
+        stats.cost_usd = round(stats.cost_usd + usage["cost_usd"], 6)
+        final = usage["final"] or {}
+        if run.timed_out:
+            return common.failed_result(role, request, stats, "timeout")
+        if final.get("subtype") in _FAILED_SUBTYPES:
+            return common.failed_result(role, request, stats, _FAILED_SUBTYPES[final["subtype"]])
+        output = f"{run.stdout[-8000:]}\n{run.stderr[-8000:]}"
+        if run.returncode != 0 or final.get("is_error"):
+            if _AUTH.search(output):
+                raise AuthenticationError(
+                    f"the agent CLI {self.last_argv[0]!r} was refused authentication: set {self.key_variable} "
+                    "(or log the CLI in), then resume the run"
+                )
+            if _TRANSIENT.search(output):
+                raise common.TransientError(f"agent exited {run.returncode}: {run.stderr.strip()[-300:]}")
+            if not result_file.is_file():
+                stats.error = (run.stderr.strip() or run.stdout.strip())[-500:]
+                return common.failed_result(role, request, stats, f"exit_{run.returncode}")
+        if result_file.is_file():
+            payload: Any = result_file.read_text(encoding="utf-8")
+        else:
+            payload = final.get("structured_output") or final.get("result") or run.stdout
+        try:
+            return common.parse_result(role, payload, stats)
+        except common.OutputError as exc:
+            stats.error = str(exc)
+            return common.failed_result(role, request, stats, "unparsable_output")
