@@ -1,0 +1,67 @@
+"""End to end: `saddler run` on opsdesk with the command backend pointed at tests/fake_agent.py."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from saddler import cli_run
+from saddler.cli import app
+
+FAKE = Path(__file__).with_name("fake_agent.py")
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not hasattr(cli_run, "register"), reason="needs saddler run"),
+]
+
+
+def _opsdesk_ready() -> bool:
+    try:
+        from saddler.benchmark import load_benchmark
+
+        load_benchmark("opsdesk")
+    except Exception:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _opsdesk_ready(), reason="needs the opsdesk benchmark")
+def test_saddler_run_with_the_command_backend_records_every_session(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    command = f"{sys.executable} {FAKE} {{prompt_file}}"
+    runner = CliRunner()
+    init = runner.invoke(app, [
+        "init", str(run_dir), "--template", "opsdesk", "--backend", "command", "--seed", "1",
+        "--set", f"sessions.command={json.dumps(command)}",
+        "--set", "loop.max_iterations=2", "--set", "loop.batch_size=3", "--set", "loop.test_runs=1",
+        "--set", "executor.workers=1",
+    ])
+    assert init.exit_code == 0, init.output
+    result = runner.invoke(app, ["run", str(run_dir), "--json"])
+    assert result.exit_code == 0, result.output
+
+    db = sqlite3.connect(run_dir / "evodag.sqlite")
+    rows = db.execute(
+        "SELECT iteration, role, backend, outcome, cost_usd, turns, transcript_path FROM sessions ORDER BY id"
+    ).fetchall()
+    roles = [(it, role) for it, role, *_ in rows]
+    assert {"diagnosis_patch", "reflection", "evolution"} <= {role for _, role in roles}
+    assert all(backend == "command" for _, _, backend, *_ in rows)
+    for _it, _role, _backend, outcome, cost, turns, transcript in rows:
+        assert outcome in ("ok", "no_patch"), rows
+        assert (cost, turns) == (0.0125, 3)
+        assert Path(transcript).is_file()
+    # the fake agent's edit became a candidate with its hypothesis and an edge carrying the diff
+    nodes = db.execute("SELECT id, hypothesis FROM nodes WHERE parent_id IS NOT NULL").fetchall()
+    assert nodes, "no candidate node was recorded"
+    assert any(h and "verif" in json.loads(h).get("plan", "") for _, h in nodes)
+    edges = db.execute("SELECT files_changed FROM edges").fetchall()
+    assert any(json.loads(files) for (files,) in edges)
+    lessons = db.execute("SELECT attribution FROM lessons").fetchall()
+    assert lessons and {a for (a,) in lessons} == {"uncertain"}
