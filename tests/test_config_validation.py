@@ -1,0 +1,150 @@
+"""Config validation: every error reported with its dotted path, through the loaders and `saddler validate`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from saddler.cli import app
+from saddler.config import HarnessConfig, RunConfig, load_harness_config, load_run_config
+from saddler.errors import ConfigError
+
+runner = CliRunner()
+
+GOOD_RUN = '[run]\nname = "r1"\nseed = 7\nbenchmark = "opsdesk"\n\n[run.loop]\nbatch_size = 4\n'
+GOOD_HARNESS = '[harness]\nname = "h"\n\n[harness.components]\ncapability = ["tools/**"]\nsteering = ["prompts/**"]\n'
+
+
+def folder(tmp_path: Path, run: str | None = GOOD_RUN, harness: str | None = None, sub: str = "harness") -> Path:
+    root = tmp_path / "runs" / "r1"
+    root.mkdir(parents=True)
+    if run is not None:
+        (root / "saddler.toml").write_text(run)
+    if harness is not None:
+        (root / sub).mkdir(parents=True)
+        (root / sub / "saddler.toml").write_text(harness)
+    return root
+
+
+def validate(path: Path, *extra: str) -> tuple[int, str]:
+    result = runner.invoke(app, ["validate", str(path), *extra])
+    return result.exit_code, result.stdout
+
+
+def test_valid_run_folder_with_harness(tmp_path: Path) -> None:
+    root = folder(tmp_path, harness=GOOD_HARNESS)
+    assert validate(root) == (0, "ok\n")
+    code, out = validate(root, "--json")
+    assert code == 0
+    assert json.loads(out) == {"ok": True, "checked": ["saddler.toml", "harness/saddler.toml"], "errors": []}
+    cfg = load_run_config(root)
+    assert (cfg.name, cfg.seed, cfg.loop.batch_size, cfg.loop.repetitions) == ("r1", 7, 4, 1)
+
+
+def test_harness_folder_directly(tmp_path: Path) -> None:
+    h = tmp_path / "h"
+    h.mkdir()
+    (h / "saddler.toml").write_text(GOOD_HARNESS)
+    code, out = validate(h, "--json")
+    assert (code, json.loads(out)) == (0, {"ok": True, "checked": ["saddler.toml"], "errors": []})
+    assert load_harness_config(h).components.protected == ["saddler.toml"]
+    assert validate(h / "saddler.toml") == (0, "ok\n")
+
+
+def test_unknown_key_wrong_type_and_nested_value(tmp_path: Path) -> None:
+    run = (
+        '[run]\nseeed = 1\nseed = "seven"\n\n[run.loop]\nbatch_size = 0\n\n'
+        '[run.executor]\nkind = "k8s"\nworkers = 2.5\n'
+    )
+    root = folder(tmp_path, run=run)
+    code, out = validate(root)
+    assert code == 2
+    assert out.splitlines() == [
+        "saddler.toml: run.seed: Input should be a valid integer, unable to parse string as an integer",
+        "saddler.toml: run.loop.batch_size: Input should be greater than or equal to 1",
+        "saddler.toml: run.executor.kind: Input should be 'local' or 'ray'",
+        "saddler.toml: run.executor.workers: Input should be a valid integer, got a number with a fractional part",
+        "saddler.toml: run.seeed: Extra inputs are not permitted",
+    ]
+    code, out = validate(root, "--json")
+    assert code == 2
+    doc = json.loads(out)
+    assert doc["ok"] is False and len(doc["errors"]) == 5
+    with pytest.raises(ConfigError) as exc:
+        load_run_config(root)
+    assert "  run.loop.batch_size: Input should be greater than or equal to 1" in str(exc.value).splitlines()
+    assert exc.value.exit_code == 2
+
+
+def test_errors_in_the_runs_harness_are_reported_too(tmp_path: Path) -> None:
+    harness = '[harness]\n\n[harness.components]\ncapability = "tools/**"\n\n[harness.structure]\nlint = 1\n'
+    run = GOOD_RUN.replace("[run.loop]", 'harness = "hx"\n\n[run.loop]')
+    root = folder(tmp_path, run=run, harness=harness, sub="hx")
+    code, out = validate(root)
+    assert code == 2
+    assert out.splitlines() == [
+        "hx/saddler.toml: harness.components.capability: Input should be a valid list",
+        "hx/saddler.toml: harness.structure.lint: Extra inputs are not permitted",
+    ]
+
+
+def test_unknown_benchmark_and_backend_names(tmp_path: Path) -> None:
+    root = folder(tmp_path, run='[run]\nbenchmark = "nope"\n\n[run.sessions]\nbackend = "gpt"\n')
+    code, out = validate(root)
+    assert code == 2
+    assert out.splitlines() == [
+        "saddler.toml: run.benchmark: unknown benchmark 'nope'; available: command, opsdesk, skill-evals",
+        "saddler.toml: run.sessions.backend: unknown backend 'gpt'; available: claude, command, offline",
+    ]
+
+
+def test_bad_toml_syntax_missing_file_and_empty_file(tmp_path: Path) -> None:
+    root = folder(tmp_path, run="[run]\nseed = = 1\n")
+    code, out = validate(root)
+    assert code == 2
+    assert out == "saddler.toml: invalid TOML: Invalid value (at line 2, column 8)\n"
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        load_run_config(root)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, out = validate(empty)
+    assert (code, out) == (2, "saddler.toml: no such file (run `saddler init` first, or pass the right folder)\n")
+    (empty / "saddler.toml").write_text("# nothing\n")
+    code, out = validate(empty, "--json")
+    assert code == 2 and json.loads(out)["errors"] == [
+        "saddler.toml: no [run] or [harness] table; run `saddler init` to create a run folder"
+    ]
+    code, out = validate(tmp_path / "missing")
+    assert (code, out) == (2, f"{tmp_path / 'missing'}: no such folder; pass a run folder or a harness folder\n")
+
+
+def test_missing_run_table_when_loading_a_run(tmp_path: Path) -> None:
+    root = folder(tmp_path, run=GOOD_HARNESS)
+    with pytest.raises(ConfigError, match=r"missing \[run\] table"):
+        load_run_config(root)
+    assert load_harness_config(root).name == "h"
+    assert load_harness_config(tmp_path) == HarnessConfig()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    batch=st.integers(1, 50),
+    reps=st.integers(1, 10),
+    seed=st.integers(-(2**31), 2**31),
+    dev_eval=st.sampled_from(["on_accept", "always", "never"]),
+    protected=st.lists(st.text("abc/*", min_size=1, max_size=6), max_size=3),
+)
+def test_config_round_trip(batch: int, reps: int, seed: int, dev_eval: str, protected: list[str]) -> None:
+    cfg = RunConfig.model_validate(
+        {"seed": seed, "loop": {"batch_size": batch, "repetitions": reps}, "policies": {"dev_eval": dev_eval}}
+    )
+    assert RunConfig.model_validate(cfg.model_dump()) == cfg
+    assert RunConfig.model_validate_json(cfg.model_dump_json()) == cfg
+    harness = HarnessConfig.model_validate({"components": {"protected": protected}})
+    assert "saddler.toml" in harness.components.protected
+    assert HarnessConfig.model_validate(harness.model_dump()) == harness
