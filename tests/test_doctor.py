@@ -1,0 +1,114 @@
+"""`saddler doctor`: real executables on a controlled PATH, exact JSON out, exit 1 on a missing prerequisite."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from saddler.cli import app
+from saddler.config import RunConfig, SessionConfig
+from saddler.doctor import healthy, run_checks
+
+
+def write_run(run_dir: Path, sessions: str, executor: str = "") -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "saddler.toml").write_text(f"[run]\nname = \"r\"\n[run.sessions]\n{sessions}\n{executor}")
+    return run_dir
+
+
+@pytest.fixture
+def path_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """PATH holding git and the scripts a test creates in tmp_path/bin."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    git = shutil.which("git")
+    assert git is not None
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{Path(git).parent}")
+
+    def add(name: str, body: str) -> Path:
+        script = bin_dir / name
+        script.write_text(f"#!/bin/sh\n{body}\n")
+        script.chmod(0o755)
+        return script
+
+    return add
+
+
+def expected_base() -> list[dict[str, object]]:
+    git_version = subprocess.run(["git", "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    python = ".".join(str(v) for v in sys.version_info[:3])
+    return [
+        {"name": "python", "ok": True, "required": True, "detail": f"Python {python}"},
+        {"name": "git", "ok": True, "required": True, "detail": git_version},
+    ]
+
+
+def test_command_backend_with_its_cli_found(tmp_path: Path, path_with, monkeypatch: pytest.MonkeyPatch) -> None:
+    path_with("fakecli", 'echo "fakecli 1.2.3"')
+    run = write_run(tmp_path / "run", 'backend = "command"\ncommand = "fakecli --go {prompt}"')
+    result = CliRunner().invoke(app, ["doctor", str(run), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert (out["ok"], out["backend"]) == (True, "command")
+    assert out["checks"][:3] == [
+        *expected_base(),
+        {"name": "fakecli", "ok": True, "required": True, "detail": "fakecli 1.2.3"},
+    ]
+    assert [(c["name"], c["required"]) for c in out["checks"][3:]] == [("evo-dag", False)]
+
+
+def test_missing_cli_and_key_fail_the_doctor(tmp_path: Path, path_with, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    run = write_run(tmp_path / "run", 'backend = "command"\ncommand = "codex"')
+    result = CliRunner().invoke(app, ["doctor", str(run), "--json"])
+    assert result.exit_code == 1
+    out = json.loads(result.stdout)
+    assert out["ok"] is False
+    assert out["checks"][2:4] == [
+        {"name": "codex", "ok": False, "required": True, "detail": "codex not found on PATH; install it"},
+        {"name": "env:OPENAI_API_KEY", "ok": False, "required": True,
+         "detail": "OPENAI_API_KEY is not set; export OPENAI_API_KEY=... before running"},
+    ]
+
+
+def test_claude_backend_names_the_key_variable(tmp_path: Path, path_with, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("CLAUDE_CODE_OAUTH_TOKEN", raising=False)
+    run = write_run(tmp_path / "run", 'backend = "claude"')
+    result = CliRunner().invoke(app, ["doctor", str(run)])
+    assert result.exit_code == 1
+    assert "MISSING  env:ANTHROPIC_API_KEY" in result.stdout
+    assert result.stdout.strip().endswith("some required prerequisites are missing")
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-used")
+    ok = CliRunner().invoke(app, ["doctor", str(run), "--json"])
+    checks = {c["name"]: c for c in json.loads(ok.stdout)["checks"]}
+    assert checks["env:ANTHROPIC_API_KEY"] == {"name": "env:ANTHROPIC_API_KEY", "ok": True, "required": True,
+                                               "detail": "ANTHROPIC_API_KEY is set"}
+    assert checks["claude-agent-sdk"]["ok"] and checks["claude-cli (bundled)"]["required"]
+    assert ok.exit_code == (0 if checks["claude-cli (bundled)"]["ok"] else 1)
+
+
+def test_sandbox_and_ray_are_checked_only_when_configured(path_with) -> None:
+    versions = {"bwrap": "bubblewrap 0.8.0"}
+    config = RunConfig.model_validate({"executor": {"sandbox": "bwrap"}, "sessions": {"backend": "offline"}})
+    checks = run_checks(config, env={}, which=lambda n: f"/x/{n}" if n != "bwrap" else None,
+                        version=lambda argv: versions.get(Path(argv[0]).name, "v1"))
+    assert [c.name for c in checks] == ["python", "git", "bwrap"]
+    assert not healthy(checks)
+    offline = run_checks(RunConfig(sessions=SessionConfig()), env={}, which=lambda n: f"/x/{n}",
+                         version=lambda argv: "v1")
+    assert [c.name for c in offline] == ["python", "git"] and healthy(offline)
+
+
+def test_unknown_run_folder_is_a_clean_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["doctor", str(tmp_path / "nope")])
+    assert result.exit_code == 2
+    assert "no such file" in result.output
