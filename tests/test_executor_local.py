@@ -87,3 +87,11 @@ def test_a_system_fault_in_a_worker_is_an_executor_error(tmp_path: Path, monkeyp
     monkeypatch.setattr(executor.runner, "run", broken)
     with pytest.raises(ExecutorError, match="No space left on device"):
         executor.run([make_job(make_harness(tmp_path / "h"), tmp_path / "t", "ok-1")], lambda j, r: None)
+
+
+def test_ray_without_the_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # makes `import ray` fail as if it were not installed
+    with pytest.raises(ExecutorError, match=r"pip install 'saddler\[ray\]'"):
+        make_executor(executor_config(kind="ray"))

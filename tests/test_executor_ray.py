@@ -1,0 +1,131 @@
+"""RayExecutor on a local 2-CPU cluster: same results as the local executor, traces in the run folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from executor_helpers import TESTS_DIR, executor_config, make_harness, make_job
+
+from evodag.store import EvoDAG
+from saddler.benchmark import Benchmark, load_benchmark
+from saddler.evaluate import Evaluator
+from saddler.executor.base import Executor
+from saddler.executor.local import LocalExecutor
+from saddler.harness import HarnessSpace
+
+ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'saddler[ray]')")
+
+from saddler.executor.ray_executor import RayExecutor, snapshot_harness, unpack_harness  # noqa: E402
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        # workers inherit the driver's environment; children find the test benchmarks through PYTHONPATH
+        mp.setenv("PYTHONPATH", os.pathsep.join(p for p in (TESTS_DIR, os.environ.get("PYTHONPATH", "")) if p))
+        mp.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+
+
+def _opsdesk() -> tuple[Benchmark, Path] | None:
+    template = Path(__file__).parents[1] / "harness_templates" / "opsdesk"
+    try:
+        bench = load_benchmark("opsdesk")
+    except Exception:
+        return None
+    return (bench, template) if template.is_dir() else None
+
+
+def _fake(tmp: Path) -> tuple[Benchmark, Path]:
+    from fake_benchmarks import FakeBenchmark
+
+    return FakeBenchmark(n_tasks=4), make_harness(tmp / "fake-template")
+
+
+def _evaluate(root: Path, template: Path, bench: Benchmark, name: str, options: dict[str, Any], ex: Executor) -> Any:
+    with EvoDAG(root / "evodag.db") as store:
+        space = HarnessSpace.create(template, root / "harness", root / "worktrees")
+        run_id = store.create_run({}, seed=0).id
+        node = store.add_node(run_id, space.baseline_commit(), None, 0, "baseline", "baseline", "baseline")
+        evaluator = Evaluator(store, run_id, space, bench, name, options, ex, root)
+        tasks = bench.tasks("dev")[:6]
+        rows = evaluator.evaluate(node, tasks, "dev", [1, 2])
+        assert evaluator.executed_count == len(rows)
+        return [(r.task_id, r.repetition, r.score, r.passed, r.disposition) for r in rows], rows
+
+
+@pytest.mark.parametrize("which", ["fake", "opsdesk"])
+def test_ray_matches_local(cluster: None, tmp_path: Path, which: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (TESTS_DIR, os.environ.get("PYTHONPATH", "")) if p))
+    if which == "opsdesk":
+        found = _opsdesk()
+        if found is None:
+            pytest.skip("the opsdesk benchmark or its harness template is not available")
+        (bench, template), name = found, "opsdesk"
+    else:
+        (bench, template), name = _fake(tmp_path), "fake_benchmarks:FakeBenchmark"
+    options = {"n_tasks": 4} if which == "fake" else {}
+    config = executor_config(kind="ray", workers=2, timeout_s=60)
+    ray_ex = RayExecutor(config)
+    local_ex = LocalExecutor(executor_config(workers=2, timeout_s=60))
+    remote, remote_rows = _evaluate(tmp_path / "ray", template, bench, name, options, ray_ex)
+    local, _ = _evaluate(tmp_path / "local", template, bench, name, options, local_ex)
+    assert remote == local
+    assert len(remote) >= 4
+    for row in remote_rows:  # traces written on the worker land in this run's folder
+        if row.trace_path:
+            assert row.trace_path.startswith(str(tmp_path / "ray" / "traces")), row.trace_path
+            assert Path(row.trace_path).is_file()
+    assert any(r.trace_path for r in remote_rows)
+    ray_ex.close()
+    assert ray.is_initialized()  # it did not own the cluster, so it left it running
+
+
+def test_duplicate_keys_run_once_and_failures_are_data(cluster: None, tmp_path: Path) -> None:
+    harness = make_harness(tmp_path / "h")
+    ok = make_job(harness, tmp_path / "t", "ok-1", seed=4)
+    jobs = [ok, ok, make_job(harness, tmp_path / "t", "crash-1"), make_job(harness, tmp_path / "t", "sleep-1")]
+    got: list[tuple[str, str]] = []
+    executor = RayExecutor(executor_config(kind="ray", timeout_s=1.0))
+    submitted: list[str] = []
+    remote = executor._remote
+
+    class Spy:
+        def remote(self, job_json: str, *args: Any) -> Any:
+            submitted.append(job_json)
+            return remote.remote(job_json, *args)
+
+    executor._remote = Spy()
+    executor.run(jobs, lambda job, result: got.append((job.task.id, result.disposition)))
+    assert len(submitted) == 3  # the two jobs with one cache key were one task
+    by_task: dict[str, list[str]] = {}
+    for task_id, disposition in got:
+        by_task.setdefault(task_id, []).append(disposition)
+    assert by_task["crash-1"] == ["infra_error"]
+    assert by_task["sleep-1"] == ["timeout"]
+    assert len(by_task["ok-1"]) == 2 and by_task["ok-1"][0] == by_task["ok-1"][1]
+    assert by_task["ok-1"][0] in ("success", "task_failure")
+
+
+def test_snapshot_round_trip_skips_git(tmp_path: Path) -> None:
+    src = make_harness(tmp_path / "src", "p1")
+    (src / "pkg").mkdir()
+    (src / "pkg" / "tool.py").write_text("X = 1\n")
+    (src / ".git").write_text("gitdir: elsewhere\n")
+    dest = unpack_harness("tree1", snapshot_harness(src), tmp_path / "cache")
+    assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*")) == ["pkg", "pkg/tool.py", "policy.txt"]
+    (dest / "policy.txt").write_text("changed")  # a second unpack of the same tree reuses the first
+    assert unpack_harness("tree1", snapshot_harness(src), tmp_path / "cache") == dest
+    assert (dest / "policy.txt").read_text() == "changed"
+    shutil.rmtree(tmp_path / "cache")
