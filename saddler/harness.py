@@ -139,19 +139,23 @@ class HarnessSpace:
         return path
 
     def checkout(self, commit: str) -> Path:
-        """A shared, clean checkout of `commit` for evaluation (created once, reused)."""
+        """A shared, clean checkout of `commit` for evaluation (created once, reused).
+
+        Creation holds a file lock and is marked complete by `.locks/eval-<sha12>.ready`, so concurrent
+        callers (threads or processes) never see a half-created checkout; one left by a crash is rebuilt."""
         sha = self.resolve(commit)
         path = self.worktrees_dir / f"eval-{sha[:12]}"
-        if (path / ".git").is_file():
-            return path
         locks = self.worktrees_dir / ".locks"
+        ready = locks / f"{path.name}.ready"
+        if ready.is_file() and (path / ".git").is_file():
+            return path
         locks.mkdir(exist_ok=True)
         with open(locks / f"{path.name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if not (path / ".git").is_file():
-                self._forget(path)
-                tmp = self.worktree(sha, f"tmp-{path.name}-{os.getpid()}-{next(_temp_ids)}")
-                git(["worktree", "move", str(tmp), str(path)], self.repo_dir)
+            if not (ready.is_file() and (path / ".git").is_file()):
+                ready.unlink(missing_ok=True)
+                self.worktree(sha, path.name)
+                ready.write_text(sha + "\n")
         return path
 
     def remove_worktree(self, path: Path) -> None:

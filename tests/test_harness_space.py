@@ -211,6 +211,18 @@ def test_checkout_is_shared_and_created_once(space: HarnessSpace) -> None:
     assert sorted(p.name for p in space.worktrees_dir.iterdir() if p.name != ".locks") == [path.name]
 
 
+def test_checkout_half_created_by_a_crash_is_rebuilt(space: HarnessSpace) -> None:
+    base = space.baseline_commit()
+    path = space.worktrees_dir / f"eval-{base[:12]}"
+    space.worktree(base, path.name)  # created, but the crash came before it was marked ready
+    (path / "loop.py").unlink()
+    (path / "junk.txt").write_text("partial")
+    assert space.checkout(base) == path
+    assert (path / "loop.py").read_text() == FILES["loop.py"]
+    assert not (path / "junk.txt").exists()
+    assert _registered(space) == [str(path)]
+
+
 def test_export_tree_and_bundle(tmp_path: Path, space: HarnessSpace) -> None:
     base = space.baseline_commit()
     sha = edit(space, base, {"tools/search.py": "best = True\n"})
