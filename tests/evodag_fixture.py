@@ -124,7 +124,9 @@ def build_fixture(path: Path) -> dict[str, int]:
         for number, (parent, cand, decision) in enumerate(
             [(n1, n2, "accepted"), (n2, n3, "rejected"), (n2, n4, "accepted"), (n1, n6, "accepted")], start=1
         ):
-            it = s.start_iteration(run, number, 0 if number < 3 else 1, list(TRAIN), parent_id=parent, phase="capability")
+            it = s.start_iteration(
+                run, number, 0 if number < 3 else 1, list(TRAIN), parent_id=parent, phase="capability"
+            )
             s.add_session(run, "diagnosis_patch", "offline", iteration=number, node_id=cand, cost_usd=0.25, turns=4)
             s.update_iteration(it.id, candidate_id=cand, step="done", decision=decision)
         it5 = s.start_iteration(run, 5, 2, list(TRAIN), parent_id=n1, phase="steering", stall_count=1)
