@@ -342,8 +342,14 @@ def _age(path: Path) -> float:
 
 
 def _is_repo_root(path: Path) -> bool:
-    proc = git(["rev-parse", "--show-toplevel"], path, check=False)
-    return proc.returncode == 0 and Path(proc.stdout.strip()).resolve() == path.resolve()
+    """True for a repository's top folder (main or linked worktree) or a bare repository itself;
+    a folder inside someone else's repository (a template in a source checkout) is not one."""
+    proc = git(["rev-parse", "--is-bare-repository", "--show-toplevel"], path, check=False)
+    lines = proc.stdout.split("\n")
+    if proc.returncode != 0 and lines[0] == "true":
+        gitdir = git(["rev-parse", "--absolute-git-dir"], path, check=False).stdout.strip()
+        return bool(gitdir) and Path(gitdir).resolve() == path.resolve()
+    return proc.returncode == 0 and len(lines) > 1 and Path(lines[1].strip()).resolve() == path.resolve()
 
 
 def _configure(repo_dir: Path, source: str) -> None:

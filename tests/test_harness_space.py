@@ -84,6 +84,21 @@ def test_subfolder_of_a_repo_is_copied_not_cloned(tmp_path: Path) -> None:
     assert tracked == ["loop.py"]
 
 
+def test_bare_repo_and_linked_worktree_sources_are_cloned(tmp_path: Path, source: Path) -> None:
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(source), str(bare)], check=True)
+    from_bare = HarnessSpace.create(bare, tmp_path / "h1", tmp_path / "wt1")
+    assert from_bare.baseline_commit() == sh("rev-parse", "HEAD", cwd=source).strip()
+    sh("worktree", "add", "-q", "-b", "feature", str(tmp_path / "linked"), cwd=source)
+    write_files(tmp_path / "linked", {"loop.py": "feature = 1\n"})
+    sh("commit", "-q", "-am", "feature", cwd=tmp_path / "linked")
+    before = repo_snapshot(source)
+    from_linked = HarnessSpace.create(tmp_path / "linked", tmp_path / "h2", tmp_path / "wt2")
+    assert from_linked.baseline_commit() == sh("rev-parse", "feature", cwd=source).strip()
+    assert from_linked.read_file(from_linked.baseline_commit(), "loop.py") == "feature = 1\n"
+    assert repo_snapshot(source) == before
+
+
 def test_same_clock_gives_same_shas(tmp_path: Path) -> None:
     template = tmp_path / "template"
     write_files(template, FILES)
