@@ -67,8 +67,11 @@ def progress_series(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
             continue
         tasks = set(it.batch)
         parent = it.parent_id if it.parent_id is not None else node.parent_id
-        lasts = [_first_eval_last_id(by_node.get((nid, "train"), []), tasks)
-                 for nid in (it.candidate_id, parent) if nid is not None]
+        lasts = [
+            _first_eval_last_id(by_node.get((nid, "train"), []), tasks)
+            for nid in (it.candidate_id, parent)
+            if nid is not None
+        ]
         known = [v for v in lasts if v is not None]
         if known:
             decision = node.status if node.status in MARKERS else (it.decision or "")
@@ -91,8 +94,14 @@ def plot_progress(store: EvoDAG, path: Path, run_id: int | None = None) -> Path:
             xs = [p[0] for p in data["dev"]] + [max(data["total"], data["dev"][-1][0])]
             best = [p[2] for p in data["dev"]]
             top.step(xs, [*best, best[-1]], where="post", color="tab:green", linewidth=2, label="best dev so far")
-            top.scatter([p[0] for p in data["dev"]], [p[1] for p in data["dev"]], s=18, color="tab:gray",
-                        zorder=3, label="dev evaluation")
+            top.scatter(
+                [p[0] for p in data["dev"]],
+                [p[1] for p in data["dev"]],
+                s=18,
+                color="tab:gray",
+                zorder=3,
+                label="dev evaluation",
+            )
             top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
         else:
             top.text(0.5, 0.5, "no dev evaluations yet", ha="center", va="center", transform=top.transAxes)
@@ -103,8 +112,9 @@ def plot_progress(store: EvoDAG, path: Path, run_id: int | None = None) -> Path:
                 bottom.plot([x, x], [before, after], color="lightgray", linewidth=1, zorder=1)
         befores = [(b[0], b[1]) for b in data["batch"] if b[1] is not None]
         if befores:
-            bottom.scatter(*zip(*befores, strict=True), facecolors="none", edgecolors="gray", s=24,
-                           label="batch before")
+            bottom.scatter(
+                *zip(*befores, strict=True), facecolors="none", edgecolors="gray", s=24, label="batch before"
+            )
         for decision, (marker, colour, label) in MARKERS.items():
             if decision == "invalid":
                 pts = [(b[0], b[1]) for b in data["batch"] if b[3] == decision and b[1] is not None]

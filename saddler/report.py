@@ -119,12 +119,20 @@ def _per_task(store: EvoDAG, run_id: int, chain: list[Node], base_id: int, best_
         for node, edge in edges:
             if edge is not None and task in (edge.fixed if change == "fixed" else edge.regressed):
                 changed_in = node.iteration
-        out.append({
-            "task": task, "group": groups[task],
-            "baseline": _r(b_rate), "baseline_passes": sum(before), "baseline_runs": len(before),
-            "final": _r(a_rate), "final_passes": sum(after), "final_runs": len(after),
-            "change": change, "changed_in": changed_in if change != "same" else None,
-        })
+        out.append(
+            {
+                "task": task,
+                "group": groups[task],
+                "baseline": _r(b_rate),
+                "baseline_passes": sum(before),
+                "baseline_runs": len(before),
+                "final": _r(a_rate),
+                "final_passes": sum(after),
+                "final_runs": len(after),
+                "change": change,
+                "changed_in": changed_in if change != "same" else None,
+            }
+        )
     return out
 
 
@@ -132,19 +140,35 @@ def _failed(store: EvoDAG, run_id: int, candidates: list[Node]) -> list[dict[str
     out = []
     for node in candidates:
         if node.status in ("invalid", "rejected"):
-            out.append({
-                "iteration": node.iteration, "node": node.id, "origin": node.origin,
-                "patch_kind": node.patch_kind, "hypothesis": hypothesis_summary(node),
-                "status": node.status, "reason": node.status_reason,
-            })
-    reasons = {ev.payload.get("iteration"): str(ev.payload.get("reason", "")) for ev in store.events(run_id=run_id)
-               if ev.kind == "diagnosis.no_patch"}
+            out.append(
+                {
+                    "iteration": node.iteration,
+                    "node": node.id,
+                    "origin": node.origin,
+                    "patch_kind": node.patch_kind,
+                    "hypothesis": hypothesis_summary(node),
+                    "status": node.status,
+                    "reason": node.status_reason,
+                }
+            )
+    reasons = {
+        ev.payload.get("iteration"): str(ev.payload.get("reason", ""))
+        for ev in store.events(run_id=run_id)
+        if ev.kind == "diagnosis.no_patch"
+    }
     for it in store.iterations(run_id):
         if it.decision == "no_patch":
-            out.append({
-                "iteration": it.number, "node": None, "origin": "", "patch_kind": "", "hypothesis": "",
-                "status": "no_patch", "reason": reasons.get(it.number) or "diagnosis produced no patch",
-            })
+            out.append(
+                {
+                    "iteration": it.number,
+                    "node": None,
+                    "origin": "",
+                    "patch_kind": "",
+                    "hypothesis": "",
+                    "status": "no_patch",
+                    "reason": reasons.get(it.number) or "diagnosis produced no patch",
+                }
+            )
     return sorted(out, key=lambda f: (f["iteration"], f["node"] is None, f["node"] or 0))
 
 
@@ -153,8 +177,12 @@ def _rate_table(nodes: list[Node], key: Any) -> dict[str, dict[str, Any]]:
     counts: Counter[str] = Counter(key(n) for n in nodes)
     accepted: Counter[str] = Counter(key(n) for n in nodes if n.status == "accepted")
     return {
-        name: {"patches": c, "share": _r(c / total), "accepted": accepted[name],
-               "acceptance_rate": _r(accepted[name] / c)}
+        name: {
+            "patches": c,
+            "share": _r(c / total),
+            "accepted": accepted[name],
+            "acceptance_rate": _r(accepted[name] / c),
+        }
         for name, c in sorted(counts.items())
     }
 
@@ -236,9 +264,15 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
     wall = _wall_time(run.started_at, run.finished_at)
     return {
         "run": {
-            "id": run.id, "name": run.config.get("name", "run"), "benchmark": run.config.get("benchmark", ""),
-            "seed": run.seed, "status": run.status, "started_at": run.started_at, "finished_at": run.finished_at,
-            "termination_reason": run.termination_reason, "wall_time_s": wall,
+            "id": run.id,
+            "name": run.config.get("name", "run"),
+            "benchmark": run.config.get("benchmark", ""),
+            "seed": run.seed,
+            "status": run.status,
+            "started_at": run.started_at,
+            "finished_at": run.finished_at,
+            "termination_reason": run.termination_reason,
+            "wall_time_s": wall,
             "test_runs": run.config.get("loop", {}).get("test_runs"),
         },
         "baseline": {"node": base.id, "commit": base.commit} if base else None,

@@ -64,8 +64,17 @@ def _summary(f: dict[str, Any]) -> list[str]:
 
 def _mutations(rows: list[dict[str, Any]]) -> list[Row]:
     return [
-        [m["iteration"], m["node"], m["status"], m["patch_kind"], m["subtype"], m["origin"], m["hypothesis"],
-         _signed(m["batch_delta"]), _signed(m["dev_delta"])]
+        [
+            m["iteration"],
+            m["node"],
+            m["status"],
+            m["patch_kind"],
+            m["subtype"],
+            m["origin"],
+            m["hypothesis"],
+            _signed(m["batch_delta"]),
+            _signed(m["dev_delta"]),
+        ]
         for m in rows
     ]
 
@@ -92,9 +101,14 @@ def _per_task(f: dict[str, Any]) -> list[str]:
     if not tasks:
         return [*out, "No test rollouts recorded."]
     rows: list[Row] = [
-        [t["task"], t["group"], f"{t['baseline_passes']}/{t['baseline_runs']}",
-         f"{t['final_passes']}/{t['final_runs']}", t["change"],
-         f"iteration {t['changed_in']}" if t["changed_in"] is not None else "—"]
+        [
+            t["task"],
+            t["group"],
+            f"{t['baseline_passes']}/{t['baseline_runs']}",
+            f"{t['final_passes']}/{t['final_runs']}",
+            t["change"],
+            f"iteration {t['changed_in']}" if t["changed_in"] is not None else "—",
+        ]
         for t in changed
     ]
     out += table(["Task", "Group", "Baseline", "Final", "Change", "Changed in"], rows) if rows else ["No task changed."]
@@ -180,6 +194,15 @@ def render_report(f: dict[str, Any]) -> str:
     ]
     if f["best"]:
         head += ["", f"Best node (highest dev score): #{f['best']['node']} `{f['best']['commit']}`."]
-    sections = [head, _summary(f), ["![progress](progress.png)"], _effective(f), _per_task(f), _failed(f),
-                _patch_kinds(f), _cost(f), ["## Metrics", "", "```", *metric_lines(f), "```"]]
+    sections = [
+        head,
+        _summary(f),
+        ["![progress](progress.png)"],
+        _effective(f),
+        _per_task(f),
+        _failed(f),
+        _patch_kinds(f),
+        _cost(f),
+        ["## Metrics", "", "```", *metric_lines(f), "```"],
+    ]
     return "\n\n".join("\n".join(s) for s in sections) + "\n"

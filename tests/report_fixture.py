@@ -33,8 +33,14 @@ CONFIG: dict[str, Any] = {
     "name": "fixture-run", "benchmark": "opsdesk", "seed": 7,
     "loop": {"test_runs": 3, "max_iterations": 8, "stall_limit": 4, "batch_size": 3},
 }  # fmt: skip
-GROUPS = {**{f"tr-{i}": "g-a" if i <= 4 else "g-b" for i in range(1, 9)}, **{f"dv-{i}": "g-dev" for i in range(1, 5)},
-          "te-1": "g-t1", "te-2": "g-t1", "te-3": "g-t2", "te-4": "g-t2"}
+GROUPS = {
+    **{f"tr-{i}": "g-a" if i <= 4 else "g-b" for i in range(1, 9)},
+    **{f"dv-{i}": "g-dev" for i in range(1, 5)},
+    "te-1": "g-t1",
+    "te-2": "g-t1",
+    "te-3": "g-t2",
+    "te-4": "g-t2",
+}
 TRAIN = {  # node -> task -> passed (a node's outcome on a task is fixed: re-evaluation is a cache hit)
     "N1": {"tr-1": P, "tr-2": F, "tr-3": F},
     "N2": {"tr-1": P, "tr-2": P, "tr-3": F, "tr-4": P, "tr-5": F, "tr-6": F, "tr-7": F, "tr-8": F},
@@ -45,8 +51,14 @@ TRAIN = {  # node -> task -> passed (a node's outcome on a task is fixed: re-eva
     "N8": {"tr-1": P, "tr-4": F, "tr-6": F},
     "N10": {"tr-3": P, "tr-6": F, "tr-8": F},
 }
-DEV = {"N1": [P, P, F, F], "N2": [P, P, P, F], "N5": [P, F, P, F], "N6": [P, P, F, P], "N7": [P, P, P, P],
-       "N9": [P, P, P, F]}
+DEV = {
+    "N1": [P, P, F, F],
+    "N2": [P, P, P, F],
+    "N5": [P, F, P, F],
+    "N6": [P, P, F, P],
+    "N7": [P, P, P, P],
+    "N9": [P, P, P, F],
+}
 TEST = {  # node -> repetition -> [te-1, te-2, te-3, te-4]
     "N1": [[P, F, F, P], [P, F, F, F], [P, F, P, P]],
     "N7": [[P, P, P, P], [P, P, F, P], [P, P, P, P]],
@@ -64,17 +76,57 @@ LINES = {"N1": 0, "N2": 14, "N3": 20, "N4": 2, "N5": 17, "N6": 20, "N7": 20, "N8
 # (iteration, epoch, phase, batch, evolution node, parent, candidate, decision, stall_count after, reason)
 ITERATIONS = [
     (1, 0, "capability", ["tr-1", "tr-2", "tr-3"], None, "N1", "N2", "accepted", 0, "batch 0.33 -> 0.67"),
-    (2, 0, "capability", ["tr-4", "tr-5", "tr-6"], None, "N2", "N3", "rejected", 1,
-     "batch 0.33 -> 0.33: not a strict improvement"),
-    (3, 0, "capability", ["tr-7", "tr-8", "tr-1"], None, "N2", "N4", "invalid", 2,
-     "protected path touched: saddler.toml"),
+    (
+        2,
+        0,
+        "capability",
+        ["tr-4", "tr-5", "tr-6"],
+        None,
+        "N2",
+        "N3",
+        "rejected",
+        1,
+        "batch 0.33 -> 0.33: not a strict improvement",
+    ),
+    (
+        3,
+        0,
+        "capability",
+        ["tr-7", "tr-8", "tr-1"],
+        None,
+        "N2",
+        "N4",
+        "invalid",
+        2,
+        "protected path touched: saddler.toml",
+    ),
     (4, 1, "steering", ["tr-2", "tr-5", "tr-7"], None, "N2", "N5", "accepted", 0, "batch 0.33 -> 1.00"),
     (5, 1, "steering", ["tr-3", "tr-6", "tr-8"], None, "N5", "N6", "accepted", 0, "batch 0.33 -> 0.67"),
-    (6, 1, "steering", ["tr-1", "tr-4", "tr-6"], "N7", "N7", "N8", "rejected", 1,
-     "batch 0.67 -> 0.33: not a strict improvement"),
+    (
+        6,
+        1,
+        "steering",
+        ["tr-1", "tr-4", "tr-6"],
+        "N7",
+        "N7",
+        "N8",
+        "rejected",
+        1,
+        "batch 0.67 -> 0.33: not a strict improvement",
+    ),
     (7, 2, "steering", ["tr-5", "tr-7", "tr-2"], "N9", "N7", None, "no_patch", 2, ""),
-    (8, 2, "steering", ["tr-3", "tr-6", "tr-8"], None, "N7", "N10", "neutral", 0,
-     "batch 0.33 -> 0.33: equal, no task regression"),
+    (
+        8,
+        2,
+        "steering",
+        ["tr-3", "tr-6", "tr-8"],
+        None,
+        "N7",
+        "N10",
+        "neutral",
+        0,
+        "batch 0.33 -> 0.33: equal, no task regression",
+    ),
 ]
 EDGES = {  # child -> (parent, kind, files, source child, fixed, regressed, still_failing, still_passing)
     "N2": ("N1", "patch", ["tools/tickets.py"], None, ["tr-2"], [], ["tr-3"], ["tr-1"]),
@@ -138,14 +190,31 @@ def _add_node(store: EvoDAG, fx: Fixture, label: str, iteration: int, phase: str
     parent, kind, files, source, fixed, regressed, failing, passing = EDGES[label]
     if label in HYP:
         patch_kind, subtype, origin, plan = HYP[label]
-        hyp: dict[str, Any] = {"target_tasks": [], "diagnosis": f"diagnosis for {label}", "plan": plan,
-                               "patch_kind": patch_kind, "subtype": subtype, "files": files, "origin": origin}
+        hyp: dict[str, Any] = {
+            "target_tasks": [],
+            "diagnosis": f"diagnosis for {label}",
+            "plan": plan,
+            "patch_kind": patch_kind,
+            "subtype": subtype,
+            "files": files,
+            "origin": origin,
+        }
     else:
         patch_kind, origin = kind, "rebase" if kind == "rebase" else HYP[source or ""][2]
         hyp = {"evolution": f"{kind} of the change into {source} onto {parent}"}
     fx.commits.setdefault(label, fake_commit(label))
-    node = store.add_node(fx.run_id, fx.commits[label], fx.ids[parent], iteration, phase, patch_kind, origin,
-                          status=status, hypothesis=hyp, lines_changed=LINES[label])
+    node = store.add_node(
+        fx.run_id,
+        fx.commits[label],
+        fx.ids[parent],
+        iteration,
+        phase,
+        patch_kind,
+        origin,
+        status=status,
+        hypothesis=hyp,
+        lines_changed=LINES[label],
+    )
     fx.ids[label] = node.id
     src_edge = store.edge_into(fx.ids[source]) if source else None
     src = src_edge.id if src_edge else None
@@ -155,15 +224,31 @@ def _add_node(store: EvoDAG, fx: Fixture, label: str, iteration: int, phase: str
         store.set_edge_transitions(edge.id, fixed, regressed, failing, passing)
         for category, tasks in (("fixed", fixed), ("regressed", regressed)):
             for task in tasks:
-                store.add_lesson(fx.run_id, category, "true_fix" if category == "fixed" else "true_regression",
-                                 f"{label} {category} {task}", node_id=node.id, edge_id=edge.id,
-                                 iteration=iteration, task_id=task)
+                store.add_lesson(
+                    fx.run_id,
+                    category,
+                    "true_fix" if category == "fixed" else "true_regression",
+                    f"{label} {category} {task}",
+                    node_id=node.id,
+                    edge_id=edge.id,
+                    iteration=iteration,
+                    task_id=task,
+                )
 
 
 def _session(store: EvoDAG, fx: Fixture, role: str, iteration: int, outcome: str = "ok") -> None:
     turns, tin, tout, cost = SESSIONS[role]
-    store.add_session(fx.run_id, role, "offline", iteration=iteration, turns=turns, tokens_in=tin, tokens_out=tout,
-                      cost_usd=cost, outcome=outcome)
+    store.add_session(
+        fx.run_id,
+        role,
+        "offline",
+        iteration=iteration,
+        turns=turns,
+        tokens_in=tin,
+        tokens_out=tout,
+        cost_usd=cost,
+        outcome=outcome,
+    )
 
 
 def _iteration(store: EvoDAG, fx: Fixture, spec: tuple[Any, ...]) -> None:
@@ -193,12 +278,19 @@ def _iteration(store: EvoDAG, fx: Fixture, spec: tuple[Any, ...]) -> None:
                 _evaluate_dev(store, fx, cand)
             _session(store, fx, "reflection", number)
         store.update_node(fx.ids[cand], status=decision, status_reason=reason)
-    store.update_iteration(it.id, candidate_id=fx.ids.get(cand or ""), decision=decision, stall_count=stalls,
-                           step="done", finished_at=START)
+    store.update_iteration(
+        it.id,
+        candidate_id=fx.ids.get(cand or ""),
+        decision=decision,
+        stall_count=stalls,
+        step="done",
+        finished_at=START,
+    )
 
 
-def build_run(store: EvoDAG, clock: _Clock, iterations: int = 8, finish: bool = True,
-              commits: dict[str, str] | None = None) -> Fixture:
+def build_run(
+    store: EvoDAG, clock: _Clock, iterations: int = 8, finish: bool = True, commits: dict[str, str] | None = None
+) -> Fixture:
     """Write the run (its first `iterations` iterations); with `finish`, the test runs and the run's end."""
     run = store.create_run(CONFIG, seed=7)
     fx = Fixture(run_id=run.id, commits=dict(commits or {}))
@@ -215,8 +307,13 @@ def build_run(store: EvoDAG, clock: _Clock, iterations: int = 8, finish: bool = 
                 for i, passed in enumerate(outcomes, start=1):
                     _rollout(store, fx, label, f"te-{i}", "test", 3000 + rep, rep, passed)
         clock.now = FINISH
-        store.update_run(run.id, status="finished", finished_at=FINISH, termination_reason="max_iterations",
-                         best_node_id=fx.ids["N7"])
+        store.update_run(
+            run.id,
+            status="finished",
+            finished_at=FINISH,
+            termination_reason="max_iterations",
+            best_node_id=fx.ids["N7"],
+        )
     return fx
 
 

@@ -1,0 +1,75 @@
+"""The progress plot: its series (exact, from the fixture's rollout ids) and the PNG it writes."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+from report_fixture import Fixture, build_run, open_store
+
+from evodag.store import EvoDAG
+from saddler.plot import plot_progress, progress_series
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[EvoDAG, Fixture]:
+    store, clock = open_store(tmp_path_factory.mktemp("plot") / "evodag.db")
+    return store, build_run(store, clock)
+
+
+def test_series_uses_cumulative_rollouts_at_each_event(finished: tuple[EvoDAG, Fixture]) -> None:
+    store, fx = finished
+    data = progress_series(store)
+    ids = fx.ids
+    # rollout ids: N1 dev 1-4 | it1 N1 5-7, N2 8-10, N2 dev 11-14 | it2 N2 15-17, N3 18-20 | it3 N2 21-22 |
+    # it4 N5 23-25, dev 26-29 | it5 N5 30-32, N6 33-35, dev 36-39 | it6 N7 dev 40-43, N7 44-46, N8 47-49 |
+    # it7 N9 dev 50-53, N7 54-56 | it8 N7 57-58, N10 59-61 | test 62-85
+    assert data["name"] == "fixture-run" and data["total"] == 85
+    assert data["dev"] == [
+        (4, 0.5, 0.5, ids["N1"]),
+        (14, 0.75, 0.75, ids["N2"]),
+        (29, 0.5, 0.75, ids["N5"]),
+        (39, 0.75, 0.75, ids["N6"]),
+        (43, 1.0, 1.0, ids["N7"]),
+        (53, 0.75, 1.0, ids["N9"]),
+    ]
+    third, two = 1 / 3, 2 / 3
+    assert data["batch"] == [
+        (10, third, two, "accepted", 1),
+        (20, third, third, "rejected", 2),
+        (22, third, None, "invalid", 3),
+        (25, third, 1.0, "accepted", 4),
+        (35, third, two, "accepted", 5),
+        (49, two, third, "rejected", 6),
+        (61, third, third, "neutral", 8),
+    ]
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_png_is_written_with_the_agg_backend(finished: tuple[EvoDAG, Fixture], tmp_path: Path) -> None:
+    store, fx = finished
+    path = plot_progress(store, tmp_path / "sub" / "progress.png", run_id=fx.run_id)
+    assert path == tmp_path / "sub" / "progress.png"
+    width, height = _png_size(path)
+    assert width >= 800 and height >= 500
+    assert path.stat().st_size > 20_000  # two panels with lines, markers and legends
+
+    import matplotlib
+
+    assert matplotlib.get_backend().lower() == "agg"
+
+
+def test_plot_of_a_run_with_only_a_baseline(tmp_path: Path) -> None:
+    store, _ = open_store(tmp_path / "evodag.db")
+    run = store.create_run({"name": "empty"}, seed=0)
+    store.add_node(run.id, "a" * 40, None, 0, "baseline", "baseline", "baseline", status="baseline")
+    assert progress_series(store) == {"name": "empty", "total": 0, "dev": [], "batch": []}
+    width, _ = _png_size(plot_progress(store, tmp_path / "progress.png"))
+    assert width >= 800
