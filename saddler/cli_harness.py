@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from saddler import resources
 from saddler.benchmark import BENCHMARKS
 from saddler.cli_common import handle_errors, print_json
+from saddler.components import glob_regex
 from saddler.config import SaddlerFile, format_validation_error, read_toml
 from saddler.errors import ConfigError, UnknownNameError
 from saddler.sessions.registry import BACKENDS
@@ -65,6 +66,7 @@ def _check_file(folder: Path, rel: str, report: FolderCheck) -> dict[str, Any] |
         SaddlerFile.model_validate(data)
     except ValidationError as exc:
         report.errors += [f"{rel}: {line}" for line in format_validation_error(exc)]
+    report.errors += [f"{rel}: {line}" for line in _glob_errors(data)]
     run = data.get("run")
     if isinstance(run, dict):
         sessions = run.get("sessions")
@@ -76,6 +78,24 @@ def _check_file(folder: Path, rel: str, report: FolderCheck) -> dict[str, Any] |
             if isinstance(name, str) and name not in known:
                 report.errors.append(f"{rel}: {dotted}: {UnknownNameError(kind, name, list(known))}")
     return data
+
+
+def _glob_errors(data: dict[str, Any]) -> list[str]:
+    """`harness.<table>.<key>[i]: invalid glob ...` for every glob that does not compile."""
+    harness = data.get("harness")
+    errors = []
+    for table, keys in (("components", ("capability", "steering", "protected")), ("structure", ("skill_files",))):
+        section = harness.get(table) if isinstance(harness, dict) else None
+        for key in keys:
+            globs = section.get(key) if isinstance(section, dict) else None
+            for i, pattern in enumerate(globs if isinstance(globs, list) else []):
+                if not isinstance(pattern, str):
+                    continue
+                try:
+                    glob_regex(pattern)
+                except ConfigError as exc:
+                    errors.append(f"harness.{table}.{key}.{i}: {str(exc).split(';')[0]}")
+    return errors
 
 
 def listing() -> dict[str, list[dict[str, str]]]:

@@ -13,13 +13,15 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from saddler.config import ComponentMap
+from saddler.errors import ConfigError
 
 CAPABILITY, STEERING, PROTECTED, UNCLASSIFIED, MIXED = "capability", "steering", "protected", "unclassified", "mixed"
 
 
 @lru_cache(maxsize=512)
 def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a component-map glob into an anchored regex over '/'-separated relative paths."""
+    """Compile a component-map glob into an anchored regex over '/'-separated relative paths
+    (`ConfigError` for a malformed character class such as `[z-a]`)."""
     pat = pattern
     while pat.startswith("./"):
         pat = pat[2:]
@@ -34,7 +36,10 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
             out.append(".*" if last else "(?:[^/]*/)*")
         else:
             out.append(_segment(part) + ("" if last else "/"))
-    return re.compile("".join(out) + "(?:/.*)?", re.DOTALL)
+    try:
+        return re.compile("".join(out) + "(?:/.*)?", re.DOTALL)
+    except re.error as exc:
+        raise ConfigError(f"invalid glob {pattern!r}: {exc}; fix it in saddler.toml [harness.components]") from exc
 
 
 def _segment(part: str) -> str:

@@ -93,6 +93,20 @@ def test_errors_in_the_runs_harness_are_reported_too(tmp_path: Path) -> None:
     ]
 
 
+def test_malformed_globs_are_named_by_index(tmp_path: Path) -> None:
+    h = tmp_path / "h"
+    h.mkdir()
+    (h / "saddler.toml").write_text(
+        '[harness.components]\nsteering = ["prompts/**", "p/[z-a]"]\n[harness.structure]\nskill_files = ["[b-a]"]\n'
+    )
+    code, out = validate(h)
+    assert code == 2
+    assert out.splitlines() == [
+        "saddler.toml: harness.components.steering.1: invalid glob 'p/[z-a]': bad character range z-a at position 3",
+        "saddler.toml: harness.structure.skill_files.0: invalid glob '[b-a]': bad character range b-a at position 1",
+    ]
+
+
 def test_unknown_benchmark_and_backend_names(tmp_path: Path) -> None:
     root = folder(tmp_path, run='[run]\nbenchmark = "nope"\n\n[run.sessions]\nbackend = "gpt"\n')
     code, out = validate(root)

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from saddler.components import classify, glob_regex, matches, patch_kind, protected_paths
 from saddler.config import ComponentMap
+from saddler.errors import ConfigError
 
 CMAP = ComponentMap(
     capability=["tools/**", "agent/loop.py", "middleware/*.py"],
@@ -89,6 +90,11 @@ def test_patch_kind_and_protected_paths() -> None:
     assert patch_kind([], CMAP) == "unclassified"
     paths = ["tools/a.py", "saddler.toml", "evals/x.py", "saddler.toml"]
     assert protected_paths(paths, CMAP) == ["saddler.toml", "evals/x.py"]
+
+
+def test_malformed_glob_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"invalid glob 'x/\[z-a\].py': bad character range z-a"):
+        glob_regex("x/[z-a].py")
 
 
 def test_saddler_toml_is_protected_even_when_not_listed() -> None:
