@@ -1,4 +1,5 @@
-"""The one way saddler calls git: the git CLI in a subprocess, no prompts, C locale, optional fixed dates.
+"""The one way saddler calls git (the CLI in a subprocess: no prompts, C locale, optional fixed dates),
+plus the run repository's set-up and worktree bookkeeping that must survive a crash.
 
 `git(...)` raises `HarnessError` (with the command and git's stderr) when `check` is true and git fails;
 with `check=False` the caller reads `returncode` itself (a conflict is data, not an exception).
@@ -7,7 +8,9 @@ with `check=False` the caller reads `returncode` itself (a conflict is data, not
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -69,3 +72,58 @@ def git_bytes(args: Sequence[str], cwd: Path) -> bytes:
 def _tail(text: str, limit: int = 800) -> str:
     text = text.strip()
     return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def is_repo_root(path: Path) -> bool:
+    """True for a repository's top folder (main or linked worktree) or a bare repository itself;
+    a folder inside someone else's repository (a template in a source checkout) is not one."""
+    proc = git(["rev-parse", "--is-bare-repository", "--show-toplevel"], path, check=False)
+    lines = proc.stdout.split("\n")
+    if proc.returncode != 0 and lines[0] == "true":
+        gitdir = git(["rev-parse", "--absolute-git-dir"], path, check=False).stdout.strip()
+        return bool(gitdir) and Path(gitdir).resolve() == path.resolve()
+    return proc.returncode == 0 and len(lines) > 1 and Path(lines[1].strip()).resolve() == path.resolve()
+
+
+def configure_run_repo(repo_dir: Path, source: str) -> None:
+    """Local identity, no gc (objects never vanish mid-run), no signing, interpreter caches ignored;
+    remembers where the harness came from in `saddler.source`."""
+    for key, value in (
+        ("user.name", "saddler"),
+        ("user.email", "saddler@localhost"),
+        ("gc.auto", "0"),
+        ("maintenance.auto", "false"),
+        ("commit.gpgsign", "false"),
+        ("core.autocrlf", "false"),
+        ("advice.detachedHead", "false"),
+        ("saddler.source", source),
+    ):
+        git(["config", key, value], repo_dir)
+    exclude = repo_dir / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    with exclude.open("a", encoding="utf-8") as fh:
+        fh.write("# saddler: never commit interpreter caches\n__pycache__/\n*.pyc\n")
+
+
+def drop_dead_worktree_entries(git_dir: Path) -> None:
+    """Remove `<git_dir>/worktrees/*` entries whose folder is gone, locked or not (a crash leaves both).
+
+    git creates the worktree folder before it writes `gitdir`, so a live `worktree add` in another
+    thread is never mistaken for a dead entry; an entry without `gitdir` counts as dead after a minute."""
+    admin = git_dir / "worktrees"
+    if not admin.is_dir():
+        return
+    for entry in admin.iterdir():
+        try:
+            dead = not Path((entry / "gitdir").read_text().strip()).parent.exists()
+        except OSError:
+            dead = _age(entry) > 60
+        if dead:
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _age(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return 0.0

@@ -15,7 +15,6 @@ import re
 import shutil
 import tarfile
 import tempfile
-import time
 import tomllib
 from dataclasses import dataclass
 from functools import cached_property
@@ -24,14 +23,13 @@ from pathlib import Path
 from saddler import components
 from saddler.config import HarnessConfig, parse_saddler_file
 from saddler.errors import ConfigError, HarnessError
-from saddler.gitcmd import Clock, git, git_bytes
+from saddler.gitcmd import Clock, configure_run_repo, drop_dead_worktree_entries, git, git_bytes, is_repo_root
 from saddler.structure import check_structure
 
 BASELINE_REF = "refs/saddler/baseline"
 KEEP_PREFIX = "refs/saddler/c/"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _SKIP_COPY = shutil.ignore_patterns(".git", "__pycache__", "*.pyc")
-_EXCLUDES = "# saddler: never commit interpreter caches\n__pycache__/\n*.pyc\n"
 _temp_ids = itertools.count()
 
 
@@ -69,17 +67,17 @@ class HarnessSpace:
             raise HarnessError(f"harness source {source} is not a folder; pass a harness repository or a template")
         if repo_dir.exists() and any(repo_dir.iterdir()):
             raise HarnessError(f"{repo_dir} already exists and is not empty; open it with HarnessSpace() instead")
-        if _is_repo_root(source):
+        if is_repo_root(source):
             if git(["rev-parse", "--verify", "-q", "HEAD"], source, check=False).returncode != 0:
                 raise HarnessError(f"{source} has no commits; commit the harness once before optimizing it")
             repo_dir.parent.mkdir(parents=True, exist_ok=True)
             git(["clone", "-q", "--no-hardlinks", str(source), str(repo_dir)], repo_dir.parent)
             git(["remote", "remove", "origin"], repo_dir)
-            _configure(repo_dir, str(source))
+            configure_run_repo(repo_dir, str(source))
         else:
             shutil.copytree(source, repo_dir, ignore=_SKIP_COPY, symlinks=True, dirs_exist_ok=True)
             git(["init", "-q", "-b", "main"], repo_dir)
-            _configure(repo_dir, str(source))
+            configure_run_repo(repo_dir, str(source))
             git(["add", "-A"], repo_dir)
             git(["commit", "-q", "--no-verify", "--allow-empty", "-m", f"saddler: baseline from {source.name}"],
                 repo_dir, clock=clock)
@@ -169,31 +167,14 @@ class HarnessSpace:
                 shutil.rmtree(child, ignore_errors=True)
             else:
                 child.unlink(missing_ok=True)
-        self._drop_dead_admin_dirs()
+        drop_dead_worktree_entries(self.git_dir)
         git(["worktree", "prune"], self.repo_dir)
 
     def _forget(self, path: Path) -> None:
         path = path.resolve()
         if path.exists():
             shutil.rmtree(path, ignore_errors=True)
-        self._drop_dead_admin_dirs()
-
-    def _drop_dead_admin_dirs(self) -> None:
-        """Remove `.git/worktrees/*` entries whose folder is gone, locked or not (a crash leaves both).
-
-        git creates the worktree folder before it writes `gitdir`, so a live `worktree add` in another
-        thread is never mistaken for a dead entry; an entry without `gitdir` counts as dead after a minute."""
-        admin = self.git_dir / "worktrees"
-        if not admin.is_dir():
-            return
-        for entry in admin.iterdir():
-            gitdir = entry / "gitdir"
-            try:
-                dead = not Path(gitdir.read_text().strip()).parent.exists()
-            except OSError:
-                dead = _age(entry) > 60
-            if dead:
-                shutil.rmtree(entry, ignore_errors=True)
+        drop_dead_worktree_entries(self.git_dir)
 
     # -- commits and diffs -----------------------------------------------------------------------------
 
@@ -332,40 +313,3 @@ class HarnessSpace:
             git(["push", "-q", tmp, f"{sha}:refs/heads/main"], self.repo_dir)
             git(["symbolic-ref", "HEAD", "refs/heads/main"], Path(tmp))
             git(["bundle", "create", str(dest), "HEAD", "main"], Path(tmp))
-
-
-def _age(path: Path) -> float:
-    try:
-        return time.time() - path.stat().st_mtime
-    except OSError:
-        return 0.0
-
-
-def _is_repo_root(path: Path) -> bool:
-    """True for a repository's top folder (main or linked worktree) or a bare repository itself;
-    a folder inside someone else's repository (a template in a source checkout) is not one."""
-    proc = git(["rev-parse", "--is-bare-repository", "--show-toplevel"], path, check=False)
-    lines = proc.stdout.split("\n")
-    if proc.returncode != 0 and lines[0] == "true":
-        gitdir = git(["rev-parse", "--absolute-git-dir"], path, check=False).stdout.strip()
-        return bool(gitdir) and Path(gitdir).resolve() == path.resolve()
-    return proc.returncode == 0 and len(lines) > 1 and Path(lines[1].strip()).resolve() == path.resolve()
-
-
-def _configure(repo_dir: Path, source: str) -> None:
-    """Local identity, no gc, no signing, no hooks; remember where the harness came from."""
-    for key, value in (
-        ("user.name", "saddler"),
-        ("user.email", "saddler@localhost"),
-        ("gc.auto", "0"),
-        ("maintenance.auto", "false"),
-        ("commit.gpgsign", "false"),
-        ("core.autocrlf", "false"),
-        ("advice.detachedHead", "false"),
-        ("saddler.source", source),
-    ):
-        git(["config", key, value], repo_dir)
-    exclude = repo_dir / ".git" / "info" / "exclude"
-    exclude.parent.mkdir(parents=True, exist_ok=True)
-    with exclude.open("a", encoding="utf-8") as fh:
-        fh.write(_EXCLUDES)

@@ -10,9 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from saddler.benchmark import BENCHMARKS
 from saddler.cli import app
 from saddler.config import HarnessConfig, RunConfig, load_harness_config, load_run_config
 from saddler.errors import ConfigError
+from saddler.sessions.registry import BACKENDS
 
 runner = CliRunner()
 
@@ -109,11 +111,12 @@ def test_malformed_globs_are_named_by_index(tmp_path: Path) -> None:
 
 def test_unknown_benchmark_and_backend_names(tmp_path: Path) -> None:
     root = folder(tmp_path, run='[run]\nbenchmark = "nope"\n\n[run.sessions]\nbackend = "gpt"\n')
+    assert {"opsdesk", "command"} <= set(BENCHMARKS) and {"offline", "claude"} <= set(BACKENDS)
     code, out = validate(root)
     assert code == 2
     assert out.splitlines() == [
-        "saddler.toml: run.benchmark: unknown benchmark 'nope'; available: command, opsdesk, skill-evals",
-        "saddler.toml: run.sessions.backend: unknown backend 'gpt'; available: claude, command, offline",
+        f"saddler.toml: run.benchmark: unknown benchmark 'nope'; available: {', '.join(sorted(BENCHMARKS))}",
+        f"saddler.toml: run.sessions.backend: unknown backend 'gpt'; available: {', '.join(sorted(BACKENDS))}",
     ]
 
 
