@@ -2,7 +2,9 @@
 
 x = cumulative rollouts at an event = the number of the run's rollout rows with id <= the last rollout id
 involved in it (for a dev evaluation: the node's dev rollouts; for an iteration: the first evaluation of the
-candidate and of its parent on the iteration's batch). matplotlib is imported lazily with the Agg backend.
+candidate and of its parent on the iteration's batch). An iteration without a batch score on its candidate
+(invalid, no patch) shows its parent's batch score, computed from the rollouts as acceptance does.
+matplotlib is imported lazily with the Agg backend.
 """
 
 from __future__ import annotations
@@ -20,17 +22,31 @@ MARKERS = {  # decision -> (marker, colour, label)
     "neutral": ("s", "tab:blue", "neutral"),
     "rejected": ("v", "tab:red", "rejected"),
     "invalid": ("x", "black", "invalid (before only)"),
+    "no_patch": ("D", "tab:orange", "no patch (before only)"),
 }
 
 
-def _first_eval_last_id(rows: list[RolloutRow], tasks: set[str]) -> int | None:
-    """The last id among the earliest row of each (task, seed, repetition) in `tasks`."""
-    first: dict[tuple[str, int, int], int] = {}
+def _first_eval(rows: list[RolloutRow], tasks: set[str]) -> list[RolloutRow]:
+    """The earliest row of each (task, seed, repetition) in `tasks`: the node's first evaluation on them."""
+    first: dict[tuple[str, int, int], RolloutRow] = {}
     for row in rows:
-        if row.task_id in tasks:
-            key = (row.task_id, row.seed, row.repetition)
-            first[key] = min(first.get(key, row.id), row.id)
-    return max(first.values()) if first else None
+        key = (row.task_id, row.seed, row.repetition)
+        if row.task_id in tasks and (key not in first or row.id < first[key].id):
+            first[key] = row
+    return list(first.values())
+
+
+def _batch_score(rows: list[RolloutRow]) -> float | None:
+    """Mean over tasks of the mean score, leaving out tasks with an infra_error/timeout (as acceptance does)."""
+    per_task: dict[str, list[RolloutRow]] = defaultdict(list)
+    for row in rows:
+        per_task[row.task_id].append(row)
+    means = [
+        sum(r.score for r in rs) / len(rs)
+        for rs in per_task.values()
+        if not any(r.disposition in ("infra_error", "timeout") for r in rs)
+    ]
+    return sum(means) / len(means) if means else None
 
 
 def progress_series(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
@@ -60,22 +76,18 @@ def progress_series(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
 
     batch = []
     for it in store.iterations(run.id):
-        if it.candidate_id is None:
-            continue
-        node = store.get_node(it.candidate_id)
-        if node.batch_before is None and node.batch_after is None:
-            continue
+        cand = store.get_node(it.candidate_id) if it.candidate_id is not None else None
+        parent = it.parent_id if it.parent_id is not None else (cand.parent_id if cand else None)
         tasks = set(it.batch)
-        parent = it.parent_id if it.parent_id is not None else node.parent_id
-        lasts = [
-            _first_eval_last_id(by_node.get((nid, "train"), []), tasks)
-            for nid in (it.candidate_id, parent)
-            if nid is not None
-        ]
-        known = [v for v in lasts if v is not None]
-        if known:
-            decision = node.status if node.status in MARKERS else (it.decision or "")
-            batch.append((cumulative(max(known)), node.batch_before, node.batch_after, decision, it.number))
+        parent_rows = _first_eval(by_node.get((parent, "train"), []), tasks) if parent is not None else []
+        cand_rows = _first_eval(by_node.get((cand.id, "train"), []), tasks) if cand else []
+        if not parent_rows and not cand_rows:
+            continue
+        before = cand.batch_before if cand and cand.batch_before is not None else _batch_score(parent_rows)
+        after = cand.batch_after if cand else None
+        decision = cand.status if cand and cand.status in MARKERS else (it.decision or "")
+        x = cumulative(max(r.id for r in parent_rows + cand_rows))
+        batch.append((x, before, after, decision, it.number))
     batch.sort(key=lambda b: (b[0], b[4]))
     return {"name": str(run.config.get("name", "run")), "total": len(ids), "dev": dev, "batch": batch}
 
@@ -116,7 +128,7 @@ def plot_progress(store: EvoDAG, path: Path, run_id: int | None = None) -> Path:
                 *zip(*befores, strict=True), facecolors="none", edgecolors="gray", s=24, label="batch before"
             )
         for decision, (marker, colour, label) in MARKERS.items():
-            if decision == "invalid":
+            if decision in ("invalid", "no_patch"):
                 pts = [(b[0], b[1]) for b in data["batch"] if b[3] == decision and b[1] is not None]
             else:
                 pts = [(b[0], b[2]) for b in data["batch"] if b[3] == decision and b[2] is not None]

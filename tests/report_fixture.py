@@ -7,7 +7,7 @@ runs (seeds 3000..3002). Nodes (N1 is the baseline):
   it  parent  candidate                                                   batch      dev    status
   1   N1      N2 capability/tool  bank:paginate_tools                    1/3->2/3   0.75   accepted
   2   N2      N3 capability/loop  bank:retry_transient                   1/3->1/3   —      rejected
-  3   N2      N4 capability/infra patch (touches saddler.toml)           1/3->—     —      invalid
+  3   N2      N4 capability/infra patch (touches saddler.toml)           —          —      invalid
   4   N2      N5 steering/prompt  patch                                  1/3->3/3   0.50   accepted
   5   N5      N6 steering/reminder bank:verify_reminder                  1/3->2/3   0.75   accepted
   6   N7      N8 steering/hook    bank:confirm_hook                      2/3->1/3   —      rejected
@@ -168,7 +168,7 @@ def _rollout(store: EvoDAG, fx: Fixture, label: str, task: str, split: str, seed
     node = fx.ids[label]
     store.add_rollout(
         run_id=fx.run_id, node_id=node, task_id=task, split=split, seed=seed, repetition=rep,
-        score=1.0 if passed else 0.25, passed=passed, disposition="success" if passed else "task_failure",
+        score=1.0 if passed else 0.0, passed=passed, disposition="success" if passed else "task_failure",
         cost=0.01, trace_path=f"traces/n{node}/{split}/{task}-s{seed}-r{rep}.json", task_group=GROUPS[task],
         cache_key=f"{node}:{split}:{task}:{seed}:{rep}",
     )  # fmt: skip
@@ -270,8 +270,8 @@ def _iteration(store: EvoDAG, fx: Fixture, spec: tuple[Any, ...]) -> None:
         store.log_event("diagnosis.no_patch", {"iteration": number, "reason": NO_PATCH_REASON}, run_id=fx.run_id)
     if cand is not None:
         _add_node(store, fx, cand, number, phase, "invalid" if decision == "invalid" else "pending")
-        store.update_node(fx.ids[cand], batch_before=before)
-        if decision != "invalid":
+        if decision != "invalid":  # an invalid candidate is never evaluated: no batch scores
+            store.update_node(fx.ids[cand], batch_before=before)
             after = _evaluate_train(store, fx, cand, batch)
             store.update_node(fx.ids[cand], batch_after=after)
             if cand in DEV:

@@ -35,6 +35,7 @@ def test_series_uses_cumulative_rollouts_at_each_event(finished: tuple[EvoDAG, F
         (53, 0.75, 1.0, ids["N9"]),
     ]
     third, two = 1 / 3, 2 / 3
+    # invalid (it3) and no-patch (it7) iterations show the parent's batch score, computed from its rollouts
     assert data["batch"] == [
         (10, third, two, "accepted", 1),
         (20, third, third, "rejected", 2),
@@ -42,6 +43,7 @@ def test_series_uses_cumulative_rollouts_at_each_event(finished: tuple[EvoDAG, F
         (25, third, 1.0, "accepted", 4),
         (35, third, two, "accepted", 5),
         (49, two, third, "rejected", 6),
+        (56, 1.0, None, "no_patch", 7),
         (61, third, third, "neutral", 8),
     ]
 
