@@ -152,7 +152,7 @@ def _cost(f: dict[str, Any]) -> list[str]:
         ["Rollouts executed", f"{ro['total']} ({split})"],
         ["Rollout cost (USD)", f"{ro['cost_usd']:.4f}"],
         ["Traces used by diagnosis", f"{tr['total']} ({tr['distinct']} distinct)"],
-        ["Optimizer sessions", f"{se['count']} ({roles})"],
+        ["Optimizer sessions", f"{se['count']} ({roles})" if roles else se["count"]],
         ["Optimizer turns", se["turns"]],
         ["Optimizer tokens in / out", f"{se['tokens_in']} / {se['tokens_out']}"],
         ["Optimizer cost (USD)", f"{se['cost_usd']:.4f}"],

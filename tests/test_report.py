@@ -391,3 +391,19 @@ def test_hypothesis_summary_is_one_bounded_line(plan: str) -> None:
         assert text == collapsed
     else:
         assert text == collapsed[:79] + "…"
+
+
+def test_report_of_a_run_that_has_not_started(tmp_path: Path) -> None:
+    store, _ = open_store(tmp_path / "evodag.db")
+    store.create_run({"name": "fresh"}, seed=0)
+    r = build_report(store)
+    assert (r["baseline"], r["best"], r["per_task"], r["failed_mutations"]) == (None, None, [], [])
+    assert r["counts"]["iterations"] == 0 and r["cost"]["rollouts"]["total"] == 0
+    text = write_report(store, tmp_path).read_text()
+    assert "| Optimizer sessions | 0 |" in text.splitlines()
+    assert text.endswith(
+        "baseline_test: nan\nbest_test: nan\ndelta_test: nan\nbaseline_dev: nan\nbest_dev: nan\nbest_node: none\n"
+        "iterations: 0\nrollouts: 0\noptimizer_cost_usd: 0.0000\n```\n"
+    )
+    assert (tmp_path / "progress.png").stat().st_size > 5_000
+    assert write_results_tsv(store, tmp_path / "results.tsv").read_text() == "commit\tmetric\tstatus\tdescription\n"
