@@ -104,6 +104,7 @@ BENCHMARKS: dict[str, str] = {
     "opsdesk": "benchmarks.opsdesk:OpsdeskBenchmark",
     "skill-evals": "benchmarks.skill_evals:SkillEvalsBenchmark",
     "command": "benchmarks.command:CommandBenchmark",
+    "claude-tasks": "benchmarks.claude_tasks:ClaudeTasksBenchmark",
 }
 
 

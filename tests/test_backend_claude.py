@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from claude_agent_sdk import Transport
+from fake_transport import FakeTransport, Hook, assistant, result
 from session_helpers import diagnosis_request, evolution_request, make_worktree, reflection_request
 
 from saddler.config import SessionConfig
@@ -16,112 +15,6 @@ from saddler.errors import AuthenticationError
 from saddler.sessions.claude import ClaudeBackend
 from saddler.sessions.registry import load_backend
 from saddler.sessions.schema import DiagnosisResult, EvolutionResult, ReflectionResult
-
-
-def assistant(text: str, error: str | None = None) -> dict[str, Any]:
-    msg: dict[str, Any] = {
-        "type": "assistant",
-        "session_id": "s1",
-        "message": {"role": "assistant", "model": "claude-opus-4-6", "content": [{"type": "text", "text": text}]},
-    }
-    if error:
-        msg["error"] = error
-    return msg
-
-
-def result(subtype: str = "success", *, structured: Any = None, text: str | None = None, cost: float = 0.25,
-           is_error: bool = False, status: int | None = None, turns: int = 4) -> dict[str, Any]:
-    return {
-        "type": "result",
-        "subtype": subtype,
-        "duration_ms": 1200,
-        "duration_api_ms": 900,
-        "is_error": is_error,
-        "num_turns": turns,
-        "session_id": "s1",
-        "total_cost_usd": cost,
-        "usage": {"input_tokens": 1000, "cache_read_input_tokens": 500, "output_tokens": 300},
-        "structured_output": structured,
-        "result": text,
-        "api_error_status": status,
-    }
-
-
-class Hook:
-    """A script step: the CLI asks the SDK's PreToolUse hook about a tool call, then runs it if allowed."""
-
-    def __init__(self, tool: str, tool_input: dict[str, Any], apply: Any = None) -> None:
-        self.tool, self.tool_input, self.apply = tool, tool_input, apply
-
-
-class FakeTransport(Transport):
-    """Plays the CLI side: answers `initialize`, asks hook callbacks, emits scripted messages."""
-
-    def __init__(self, script: list[Any]) -> None:
-        self.script = script
-        self.written: list[dict[str, Any]] = []
-        self.initialize: dict[str, Any] | None = None
-        self.hook_responses: list[dict[str, Any]] = []
-        self._queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self._ready = False
-        self._counter = 0
-
-    async def connect(self) -> None:
-        self._ready = True
-
-    async def write(self, data: str) -> None:
-        for line in data.splitlines():
-            msg = json.loads(line)
-            self.written.append(msg)
-            if msg["type"] == "control_request" and msg["request"]["subtype"] == "initialize":
-                self.initialize = msg["request"]
-                await self._queue.put({"type": "control_response", "response": {
-                    "subtype": "success", "request_id": msg["request_id"], "response": {"commands": []}}})
-            elif msg["type"] == "control_response":
-                self._pending.pop(msg["response"]["request_id"]).set_result(msg["response"])
-            elif msg["type"] == "user":
-                asyncio.get_running_loop().create_task(self._play())
-
-    async def _play(self) -> None:
-        hook_ids = [cid for m in (self.initialize or {}).get("hooks", {}).get("PreToolUse", [])
-                    for cid in m["hookCallbackIds"]]
-        for step in self.script:
-            if isinstance(step, Hook):
-                self._counter += 1
-                request_id = f"cli_{self._counter}"
-                future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-                self._pending[request_id] = future
-                await self._queue.put({"type": "control_request", "request_id": request_id, "request": {
-                    "subtype": "hook_callback", "callback_id": hook_ids[0], "tool_use_id": f"tu{self._counter}",
-                    "input": {"hook_event_name": "PreToolUse", "tool_name": step.tool,
-                              "tool_input": step.tool_input, "session_id": "s1", "transcript_path": "", "cwd": ""}}})
-                response = await future
-                self.hook_responses.append(response)
-                decision = response.get("response", {}).get("hookSpecificOutput", {}).get("permissionDecision")
-                if decision != "deny" and step.apply is not None:
-                    step.apply()
-            else:
-                await self._queue.put(step)
-
-    def read_messages(self):  # type: ignore[override]
-        async def gen():
-            while True:
-                item = await self._queue.get()
-                if item is None:
-                    return
-                yield item
-
-        return gen()
-
-    async def close(self) -> None:
-        self._ready = False
-
-    def is_ready(self) -> bool:
-        return self._ready
-
-    async def end_input(self) -> None:
-        await self._queue.put(None)
 
 
 def backend(tmp_path: Path, scripts: list[list[Any]], **config: Any) -> tuple[ClaudeBackend, list[FakeTransport]]:
@@ -132,20 +25,34 @@ def backend(tmp_path: Path, scripts: list[list[Any]], **config: Any) -> tuple[Cl
         made.append(FakeTransport(queue.pop(0)))
         return made[-1]
 
-    cfg = SessionConfig(backend="claude", model="claude-opus-4-6", fallback_model="claude-sonnet-4-5",
-                        max_turns=12, max_budget_usd=1.5, retries=2, **config)
+    cfg = SessionConfig(
+        backend="claude",
+        model="claude-opus-4-6",
+        fallback_model="claude-sonnet-4-5",
+        max_turns=12,
+        max_budget_usd=1.5,
+        retries=2,
+        **config,
+    )
     sleeps: list[float] = []
-    b = ClaudeBackend(cfg, benchmark=None, run_dir=tmp_path / "run", seed=3, transport_factory=factory,
-                      sleep=sleeps.append)
+    b = ClaudeBackend(
+        cfg, benchmark=None, run_dir=tmp_path / "run", seed=3, transport_factory=factory, sleep=sleeps.append
+    )
     b.sleeps = sleeps  # type: ignore[attr-defined]
     return b, made
 
 
 DIAG_ANSWER = {
     "status": "patched",
-    "hypothesis": {"target_tasks": ["t1"], "diagnosis": "search is a stub returning []",
-                   "plan": "implement search over the index", "patch_kind": "capability", "subtype": "tool",
-                   "files": ["tools/search.py"], "symptoms": ["empty_results"]},
+    "hypothesis": {
+        "target_tasks": ["t1"],
+        "diagnosis": "search is a stub returning []",
+        "plan": "implement search over the index",
+        "patch_kind": "capability",
+        "subtype": "tool",
+        "files": ["tools/search.py"],
+        "symptoms": ["empty_results"],
+    },
 }
 
 
@@ -161,13 +68,19 @@ def test_diagnosis_builds_options_denies_protected_edit_and_parses_answer(tmp_pa
 
     script = [
         assistant("Reading the failing trace."),
-        Hook("Edit", {"file_path": str(wt / "eval" / "grader.py"), "old_string": "==", "new_string": "!="},
-             apply=edit_grader),
+        Hook(
+            "Edit",
+            {"file_path": str(wt / "eval" / "grader.py"), "old_string": "==", "new_string": "!="},
+            apply=edit_grader,
+        ),
         Hook("Write", {"file_path": "/etc/passwd", "content": "x"}),
         Hook("Bash", {"command": "rm -rf ."}),
         Hook("Bash", {"command": "evo-dag --db x lessons"}),
-        Hook("Edit", {"file_path": str(wt / "tools" / "search.py"), "old_string": "[]", "new_string": "[query]"},
-             apply=edit_tool),
+        Hook(
+            "Edit",
+            {"file_path": str(wt / "tools" / "search.py"), "old_string": "[]", "new_string": "[query]"},
+            apply=edit_tool,
+        ),
         result(structured=DIAG_ANSWER, cost=0.42, turns=7),
     ]
     b, made = backend(tmp_path, [script])
@@ -194,11 +107,24 @@ def test_diagnosis_builds_options_denies_protected_edit_and_parses_answer(tmp_pa
     assert opts.cwd == str(wt)
     assert opts.setting_sources == []
     assert opts.tools == ["Read", "Glob", "Grep", "Bash", "Edit", "Write"]
-    assert opts.allowed_tools == ["Read", "Glob", "Grep", "Edit", "Write", "Bash(evo-dag:*)", "Bash(git diff:*)",
-                                  "Bash(git status:*)", "Bash(python -m compileall -q .:*)"]
+    assert opts.allowed_tools == [
+        "Read",
+        "Glob",
+        "Grep",
+        "Edit",
+        "Write",
+        "Bash(evo-dag:*)",
+        "Bash(git diff:*)",
+        "Bash(git status:*)",
+        "Bash(python -m compileall -q .:*)",
+    ]
     assert opts.permission_mode == "dontAsk"
     assert (opts.model, opts.fallback_model, opts.max_turns, opts.max_budget_usd) == (
-        "claude-opus-4-6", "claude-sonnet-4-5", 12, 1.5)
+        "claude-opus-4-6",
+        "claude-sonnet-4-5",
+        12,
+        1.5,
+    )
     assert list(opts.hooks or {}) == ["PreToolUse"]
     assert opts.output_format is not None and opts.output_format["type"] == "json_schema"
     assert "stats" not in opts.output_format["schema"]["properties"]
@@ -217,16 +143,32 @@ def test_exploration_adds_web_search_tools(tmp_path: Path) -> None:
     wt = make_worktree(tmp_path / "wt")
     req = diagnosis_request(tmp_path / "run", wt, exploration=True)
     b, _ = backend(tmp_path, [])
-    assert b.build_options("diagnosis_patch", req).tools == ["Read", "Glob", "Grep", "Bash", "Edit", "Write",
-                                                             "WebSearch", "WebFetch"]
+    assert b.build_options("diagnosis_patch", req).tools == [
+        "Read",
+        "Glob",
+        "Grep",
+        "Bash",
+        "Edit",
+        "Write",
+        "WebSearch",
+        "WebFetch",
+    ]
     b.config.allow_web_search_on_plateau = False
     assert "WebSearch" not in (b.build_options("diagnosis_patch", req).tools or [])
 
 
 def test_reflection_reads_only_and_parses_lessons_from_text_fallback(tmp_path: Path) -> None:
-    answer = {"lessons": [{"task_id": "t1", "category": "fixed", "attribution": "true_fix",
-                           "text": "search now returns results; the trace diverges at the search call"}],
-              "summary": "one true fix"}
+    answer = {
+        "lessons": [
+            {
+                "task_id": "t1",
+                "category": "fixed",
+                "attribution": "true_fix",
+                "text": "search now returns results; the trace diverges at the search call",
+            }
+        ],
+        "summary": "one true fix",
+    }
     script = [
         Hook("Write", {"file_path": str(tmp_path / "run" / "notes.md"), "content": "x"}),
         result(text="Here is my answer:\n```json\n" + json.dumps(answer) + "\n```", cost=0.1, turns=2),
@@ -276,8 +218,10 @@ def test_unparsable_answer_is_failed(tmp_path: Path) -> None:
 
 
 def test_authentication_failure_raises_naming_the_variable(tmp_path: Path) -> None:
-    script = [assistant("Invalid API key · Please run /login", error="authentication_failed"),
-              result(text="Invalid API key · Please run /login", is_error=True, cost=0.0, turns=1)]
+    script = [
+        assistant("Invalid API key · Please run /login", error="authentication_failed"),
+        result(text="Invalid API key · Please run /login", is_error=True, cost=0.0, turns=1),
+    ]
     b, made = backend(tmp_path, [script])
     with pytest.raises(AuthenticationError, match="ANTHROPIC_API_KEY"):
         b.reflect(reflection_request(tmp_path / "run"))

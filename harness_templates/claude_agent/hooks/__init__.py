@@ -1,0 +1,1 @@
+"""Hooks: middleware around the agent's tool calls."""

@@ -1,0 +1,1 @@
+"""The agent's custom tools (in-process MCP server)."""
