@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 from harness_fixtures import FILES, make_source_repo, sh, write_files
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from saddler.harness import HarnessSpace
 
@@ -138,3 +140,41 @@ def test_revert_conflict_when_the_line_moved_on(space: HarnessSpace) -> None:
     assert not result.ok
     assert result.error == "revert: conflict in: loop.py"
     assert only_main_worktree(space)
+
+
+FILE_NAMES = ["loop.py", "tools/search.py", "tools/new.bin", "prompts/system.md", "notes/ünïcode.txt"]
+CONTENT = st.one_of(
+    st.none(),  # delete (or leave absent)
+    st.binary(max_size=40),
+    st.text(alphabet="ab\n\t é", max_size=40).map(lambda t: t.encode("utf-8")),
+    st.just(b"\xff\xfe latin-1 \xe9\n"),
+)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.sampled_from(FILE_NAMES), CONTENT, min_size=1, max_size=4))
+def test_diff_round_trips_through_pick_and_revert(space: HarnessSpace, change: dict[str, bytes | None]) -> None:
+    base = space.baseline_commit()
+    wt = space.worktree(base, "prop")
+    for rel, data in change.items():
+        path = wt / rel
+        if data is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+    child = space.commit_worktree(wt, "random change")
+    space.remove_worktree(wt)
+    if child is None:
+        return
+    again = space.cherry_pick(base, base, child, "pick")
+    assert again.ok and again.commit is not None
+    assert space.tree_of(again.commit) == space.tree_of(child)
+    undone = space.revert(child, base, child, "revert")
+    assert undone.ok and undone.commit is not None
+    assert space.tree_of(undone.commit) == space.tree_of(base)
+    wt = space.worktree(base, "prop-apply")
+    assert space.apply_patch(wt, space.diff(base, child)).ok
+    assert space.commit_worktree(wt, "applied") is not None
+    assert space.tree_of(sh("rev-parse", "HEAD", cwd=wt).strip()) == space.tree_of(child)
+    space.remove_worktree(wt)
