@@ -27,7 +27,7 @@ class Run:
     termination_reason: str | None = None
     best_node_id: int | None = None
     baseline_node_id: int | None = None
-    status: str = "running"  # running | finished
+    status: str = "running"  # running | paused | finished | failed
 
 
 @dataclass

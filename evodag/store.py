@@ -25,7 +25,7 @@ from evodag.errors import EvoDAGError, UnknownEdgeError, UnknownNodeError
 from evodag.models import DISPOSITIONS, EDGE_KINDS, NODE_STATUSES, SPLITS, Edge, Event, Node, RolloutRow, Run
 from evodag.records import RecordsMixin
 
-RUN_STATUSES = ("running", "finished")
+RUN_STATUSES = ("running", "paused", "finished", "failed")
 _ROLLOUT_REQUIRED = ("run_id", "node_id", "task_id", "split", "seed", "repetition", "score", "passed", "disposition")
 _ROLLOUT_DEFAULTS = {
     f.name: f.default for f in fields(RolloutRow) if f.default is not MISSING and f.name not in ("id", "created_at")

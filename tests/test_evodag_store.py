@@ -290,6 +290,9 @@ def test_errors_say_what_to_do(store: EvoDAG) -> None:
         store.update_node(root, score=1)
     with pytest.raises(InvalidValueError, match="invalid edge kind"):
         store.add_edge(run, root, root, "teleport", "", [], 0, 0)
+    assert store.update_run(run, status="paused").status == "paused"
+    with pytest.raises(InvalidValueError, match="invalid run status 'exploded'"):
+        store.update_run(run, status="exploded")
     with pytest.raises(EvoDAGError, match="add_rollout needs"):
         store.add_rollout(run_id=run, node_id=root)
 
