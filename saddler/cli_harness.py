@@ -27,6 +27,7 @@ class FolderCheck:
 
     @property
     def ok(self) -> bool:
+        """True when no error was found."""
         return not self.errors
 
 
