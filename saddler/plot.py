@@ -143,6 +143,7 @@ def plot_progress(store: EvoDAG, path: Path, run_id: int | None = None) -> Path:
         lo, hi = min([0.0, *values]), max([1.0, *values])
         for ax in (top, bottom):
             ax.set_ylim(lo - 0.05, hi + 0.05)
+        bottom.set_xlim(left=0, right=max(1, data["total"]) * 1.02)
         fig.suptitle(f"saddler progress: {data['name']}")
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
