@@ -113,6 +113,13 @@ def lessons(
     from dataclasses import asdict
 
     def build(s: EvoDAG) -> dict[str, Any]:
+        from evodag.codec import check_choice
+        from evodag.models import ATTRIBUTIONS, LESSON_CATEGORIES
+
+        if category is not None:
+            check_choice("lesson category", category, LESSON_CATEGORIES)
+        if attribution is not None:
+            check_choice("attribution", attribution, ATTRIBUTIONS)
         if node_id is not None:
             s.get_node(node_id)
         found = s.lessons(run_id, node_id, edge_id, category, attribution, task)

@@ -262,6 +262,8 @@ def test_export_formats(db: Path, tmp_path: Path) -> None:
         (["scenario", "t-zzz"], "evo-dag: unknown task 't-zzz': no rollout or lesson mentions it"),
         (["export", "--format", "png"], "evo-dag: unknown export format 'png'; choose one of: json, graphml, dot"),
         (["best", "--split", "train"], "evo-dag: best node is ranked on dev or test, not 'train'"),
+        (["lessons", "--category", "oops"], "evo-dag: invalid lesson category 'oops'; expected one of: fixed,"),
+        (["lessons", "--attribution", "luck"], "evo-dag: invalid attribution 'luck'; expected one of: true_fix,"),
     ],
 )
 def test_errors_exit_2_with_one_line(db: Path, args: list[str], message: str) -> None:

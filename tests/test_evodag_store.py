@@ -109,7 +109,31 @@ def test_readonly_refuses_writes_and_foreign_files(tmp_path: Path) -> None:
         EvoDAG(other, readonly=True)
 
 
+def test_readonly_refuses_other_schema_versions(tmp_path: Path) -> None:
+    path = tmp_path / "evodag.sqlite"
+    with EvoDAG(path) as s:
+        s.conn.execute(f"PRAGMA user_version = {LATEST + 1}")
+    with pytest.raises(SchemaVersionError, match=f"schema version {LATEST + 1}, this evodag reads {LATEST}"):
+        EvoDAG(path, readonly=True)
+    with pytest.raises(SchemaVersionError, match="newer than this evodag"):
+        EvoDAG(path)
+
+
 # round-trips ---------------------------------------------------------------------------------------
+def test_run_roundtrip(store: EvoDAG) -> None:
+    @SETTINGS
+    @given(json_dicts, ints, st.sampled_from(["running", "paused", "finished", "failed"]), st.none() | texts)
+    def check(config: dict[str, Any], seed: int, status: str, reason: str | None) -> None:
+        run = store.create_run(config, seed)
+        assert (run.config, run.seed, run.status) == (config, seed, "running")
+        assert store.get_run() == run == store.get_run(run.id)
+        done = store.update_run(run.id, status=status, termination_reason=reason, finished_at="t")
+        assert (done.status, done.termination_reason, done.finished_at) == (status, reason, "t")
+        assert store.get_run(run.id) == done
+
+    check()
+
+
 def test_node_roundtrip(store: EvoDAG) -> None:
     run, root = _root(store)
 
