@@ -68,6 +68,9 @@ def diagnose(prompt: str, root: Path) -> dict:
         return {"status": "no_patch", "reason": "no editable file of an allowed kind"}
     kind = "steering" if "steering" in prompt.split("Allowed patch kinds: **")[1].split("**")[0] else "capability"
     iteration = re.search(r"iteration (\d+)", prompt).group(1)
+    retry = re.search(r"This is retry (\d+)", prompt)
+    if retry:
+        iteration += f", retry {retry.group(1)}"
     if target.suffix == ".py":
         note = f"\n# fake agent (iteration {iteration}): verify results before answering\n"
     else:
@@ -80,7 +83,7 @@ def diagnose(prompt: str, root: Path) -> dict:
         "hypothesis": {
             "target_tasks": failing,
             "diagnosis": f"the agent finishes without verifying; {rel} is where the loop/prompt decides",
-            "plan": f"add a verification step to {rel}",
+            "plan": f"add a verification step to {rel} (iteration {iteration})",
             "patch_kind": kind,
             "subtype": "tool" if target.suffix == ".py" else "prompt",
             "files": [rel],

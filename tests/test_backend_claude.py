@@ -88,7 +88,7 @@ def test_diagnosis_builds_options_denies_protected_edit_and_parses_answer(tmp_pa
 
     assert isinstance(out, DiagnosisResult)
     assert out.status == "patched"
-    assert out.hypothesis is not None and out.hypothesis.origin == "llm"
+    assert out.hypothesis is not None and out.hypothesis.origin == "llm:implement-search-over-the-index"
     assert out.hypothesis.files == ["tools/search.py"]
     assert out.stats.cost_usd == 0.42
     assert (out.stats.turns, out.stats.tokens_in, out.stats.tokens_out) == (7, 1500, 300)

@@ -38,7 +38,8 @@ def test_diagnosis_edits_the_worktree_and_reads_the_result_file(tmp_path: Path) 
     assert out.status == "patched", out
     assert out.hypothesis is not None and out.hypothesis.files == ["tools/search.py"]
     hyp = out.hypothesis
-    assert (hyp.patch_kind, hyp.origin, hyp.target_tasks) == ("capability", "llm", ["t1"])
+    assert (hyp.patch_kind, hyp.origin, hyp.target_tasks) == (
+        "capability", "llm:add-a-verification-step-to-tools-search-py-iteration-3", ["t1"])
     assert changed_files(wt) == ["tools/search.py"]
     assert "verify results" in (wt / "tools" / "search.py").read_text()
     stats = out.stats

@@ -19,6 +19,7 @@ from saddler.sessions.common import (
     edit_denial,
     failed_result,
     guard_decision,
+    llm_origin,
     matches_any,
     parse_result,
     with_retries,
@@ -138,3 +139,13 @@ def test_retries_back_off_and_give_up() -> None:
     assert again == sleeps  # seeded jitter: same seed, same waits
     with pytest.raises(TransientError):
         with_retries(lambda a: (_ for _ in ()).throw(TransientError("x")), 1, sleep=lambda s: None)
+
+
+def test_llm_origin_names_the_mutation() -> None:
+    stats = SessionStats(backend="t")
+    answer = {"status": "patched", "hypothesis": {"diagnosis": "d", "plan": "Paginate read_file (all rows!)",
+                                                  "patch_kind": "capability"}}
+    assert parse_result("diagnosis_patch", answer, stats).hypothesis.origin == "llm:paginate-read-file-all-rows"  # type: ignore[union-attr]
+    answer["hypothesis"]["origin"] = "web:strassen"  # type: ignore[index]
+    assert parse_result("diagnosis_patch", answer, stats).hypothesis.origin == "web:strassen"  # type: ignore[union-attr]
+    assert llm_origin("") == "llm:patch"

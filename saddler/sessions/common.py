@@ -76,12 +76,22 @@ def parse_result(role: Role, payload: Any, stats: SessionStats) -> Result:
     data = dict(extract_json(payload))
     data.pop("stats", None)
     if role == "diagnosis_patch" and isinstance(data.get("hypothesis"), dict):
-        data["hypothesis"] = {"origin": "llm", **data["hypothesis"]}
+        hypothesis = dict(data["hypothesis"])
+        if str(hypothesis.get("origin", "")).strip() in ("", "patch", "llm"):
+            hypothesis["origin"] = llm_origin(str(hypothesis.get("plan", "")))
+        data["hypothesis"] = hypothesis
     try:
         return _RESULT_MODELS[role].model_validate({**data, "stats": stats.model_dump()})
     except ValidationError as exc:
         errors = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         raise OutputError(f"answer does not match the {role} schema: {errors}") from exc
+
+
+def llm_origin(plan: str) -> str:
+    """The origin of an LLM patch: `llm:<slug of its plan>`, so the loop can tell mutations apart
+    (a repeated plan is the same mutation; `llm:` alone would make every LLM patch look identical)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", plan.lower()).strip("-")[:60].rstrip("-")
+    return f"llm:{slug or 'patch'}"
 
 
 def failed_result(role: Role, request: Request, stats: SessionStats, reason: str) -> Result:
