@@ -151,13 +151,11 @@ def register(app: typer.Typer) -> None:
     def report(run_dir: Path = RUN_DIR, json_out: bool = typer.Option(False, "--json")) -> None:
         """(Re)write report.md, results.tsv and progress.png from the EvoDAG."""
         from evodag.store import EvoDAG
-        from saddler.plot import plot_progress
         from saddler.report import build_report, write_report
         from saddler.results_tsv import write_results_tsv
 
         paths = _require_db(run_dir)
         with EvoDAG(paths.db, readonly=True) as store:
-            plot_progress(store, paths.root / "progress.png")
             write_results_tsv(store, paths.root / "results.tsv")
             path = write_report(store, paths.root)
             if json_out:

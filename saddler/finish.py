@@ -35,7 +35,7 @@ class RunOutcome:
         if self.baseline_test and self.best_test:
             lines += [f"baseline_test: {self.baseline_test[0]:.4f}", f"baseline_test_std: {self.baseline_test[1]:.4f}",
                       f"best_test: {self.best_test[0]:.4f}", f"best_test_std: {self.best_test[1]:.4f}",
-                      f"test_gain: {self.best_test[0] - self.baseline_test[0]:+.4f}"]
+                      f"delta_test: {self.best_test[0] - self.baseline_test[0]:+.4f}"]
         lines.append(f"rollouts: {self.rollouts}")
         if self.report:
             lines.append(f"report: {self.report}")
@@ -51,7 +51,6 @@ def evaluate_test(ctx: RunContext, node: Node) -> Node:
 
 def finish_run(ctx: RunContext, baseline: Node, reason: str, say: Callable[[str], None]) -> RunOutcome:
     from saddler.export import export_harness
-    from saddler.plot import plot_progress
     from saddler.report import write_report
     from saddler.results_tsv import write_results_tsv
 
@@ -64,7 +63,6 @@ def finish_run(ctx: RunContext, baseline: Node, reason: str, say: Callable[[str]
     export_harness(ctx.space, store, best.id, ctx.paths.best)
     store.update_run(ctx.run_id, status="finished", termination_reason=reason, best_node_id=best.id,
                      finished_at=store.clock())
-    plot_progress(store, ctx.paths.root / "progress.png", run_id=ctx.run_id)
     write_results_tsv(store, ctx.paths.root / "results.tsv", run_id=ctx.run_id)
     report = write_report(store, ctx.paths.root, run_id=ctx.run_id)
     return RunOutcome(reason, best.id, (base.test_mean or 0.0, base.test_std or 0.0),
