@@ -1,0 +1,75 @@
+"""opsdesk: the bundled offline benchmark — a SIMULATED office assistant in twelve universes.
+
+`OpsdeskBenchmark` implements `saddler.benchmark.Benchmark`. Rollouts import only the stdlib,
+`benchmarks.opsdesk` and `saddler.benchmark`, so a child process starts fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imports stay lazy: a rollout child imports this package and must start fast
+    from saddler.benchmark import BankPatch, RolloutResult, Symptom, Task
+
+HERE = Path(__file__).resolve().parent
+TEMPLATE_DIR = HERE.parent.parent / "harness_templates" / "opsdesk"
+BENCH_SOURCES = ("env.py", "world.py", "tasks.py", "grader.py", "session.py", "runner.py", "sdk.py")
+MODEL_SOURCES = ("agent.py", "plans.py")
+SPLITS = ("train", "dev", "test")
+
+
+def _digest(names: tuple[str, ...]) -> str:
+    h = hashlib.sha256()
+    for name in names:
+        h.update(name.encode())
+        h.update((HERE / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+class OpsdeskBenchmark:
+    """The opsdesk benchmark. `noise` scales the simulated agent's mistake rates and transient faults."""
+
+    name = "opsdesk"
+
+    def __init__(self, *, noise: float = 1.0) -> None:
+        if noise < 0:
+            raise ValueError("noise must be >= 0 (1.0 is the calibrated default)")
+        self.noise = float(noise)
+
+    def tasks(self, split: str) -> list[Task]:
+        """The split's tasks in a fixed order (groups are held out: a group belongs to one split)."""
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
+        from benchmarks.opsdesk.tasks import all_specs
+
+        return [s.task() for s in all_specs() if s.split == split]
+
+    def run(self, harness_dir: Path, task: Task, seed: int, trace_dir: Path) -> RolloutResult:
+        from benchmarks.opsdesk.runner import run_rollout
+        from benchmarks.opsdesk.tasks import spec_by_id
+
+        return run_rollout(Path(harness_dir), spec_by_id(task.id), seed, Path(trace_dir), self.noise)
+
+    def fingerprint(self) -> str:
+        return _digest(BENCH_SOURCES) + f"-n{self.noise:g}"
+
+    def model_fingerprint(self) -> str:
+        return _digest(MODEL_SOURCES)
+
+    def symptoms(self, result: RolloutResult) -> list[Symptom]:
+        """Failure signatures of a failed rollout, read from its trace ([] when passed or no trace)."""
+        from benchmarks.opsdesk.symptoms import extract, read_trace
+
+        if result.passed or not result.trace_path or not Path(result.trace_path).is_file():
+            return []
+        return extract(read_trace(result.trace_path))
+
+    def patch_bank(self) -> list[BankPatch]:
+        from benchmarks.opsdesk.bank import load_bank
+
+        return load_bank()
+
+
+__all__ = ["TEMPLATE_DIR", "OpsdeskBenchmark"]

@@ -1,0 +1,117 @@
+"""Run one opsdesk rollout: load the harness, play the task with the simulated agent, grade, write the trace.
+
+`python -m benchmarks.opsdesk.runner HARNESS_DIR TASK_ID SEED [--trace-dir D] [--noise X]` prints the
+`RolloutResult` as JSON. Harness faults (import errors, exceptions in harness code) become failed
+results with disposition `task_failure`; nothing here raises for them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.opsdesk.agent import SimAgent
+from benchmarks.opsdesk.env import Env
+from benchmarks.opsdesk.grader import grade
+from benchmarks.opsdesk.plans import plan_for
+from benchmarks.opsdesk.session import Session, load_harness
+from benchmarks.opsdesk.symptoms import extract
+from benchmarks.opsdesk.tasks import TaskSpec, group_world, spec_by_id
+from benchmarks.opsdesk.world import GROUP_BY_ID
+from saddler.benchmark import RolloutResult
+
+PRICE_PER_CHAR = 0.75e-6  # simulated: ~$3 per million tokens at ~4 chars per token
+
+
+def _harness_file(tb: Any, root: Path, fallback: str | None) -> str | None:
+    for frame in reversed(tb):
+        try:
+            return Path(frame.filename).resolve().relative_to(root.resolve()).as_posix()
+        except ValueError:
+            continue
+    return fallback
+
+
+def run_rollout(harness_dir: Path, spec: TaskSpec, seed: int, trace_dir: Path, noise: float = 1.0) -> RolloutResult:
+    """Play `spec` once on the harness at `harness_dir` with `seed`; never raises for harness faults."""
+    started = time.perf_counter()
+    harness_dir = Path(harness_dir)
+    group = GROUP_BY_ID[spec.group]
+    events: list[dict[str, Any]] = []
+    log = events.append
+    log({"type": "task", "task_id": spec.id, "group": spec.group, "family": spec.family, "seed": seed,
+         "prompt": spec.prompt})
+    data = copy.deepcopy(group_world(spec.group)[0])
+    env = Env(data, transient=min(1.0, group.transient * noise), send_limit=group.send_limit,
+              rng_key=f"{spec.id}|{seed}", log=log)
+    session: Session | None = None
+    error_tail, failure_file, disposition = "", None, "success"
+    try:
+        harness = load_harness(harness_dir)
+        log({"type": "system", "text": harness.system_prompt,
+             "tools": {n: t.description for n, t in harness.tools.items()}})
+        agent = SimAgent(spec, harness.system_prompt, [(n, t.description) for n, t in harness.tools.items()],
+                         seed, noise, log, plan_for(spec.family))
+        session = Session(harness, env, agent, log)
+        harness.run(session)
+    except Exception as exc:
+        import traceback
+
+        tb = traceback.extract_tb(exc.__traceback__)
+        failure_file = _harness_file(tb, harness_dir, getattr(exc, "__opsdesk_file__", None))
+        error_tail = "".join(traceback.format_exception(exc)).strip()[-1500:]
+        disposition = "task_failure"
+        log({"type": "harness_error", "file": failure_file, "message": f"{type(exc).__name__}: {exc}"})
+    answer = session.answer if session else None
+    if session and answer is None and not session.stopped:
+        log({"type": "stop", "reason": "no_finish"})
+    result = grade(spec, env, answer)
+    log({"type": "grade", "passed": result.passed, "score": result.score, "failed": result.failed,
+         "answer": answer})
+    symptoms = extract(events)
+    trace_dir = Path(trace_dir)
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    trace_path = trace_dir / f"{spec.id}-s{seed}.jsonl"
+    text = "\n".join(json.dumps(e, default=str) for e in events) + "\n"
+    trace_path.write_text(text, encoding="utf-8")
+    passed = result.passed and disposition == "success"
+    if disposition == "success" and not passed:
+        disposition = "task_failure"
+    if not passed and failure_file is None and symptoms:
+        failure_file = symptoms[0].file
+    return RolloutResult(
+        task_id=spec.id, score=0.0 if error_tail else result.score, passed=passed, disposition=disposition,
+        cost=round(len(text) * PRICE_PER_CHAR, 6), llm_calls=session.steps if session else 0,
+        duration_s=time.perf_counter() - started, trace_path=str(trace_path), error_tail=error_tail,
+        rationale="" if passed else (f"harness error: {error_tail.splitlines()[-1]}" if error_tail
+                                     else result.rationale), failure_file=None if passed else failure_file)
+
+
+def main(argv: list[str]) -> int:
+    args = list(argv)
+    opts = {"--trace-dir": "traces", "--noise": "1.0"}
+    for key in list(opts):
+        if key in args:
+            i = args.index(key)
+            opts[key] = args[i + 1]
+            del args[i:i + 2]
+    if len(args) != 3:
+        print("usage: python -m benchmarks.opsdesk.runner HARNESS_DIR TASK_ID SEED [--trace-dir D] [--noise X]",
+              file=sys.stderr)
+        return 2
+    try:
+        spec = spec_by_id(args[1])
+    except KeyError:
+        print(f"unknown task id {args[1]!r}", file=sys.stderr)
+        return 2
+    result = run_rollout(Path(args[0]), spec, int(args[2]), Path(opts["--trace-dir"]), float(opts["--noise"]))
+    print(json.dumps(result.to_dict(), sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,197 @@
+"""Loading an (untrusted) harness directory and the `Session` object its `loop.run(session)` drives.
+
+Harness layout: `prompts/*.md` (system.md first, then the others sorted: the system prompt),
+`tools/*.py` (functions marked with `benchmarks.opsdesk.sdk.tool`), `middleware/*.py` (`after_tool(name,
+args, result) -> result`), `hooks/*.py` (`before_finish(state) -> str | None`, `after_tool(state, name,
+args, result) -> [(tool, args)]`), `loop.py` (`run(session)`). Modules load under unique names, so
+several harnesses can run in one process without sharing state.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from benchmarks.opsdesk import env as env_module
+from benchmarks.opsdesk.env import ApiError, Env
+
+_COUNTER = itertools.count()
+MAX_MODEL_STEPS = 80  # a runaway harness loop is cut off here
+
+
+@dataclass
+class ToolSpec:
+    name: str
+    description: str
+    fn: Callable[..., Any]
+    file: str  # harness-relative path
+
+
+@dataclass
+class Harness:
+    system_prompt: str
+    tools: dict[str, ToolSpec]
+    middleware: list[Callable[..., Any]]
+    before_finish: list[Callable[..., Any]]
+    after_tool: list[Callable[..., Any]]
+    run: Callable[[Any], Any]
+    hook_files: dict[int, str] = field(default_factory=dict)  # id(after_tool hook) -> file
+
+
+class HarnessLoadError(Exception):
+    """Harness code failed to import; `file` is the harness-relative path at fault."""
+
+    def __init__(self, file: str, message: str) -> None:
+        super().__init__(message)
+        self.file = file
+
+
+def _load_module(root: Path, path: Path) -> ModuleType:
+    rel = path.relative_to(root).as_posix()
+    name = f"_opsdesk_harness_{next(_COUNTER)}_" + rel.replace("/", "_").removesuffix(".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise HarnessLoadError(rel, f"cannot load {rel}")
+    module = importlib.util.module_from_spec(spec)
+    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # never litter the harness repo
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = saved
+    return module
+
+
+def load_harness(root: Path) -> Harness:
+    """Read prompts and import tools, middleware, hooks and the loop. Import errors propagate (with
+    `__opsdesk_file__` set on the exception) for the runner to turn into a failed rollout."""
+    root = Path(root)
+    prompts = sorted((root / "prompts").glob("*.md"), key=lambda p: (p.name != "system.md", p.name))
+    system_prompt = "\n\n".join(p.read_text(encoding="utf-8") for p in prompts)
+    harness = Harness(system_prompt, {}, [], [], [], run=lambda session: None)
+    for folder in ("tools", "middleware", "hooks"):
+        for path in sorted((root / folder).glob("*.py")):
+            module = _guarded(root, path)
+            rel = path.relative_to(root).as_posix()
+            if folder == "tools":
+                for value in vars(module).values():
+                    mark = getattr(value, "_opsdesk_tool", None)
+                    if callable(value) and mark:
+                        harness.tools[mark[0]] = ToolSpec(mark[0], mark[1], value, rel)
+            elif folder == "middleware" and callable(getattr(module, "after_tool", None)):
+                harness.middleware.append(module.after_tool)
+            elif folder == "hooks":
+                if callable(getattr(module, "before_finish", None)):
+                    harness.before_finish.append(module.before_finish)
+                if callable(getattr(module, "after_tool", None)):
+                    harness.after_tool.append(module.after_tool)
+                    harness.hook_files[id(module.after_tool)] = rel
+    loop = _guarded(root, root / "loop.py")
+    if not callable(getattr(loop, "run", None)):
+        raise HarnessLoadError("loop.py", "loop.py defines no run(session)")
+    harness.run = loop.run
+    return harness
+
+
+def _guarded(root: Path, path: Path) -> ModuleType:
+    try:
+        return _load_module(root, path)
+    except Exception as exc:
+        exc.__opsdesk_file__ = path.relative_to(root).as_posix()  # type: ignore[attr-defined]
+        raise
+
+
+@dataclass
+class Action:
+    """One model step: a tool call or a finish."""
+
+    kind: str  # tool | finish
+    tool: str = ""
+    args: dict[str, Any] = field(default_factory=dict)
+    answer: str = ""
+
+
+class Session:
+    """What the harness loop sees: the model, the tools, middleware, hooks, errors and the trace."""
+
+    errors = env_module
+
+    def __init__(self, harness: Harness, env: Env, agent: Any, log: Callable[[dict[str, Any]], None]) -> None:
+        self.env, self.agent, self._log = env, agent, log
+        self.tools = {name: spec.fn for name, spec in harness.tools.items()}
+        self.tool_specs = harness.tools
+        self.middleware = list(harness.middleware)
+        self.before_finish_hooks = list(harness.before_finish)
+        self.after_tool_hooks = list(harness.after_tool)
+        self.state: dict[str, Any] = {"task": agent.prompt, "calls": []}
+        self.answer: str | None = None
+        self.stopped = ""
+        self.steps = 0
+        self._pending: dict[str, Any] | None = None
+        self._expect: tuple[str, dict[str, Any]] | None = None
+        self._hook_file = next(iter(harness.hook_files.values()), "hooks/")
+
+    def next_action(self) -> Action:
+        """Ask the simulated model for its next step (one model call)."""
+        self.steps += 1
+        if self.steps > MAX_MODEL_STEPS or self.answer is not None:
+            return Action("finish", answer=self.answer or "")
+        obs, self._pending = self._pending, None
+        action: Action = self.agent.next_action(obs)
+        self._expect = (action.tool, action.args) if action.kind == "tool" else None
+        self._log({"type": "assistant", "step": self.steps, "kind": action.kind, "tool": action.tool,
+                   "args": action.args, "answer": action.answer})
+        return action
+
+    def invoke(self, name: str, args: dict[str, Any]) -> Any:
+        """Run a registered tool against the environment; raw API errors propagate as `errors.ApiError`."""
+        spec = self.tool_specs.get(name)
+        if spec is None:
+            raise env_module.NotFound(f"no tool named {name}")
+        self.env.tool = spec.file
+        self.state["calls"].append((name, dict(args)))
+        call: dict[str, Any] = {"type": "tool_call", "tool": name, "file": spec.file, "args": args}
+        if self._expect != (name, args):
+            call.update(forced=True, by=self._hook_file)
+        self._log(call)
+        try:
+            result = spec.fn(self.env, **args)
+        except ApiError as exc:
+            self._log({"type": "tool_error", "tool": name, "file": spec.file, "error": exc.kind, "message": str(exc)})
+            raise
+        finally:
+            self.env.tool = ""
+        return result
+
+    def observe(self, result: Any) -> None:
+        """Show a (middleware-processed) tool result to the model."""
+        text = result if isinstance(result, str) else json.dumps(result, default=str)
+        self._log({"type": "tool_result", "chars": len(text), "preview": text[:300],
+                   "truncated": "[truncated" in text})
+        self._pending = {"ok": True, "result": result}
+
+    def observe_error(self, exc: ApiError) -> None:
+        """Show a raw API error to the model."""
+        self._pending = {"ok": False, "error": exc.kind, "message": str(exc),
+                         "retry_after": getattr(exc, "retry_after", 0)}
+
+    def remind(self, text: str) -> None:
+        self._log({"type": "reminder", "text": text})
+        self.agent.remind(text)
+
+    def sleep(self, seconds: float) -> None:
+        self.env.sleep(seconds)
+
+    def finish(self, answer: str) -> None:
+        self._log({"type": "finish", "answer": answer})
+        self.answer = str(answer)
+
+    def stop(self, reason: str) -> None:
+        self._log({"type": "stop", "reason": reason})
+        self.stopped = reason
