@@ -30,8 +30,10 @@ def lineage_origins(store: EvoDAG, node_id: int) -> list[str]:
     return [store.get_node(n).origin for n in lineage_ids(store, node_id)]
 
 
-def tried_actions(store: EvoDAG, run_id: int) -> list[str]:
-    return [e.payload.get("key", "") for e in store.events(run_id=run_id) if e.kind == "evolution.action"]
+def tried_actions(store: EvoDAG, run_id: int, before_iteration: int) -> list[str]:
+    """Evolution actions of earlier iterations (a resumed iteration must not see its own attempt)."""
+    return [e.payload.get("key", "") for e in store.events(run_id=run_id)
+            if e.kind == "evolution.action" and e.payload.get("iteration", 0) < before_iteration]
 
 
 def build_request(
@@ -66,7 +68,7 @@ def build_request(
                         batch_after=n.batch_after, lines_changed=n.lines_changed, iteration=n.iteration)
                for n in nodes],
         edges=edges, lineage_edge_ids=lineage_edges, failing_train_tasks=failing,
-        tried_actions=tried_actions(store, run_id),
+        tried_actions=tried_actions(store, run_id, iteration),
     )
 
 

@@ -15,6 +15,7 @@ from evodag.store import EvoDAG
 from saddler import evolution
 from saddler.config import load_run_config
 from saddler.context import RunContext, open_context
+from saddler.faults import fault_point
 from saddler.finish import RunOutcome, finish_run
 from saddler.outcomes import task_outcomes
 from saddler.policies.stopping import LoopState, trailing_stalls
@@ -174,6 +175,7 @@ class Optimizer:
                 result = ctx.backend.diagnose_patch(ctx.diagnosis_request(it, parent, worktree, before, attempt,
                                                                           excluded))
                 ctx.record_session("diagnosis_patch", result.stats, it.number, parent.id)
+                fault_point("session")
                 if result.status != "patched" or result.hypothesis is None:
                     store.log_event("diagnosis.no_patch", {"iteration": it.number, "reason": result.reason},
                                     run_id=ctx.run_id)
@@ -181,6 +183,7 @@ class Optimizer:
                     return node
                 hyp = result.hypothesis
                 commit = space.commit_worktree(worktree, f"saddler it{it.number}: {hyp.origin}: {hyp.plan[:60]}")
+                fault_point("commit")
                 problems = [] if commit else ["empty change: the session edited nothing"]
                 if commit:
                     problems = self._validate(ctx, it, parent.commit, commit, worktree, hyp.origin, excluded)
@@ -225,6 +228,7 @@ class Optimizer:
                                   str(hypothesis.get("origin", "patch")),
                                   status="invalid" if problems else "pending", status_reason="; ".join(problems),
                                   hypothesis=hypothesis, lines_changed=added + removed)
+            fault_point("write")
             a, r = space.numstat(parent.commit, commit)
             store.add_edge(ctx.run_id, parent.id, node.id, "patch", space.diff(parent.commit, commit), files, a, r)
         return node
@@ -243,6 +247,7 @@ class Optimizer:
             for lesson in result.lessons:
                 store.add_lesson(ctx.run_id, lesson.category, lesson.attribution, lesson.text, node_id=cand.id,
                                  edge_id=edge.id, iteration=it.number, task_id=lesson.task_id)
+                fault_point("reflect")
                 if lesson.task_id and lesson.category in groups:
                     groups[lesson.category].append(lesson.task_id)
             store.set_edge_transitions(edge.id, **groups)
