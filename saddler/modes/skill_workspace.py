@@ -189,3 +189,23 @@ def _pf(value: bool) -> str:
 
 def _cell(text: str) -> str:
     return " ".join(str(text).replace("|", "\\|").split())
+
+
+def report_from_files(root: Path) -> str:
+    """Re-render report.md from autoresearch-log.json and the iterations' benchmark.json files."""
+    root = Path(root)
+    log_path = root / "autoresearch-log.json"
+    if not log_path.is_file():
+        from saddler.errors import RunStateError
+
+        raise RunStateError(f"{root} is not a skill-mode workspace (no autoresearch-log.json)")
+    log = json.loads(log_path.read_text(encoding="utf-8"))
+    base = json.loads((root / "iteration-0" / "benchmark.json").read_text(encoding="utf-8"))["assertion_baseline"]
+    final = base
+    for it in log["iterations"]:
+        bench = root / f"iteration-{it['iteration']}" / "benchmark.json"
+        if it["outcome"] == "kept" and bench.is_file():
+            final = json.loads(bench.read_text(encoding="utf-8"))["assertions"]
+    flat_map = lambda m: {f"{e}/{a}": v for e, d in m.items() for a, v in d.items()}  # noqa: E731
+    log.setdefault("completed_at", None)
+    return render_report(log, flat_map(base), flat_map(final))
