@@ -2,7 +2,8 @@
 
 `FakeBenchmark` is deterministic: a task's score depends on the harness's `policy.txt`, the task id and
 the seed. Task ids choose a behaviour: `ok-*` (graded), `crash-*` (raises), `exit-*` (hard exit 7),
-`oom-*` (allocates 4 GiB), `sleep-*` (sleeps forever), `hostile-*` (everything a bad rollout can do;
+`oom-*` (allocates 4 GiB), `sleep-*` (sleeps forever), `daemon-*` (leaves a
+setsid process behind, then grades normally), `hostile-*` (everything a bad rollout can do;
 its prompt is JSON with `outside`, a path to write to, and `token`, digits naming its `sleep` children).
 """
 
@@ -59,6 +60,9 @@ class FakeBenchmark:
             time.sleep(10_000)
         if kind == "hostile":
             _hostile(task, trace_dir)
+        if kind == "daemon":
+            leftover = subprocess.Popen(["sleep", "10000"], start_new_session=True)
+            (trace_dir / f"{task.id}.pid").write_text(str(leftover.pid))
         if self.work_ms:
             end = time.perf_counter() + self.work_ms / 1000
             while time.perf_counter() < end:
@@ -89,7 +93,12 @@ def _hostile(task: Task, trace_dir: Path) -> None:
     spec = json.loads(task.prompt)
     escaped = subprocess.Popen(["sleep", f"1{spec['token']}"], start_new_session=True)
     via_setsid = subprocess.Popen(["setsid", "sleep", f"2{spec['token']}"])
-    pids = [os.getpid(), escaped.pid, via_setsid.pid]
+    forked = os.fork()
+    if forked == 0:  # a forked-only escapee: no exec, its own session
+        os.setsid()
+        time.sleep(10_000)
+        os._exit(0)
+    pids = [os.getpid(), escaped.pid, via_setsid.pid, forked]
     (trace_dir / "pids.txt").write_text("\n".join(map(str, pids)))
     try:
         blob = bytearray(4 << 30)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -13,7 +14,9 @@ import pytest
 from executor_helpers import child_can_import_fakes, executor_config, make_harness, make_job, pid_alive
 
 from saddler.errors import ExecutorError
-from saddler.executor.isolation import BWRAP_MISSING, IsolatedRunner, check_sandbox, marked_pids
+from saddler.executor.environment import BWRAP_MISSING, MARKER_VAR, check_sandbox
+from saddler.executor.isolation import IsolatedRunner
+from saddler.executor.reaper import kill_rollout, marked_pids
 
 SECRET = "sk-test-DO-NOT-LEAK-4242"
 
@@ -39,8 +42,9 @@ def _bwrap_usable() -> str | None:
     return None
 
 
-def test_successful_rollout_returns_the_benchmark_result(tmp_path: Path) -> None:
-    runner = IsolatedRunner(executor_config(timeout_s=30))
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+def test_successful_rollout_returns_the_benchmark_result(tmp_path: Path, mode: str) -> None:
+    runner = IsolatedRunner(executor_config(timeout_s=30), mode)
     job = make_job(make_harness(tmp_path / "h"), tmp_path / "traces", "ok-train-1", seed=3)
     result = runner.run(job)
     assert result.task_id == "ok-train-1"
@@ -49,6 +53,7 @@ def test_successful_rollout_returns_the_benchmark_result(tmp_path: Path) -> None
     assert Path(result.trace_path).is_file()
     assert result.duration_s > 0
     assert runner.run(job).score == result.score  # deterministic
+    runner.close()
 
 
 @pytest.mark.parametrize(
@@ -59,24 +64,28 @@ def test_successful_rollout_returns_the_benchmark_result(tmp_path: Path) -> None
         ("oom-1", "out of memory (limit 256 MiB)"),
     ],
 )
-def test_crashes_become_infra_errors_with_stderr_tail(tmp_path: Path, task_id: str, needle: str) -> None:
-    runner = IsolatedRunner(executor_config(timeout_s=30, memory_mb=256))
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+def test_crashes_become_infra_errors_with_stderr_tail(tmp_path: Path, task_id: str, needle: str, mode: str) -> None:
+    runner = IsolatedRunner(executor_config(timeout_s=30, memory_mb=256), mode)
     result = runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", task_id))
+    runner.close()
     assert (result.disposition, result.passed, result.score) == ("infra_error", False, 0.0)
     assert needle in result.error_tail
     assert len(result.error_tail) <= 2048
 
 
-def test_timeout_is_recorded_and_per_job_override_applies(tmp_path: Path) -> None:
-    runner = IsolatedRunner(executor_config(timeout_s=60))
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+def test_timeout_is_recorded_and_per_job_override_applies(tmp_path: Path, mode: str) -> None:
+    runner = IsolatedRunner(executor_config(timeout_s=60), mode)
     start = time.monotonic()
     result = runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", "sleep-1", timeout_s=0.5))
     assert time.monotonic() - start < 10
     assert result.disposition == "timeout"
     assert "timed out after 0.5s" in result.error_tail
+    runner.close()
 
 
-def _hostile_run(tmp_path: Path, sandbox: str) -> tuple[object, Path, Path]:
+def _hostile_run(tmp_path: Path, sandbox: str, mode: str | None = None) -> tuple[object, Path, Path]:
     config = executor_config(
         timeout_s=2.0, memory_mb=512, sandbox=sandbox, env_allow=["PATH", "PYTHONPATH", "SADDLER_TEST_ALLOWED"]
     )
@@ -86,7 +95,9 @@ def _hostile_run(tmp_path: Path, sandbox: str) -> tuple[object, Path, Path]:
     token = str(random.Random(str(tmp_path)).randrange(10**8, 10**9))
     prompt = json.dumps({"outside": str(outside), "token": token})
     job = make_job(make_harness(tmp_path / "h"), traces, "hostile-1", prompt=prompt)
-    result = IsolatedRunner(config).run(job)
+    runner = IsolatedRunner(config, mode)
+    result = runner.run(job)
+    runner.close()
     assert _sleepers(token) == []  # both setsid escapees were killed (seen from this namespace)
     return result, traces, outside
 
@@ -116,7 +127,7 @@ def _assert_contained(result: object, traces: Path) -> None:
         assert SECRET not in text
         assert "ANTHROPIC_API_KEY" not in text and "MY_SERVICE_TOKEN" not in text
     assert (traces / "alloc.txt").read_text() == "MemoryError"
-    assert len((traces / "pids.txt").read_text().split()) == 3  # it did start its escapees
+    assert len((traces / "pids.txt").read_text().split()) == 4  # it did start its escapees
 
 
 def _assert_pids_dead(traces: Path) -> None:
@@ -124,8 +135,9 @@ def _assert_pids_dead(traces: Path) -> None:
     assert [pid for pid in pids if pid_alive(pid)] == []
 
 
-def test_hostile_rollout_is_contained_without_sandbox(tmp_path: Path) -> None:
-    result, traces, outside = _hostile_run(tmp_path, "none")
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+def test_hostile_rollout_is_contained_without_sandbox(tmp_path: Path, mode: str) -> None:
+    result, traces, outside = _hostile_run(tmp_path, "none", mode)
     _assert_contained(result, traces)
     _assert_pids_dead(traces)  # same pid namespace: the rollout's own pids are checkable
     assert (traces / "outside.txt").read_text() == "written"  # only bwrap can stop absolute writes
@@ -163,8 +175,27 @@ def test_missing_bwrap_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None
     check_sandbox(executor_config(sandbox="none"))
 
 
-def test_no_marked_process_survives_a_normal_exit(tmp_path: Path) -> None:
-    runner = IsolatedRunner(executor_config(timeout_s=30))
-    runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", "ok-1"))
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+def test_leftovers_of_a_normal_exit_are_killed(tmp_path: Path, mode: str) -> None:
+    runner = IsolatedRunner(executor_config(timeout_s=30), mode)
+    result = runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", "daemon-1"))
+    assert result.disposition in ("success", "task_failure")
+    leftover = int((tmp_path / "t" / "daemon-1.pid").read_text())
+    assert not pid_alive(leftover)
     assert runner._active == {}
-    assert marked_pids("") == [] or all(pid_alive(p) for p in marked_pids(""))  # scanning never raises
+    runner.close()
+
+
+def test_marked_pids_finds_exactly_the_marked_processes(tmp_path: Path) -> None:
+    env = {"PATH": os.environ["PATH"], MARKER_VAR: "m1"}
+    proc = subprocess.Popen(["sleep", "30"], env=env)
+    other = subprocess.Popen(["sleep", "30"], env={**env, MARKER_VAR: "m12"})
+    try:
+        assert marked_pids("m1") == [proc.pid]
+        assert sorted(marked_pids("m1", "m12")) == sorted([proc.pid, other.pid])
+        kill_rollout(proc.pid, "m1", "m12", spare=other.pid)
+        proc.wait(timeout=5)
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()

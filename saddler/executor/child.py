@@ -41,9 +41,11 @@ def resolve_benchmark(name: str, options: dict[str, Any]) -> Benchmark:
     return load_benchmark(name, options)
 
 
-def run_job(job: dict[str, Any]) -> RolloutResult:
-    """Run one decoded job dict in this process and return its result (duration filled in if unset)."""
-    bench = resolve_benchmark(job["benchmark"], job.get("benchmark_options") or {})
+def run_job(job: dict[str, Any], bench: Benchmark | None = None) -> RolloutResult:
+    """Run one decoded job dict in this process and return its result (duration filled in if unset).
+    `bench` is the already-built benchmark (the fork server's); built from the job when None."""
+    if bench is None:
+        bench = resolve_benchmark(job["benchmark"], job.get("benchmark_options") or {})
     task = Task(**job["task"])
     trace_dir = Path(job["trace_dir"])
     trace_dir.mkdir(parents=True, exist_ok=True)

@@ -10,10 +10,7 @@ that escaped it with `setsid` are killed.
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -29,129 +26,39 @@ from saddler.config import ExecutorConfig
 from saddler.errors import ExecutorError
 from saddler.executor.base import RolloutJob
 from saddler.executor.child import EXIT_OOM
+from saddler.executor.environment import MARKER_VAR, bwrap_prefix, check_sandbox, scrubbed_env
+from saddler.executor.reaper import TAIL_BYTES, kill_rollout, tail_of, wait_exit
+from saddler.executor.zygote_client import Zygote, ZygoteDied
 
-MARKER_VAR = "SADDLER_ROLLOUT_MARKER"
-TAIL_BYTES = 2048
-BWRAP_MISSING = (
-    "sandbox 'bwrap' requested but bubblewrap is not installed; apt-get install bubblewrap, "
-    'or set executor.sandbox = "none"'
-)
-
-
-def check_sandbox(config: ExecutorConfig) -> None:
-    """Raise `ExecutorError` when the configured sandbox cannot be used on this machine."""
-    if config.sandbox == "bwrap" and shutil.which("bwrap") is None:
-        raise ExecutorError(BWRAP_MISSING)
-
-
-def _package_root(module: str) -> str | None:
-    """The sys.path entry a top-level package is imported from, found without importing it."""
-    top = module.split(".", 1)[0]
-    try:
-        spec = importlib.util.find_spec(top)
-    except (ImportError, ValueError):
-        return None
-    if spec is None:
-        return None
-    if spec.submodule_search_locations:
-        return str(Path(next(iter(spec.submodule_search_locations))).parent)
-    return str(Path(spec.origin).parent) if spec.origin else None
-
-
-def child_pythonpath(benchmark: str, inherited: str | None) -> str:
-    """PYTHONPATH for the child: where saddler and the benchmark's package live (works from a source
-    checkout as well as an install), then the inherited value when the allow-list passes it."""
-    from saddler.benchmark import BENCHMARKS
-
-    module = benchmark.partition(":")[0] if ":" in benchmark else BENCHMARKS.get(benchmark, "").partition(":")[0]
-    entries = [_package_root("saddler"), _package_root(module) if module else None]
-    if inherited:
-        entries.extend(inherited.split(os.pathsep))
-    seen: list[str] = []
-    for entry in entries:
-        if entry and entry not in seen:
-            seen.append(entry)
-    return os.pathsep.join(seen)
-
-
-def scrubbed_env(config: ExecutorConfig, benchmark: str, private_dir: Path, marker: str) -> dict[str, str]:
-    """The child's whole environment: allow-listed names only, private HOME/TMPDIR, marker, PYTHONPATH."""
-    env = {name: os.environ[name] for name in config.env_allow if name in os.environ}
-    env.setdefault("PATH", os.defpath)
-    private = str(private_dir)
-    env.update(HOME=private, TMPDIR=private, TMP=private, TEMP=private)
-    env["PYTHONPATH"] = child_pythonpath(benchmark, env.get("PYTHONPATH"))
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env[MARKER_VAR] = marker
-    return env
-
-
-def marked_pids(marker: str) -> list[int]:
-    """Pids of live processes whose initial environment carries `marker`."""
-    needle = f"{MARKER_VAR}={marker}".encode()
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/environ", "rb") as fh:
-                if needle in fh.read():
-                    found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
-def kill_rollout(pgid: int, marker: str, rounds: int = 20) -> None:
-    """SIGKILL the process group and every marked process, repeating until no marked process is left."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-    for _ in range(rounds):
-        pids = marked_pids(marker)
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.01)
-
-
-def _tail(path: Path, limit: int = TAIL_BYTES) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - limit))
-            return fh.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def _bwrap_prefix(private_dir: Path, trace_dir: Path, harness_dir: Path) -> list[str]:
-    return [
-        "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-        "--bind", str(private_dir), str(private_dir),
-        "--bind", str(trace_dir), str(trace_dir),
-        "--ro-bind", str(harness_dir), str(harness_dir),
-        "--unshare-net", "--unshare-pid", "--die-with-parent", "--chdir", str(private_dir), "--",
-    ]  # fmt: skip
+__all__ = ["TAIL_BYTES", "IsolatedRunner"]
 
 
 class IsolatedRunner:
-    """Runs single jobs in isolated children; thread-safe; `kill_all()` stops every running child."""
+    """Runs single jobs in isolated children; thread-safe; `kill_all()` stops every running child.
 
-    def __init__(self, config: ExecutorConfig) -> None:
+    `mode` "fork" (the default without a sandbox) forks each child from a pooled fork server that has the
+    benchmark imported already (see `saddler.executor.zygote`); "spawn" (always under bwrap, or per job
+    with `job.extra["isolation"] = "spawn"`) starts a fresh interpreter per rollout.
+    """
+
+    def __init__(self, config: ExecutorConfig, mode: str | None = None) -> None:
         check_sandbox(config)
+        if mode not in (None, "fork", "spawn"):
+            raise ExecutorError(f"unknown isolation mode {mode!r}; use 'fork' or 'spawn'")
         self.config = config
+        self.mode = "spawn" if config.sandbox != "none" else (mode or "fork")
         self._lock = threading.Lock()
-        self._active: dict[str, int] = {}  # marker -> pgid
+        self._active: dict[str, tuple[int, tuple[str, ...], int | None]] = {}  # marker -> (pgid, markers, spare)
+        self._idle: list[Zygote] = []
+        self._closed = False
+        self._home = Path(tempfile.mkdtemp(prefix="saddler-zygote-"))
 
     def command(self, job_file: Path, result_file: Path, job: RolloutJob, private_dir: Path) -> list[str]:
-        """The argv that runs the child (wrapped in bubblewrap when configured)."""
+        """The argv that spawns the child (wrapped in bubblewrap when configured)."""
         cmd = [sys.executable, "-P", "-m", "saddler.executor.child", str(job_file), str(result_file)]
         cmd += ["--memory-mb", str(self.config.memory_mb)]
         if self.config.sandbox == "bwrap":
-            return _bwrap_prefix(private_dir, Path(job.trace_dir), Path(job.harness_dir)) + cmd
+            return bwrap_prefix(private_dir, Path(job.trace_dir), Path(job.harness_dir)) + cmd
         return cmd
 
     def run(self, job: RolloutJob, cancel: threading.Event | None = None) -> RolloutResult:
@@ -161,41 +68,112 @@ class IsolatedRunner:
         private_dir = Path(tempfile.mkdtemp(prefix="saddler-rollout-"))
         try:
             Path(job.trace_dir).mkdir(parents=True, exist_ok=True)
-            job_file, result_file = private_dir / "job.json", private_dir / "result.json"
-            job_file.write_text(job.to_json(), encoding="utf-8")
+            files = {name: private_dir / name for name in ("job.json", "result.json", "stdout.log", "stderr.log")}
+            files["job.json"].write_text(job.to_json(), encoding="utf-8")
             work = private_dir / "tmp"
             work.mkdir()
-            stdout_path, stderr_path = private_dir / "stdout.log", private_dir / "stderr.log"
+            env = scrubbed_env(self.config, job.benchmark, work, marker)
             start = time.monotonic()
-            with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-                proc = subprocess.Popen(
-                    self.command(job_file, result_file, job, private_dir),
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=work,
-                    env=scrubbed_env(self.config, job.benchmark, work, marker), start_new_session=True,
-                )  # fmt: skip
-            with self._lock:
-                self._active[marker] = proc.pid
-            timed_out = False
-            try:
-                if cancel is not None and cancel.is_set():
-                    kill_rollout(proc.pid, marker)
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                kill_rollout(proc.pid, marker)
-                proc.wait()
-                with self._lock:
-                    self._active.pop(marker, None)
+            outcome = None
+            if self.mode == "fork" and job.extra.get("isolation", "fork") == "fork":
+                outcome = self._forked(job, env, marker, files, work, timeout, cancel)
+            if outcome is None:
+                outcome = self._spawned(job, env, marker, files, work, private_dir, timeout, cancel)
+            rc, timed_out = outcome
             elapsed = time.monotonic() - start
-            return self._result(job, proc.returncode, timed_out, timeout, elapsed, result_file, stderr_path)
+            return self._result(job, rc, timed_out, timeout, elapsed, files["result.json"], files["stderr.log"])
         finally:
             shutil.rmtree(private_dir, ignore_errors=True)
 
+    def _track(self, marker: str, entry: tuple[int, tuple[str, ...], int | None] | None) -> None:
+        with self._lock:
+            if entry is None:
+                self._active.pop(marker, None)
+            else:
+                self._active[marker] = entry
+
+    def _spawned(
+        self, job: RolloutJob, env: dict[str, str], marker: str, files: dict[str, Path], work: Path,
+        private_dir: Path, timeout: float, cancel: threading.Event | None,
+    ) -> tuple[int | None, bool]:  # fmt: skip
+        with open(files["stdout.log"], "wb") as out, open(files["stderr.log"], "wb") as err:
+            proc = subprocess.Popen(
+                self.command(files["job.json"], files["result.json"], job, private_dir),
+                stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=work, env=env, start_new_session=True,
+            )  # fmt: skip
+        self._track(marker, (proc.pid, (marker,), None))
+        timed_out = False
+        try:
+            if cancel is not None and cancel.is_set():
+                kill_rollout(proc.pid, marker)
+            timed_out = not wait_exit(proc, timeout)
+        finally:
+            kill_rollout(proc.pid, marker)
+            proc.wait()
+            self._track(marker, None)
+        return proc.returncode, timed_out
+
+    def _forked(
+        self, job: RolloutJob, env: dict[str, str], marker: str, files: dict[str, Path], work: Path,
+        timeout: float, cancel: threading.Event | None,
+    ) -> tuple[int | None, bool] | None:  # fmt: skip
+        """Run through a pooled fork server; None when no fork server can start (the caller spawns)."""
+        try:
+            zygote = self._take_zygote(job, env)
+        except ZygoteDied:
+            return None
+        request = {
+            "job_file": str(files["job.json"]), "result_file": str(files["result.json"]),
+            "stdout": str(files["stdout.log"]), "stderr": str(files["stderr.log"]), "cwd": str(work),
+            "env": env, "memory_mb": self.config.memory_mb,
+        }  # fmt: skip
+        healthy = False
+        try:
+            pid = zygote.fork(request)
+            self._track(marker, (pid, (marker, zygote.marker), zygote.pid))
+            if cancel is not None and cancel.is_set():
+                kill_rollout(pid, marker, zygote.marker, spare=zygote.pid)
+            reply = zygote.read(timeout)
+            timed_out = reply is None
+            if timed_out:
+                kill_rollout(pid, marker, zygote.marker, spare=zygote.pid)
+                reply = zygote.read(10.0)
+            kill_rollout(pid, marker, zygote.marker, spare=zygote.pid)
+            if reply is None or "exit" not in reply:
+                raise ZygoteDied(f"fork server lost track of rollout {pid}")
+            healthy = True
+            return int(reply["exit"]), timed_out
+        except ZygoteDied as exc:  # the rollout took its fork server down with it: data
+            with open(files["stderr.log"], "a", encoding="utf-8") as err:
+                err.write(f"[saddler] {exc}\n")
+            return -signal.SIGKILL, False
+        finally:
+            self._track(marker, None)
+            self._give_back(zygote, healthy)
+
+    def _take_zygote(self, job: RolloutJob, env: dict[str, str]) -> Zygote:
+        zenv = {**env, "HOME": str(self._home), "TMPDIR": str(self._home), "TMP": str(self._home)}
+        zenv["TEMP"] = str(self._home)
+        key = (job.benchmark, json.dumps(job.benchmark_options, sort_keys=True), zenv.get("PYTHONPATH", ""))
+        with self._lock:
+            for i, zygote in enumerate(self._idle):
+                if zygote.key == key:
+                    return self._idle.pop(i)
+        return Zygote(job.benchmark, job.benchmark_options, zenv, MARKER_VAR, str(self._home))
+
+    def _give_back(self, zygote: Zygote, healthy: bool) -> None:
+        with self._lock:
+            if healthy and not self._closed:
+                self._idle.append(zygote)
+                return
+        zygote.stop()
+        kill_rollout(zygote.pid, zygote.marker)
+
     def _result(
-        self, job: RolloutJob, rc: int, timed_out: bool, timeout: float, elapsed: float, result_file: Path, stderr: Path
-    ) -> RolloutResult:
-        tail = _tail(stderr)
+        self, job: RolloutJob, rc: int | None, timed_out: bool, timeout: float, elapsed: float, result_file: Path,
+        stderr: Path,
+    ) -> RolloutResult:  # fmt: skip
+        tail = tail_of(stderr)
         if timed_out:
             return _failure(job, "timeout", elapsed, f"[saddler] timed out after {timeout:g}s\n{tail}")
         if rc == 0 and result_file.is_file():
@@ -208,7 +186,7 @@ class IsolatedRunner:
             return result
         if rc == EXIT_OOM:
             why = f"out of memory (limit {self.config.memory_mb} MiB)"
-        elif rc < 0:
+        elif rc is not None and rc < 0:
             why = f"killed by signal {signal.Signals(-rc).name}"
         elif rc == 0:
             why = "exited without writing a result"
@@ -219,9 +197,20 @@ class IsolatedRunner:
     def kill_all(self) -> None:
         """Kill every rollout still running (used when the caller is interrupted)."""
         with self._lock:
-            active = dict(self._active)
-        for marker, pgid in active.items():
-            kill_rollout(pgid, marker)
+            active = list(self._active.values())
+        for pgid, markers, spare in active:
+            kill_rollout(pgid, *markers, spare=spare)
+
+    def close(self) -> None:
+        """Kill running rollouts, stop the idle fork servers, remove their home."""
+        self.kill_all()
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for zygote in idle:
+            zygote.stop()
+            kill_rollout(zygote.pid, zygote.marker)
+        shutil.rmtree(self._home, ignore_errors=True)
 
 
 def _failure(job: RolloutJob, disposition: str, elapsed: float, tail: str) -> RolloutResult:

@@ -21,11 +21,12 @@ _DONE = object()
 
 
 class LocalExecutor:
-    """Runs rollouts on this machine with `config.workers` isolated children in parallel."""
+    """Runs rollouts on this machine with `config.workers` isolated children in parallel.
+    `mode` is the isolation mode ("fork" or "spawn", see `IsolatedRunner`)."""
 
-    def __init__(self, config: ExecutorConfig) -> None:
+    def __init__(self, config: ExecutorConfig, mode: str | None = None) -> None:
         self.config = config
-        self.runner = IsolatedRunner(config)
+        self.runner = IsolatedRunner(config, mode)
 
     def run(self, jobs: Sequence[RolloutJob], on_result: ResultCallback) -> None:
         """Run every job; `on_result(job, result)` once per job as each finishes (calling thread)."""
@@ -75,5 +76,5 @@ class LocalExecutor:
             results.put(_DONE)
 
     def close(self) -> None:
-        """Kill anything still running (nothing is, between `run` calls)."""
-        self.runner.kill_all()
+        """Kill anything still running and stop the fork servers."""
+        self.runner.close()

@@ -24,7 +24,9 @@ from saddler.benchmark import RolloutResult
 from saddler.config import ExecutorConfig
 from saddler.errors import ExecutorError
 from saddler.executor.base import ResultCallback, RolloutJob
-from saddler.executor.isolation import TAIL_BYTES, IsolatedRunner, check_sandbox
+from saddler.executor.environment import check_sandbox
+from saddler.executor.isolation import IsolatedRunner
+from saddler.executor.reaper import TAIL_BYTES
 
 MAX_TRACE_BYTES = 8 * 1024 * 1024  # per file; larger traces are truncated on the way back
 
@@ -67,15 +69,24 @@ def collect_traces(trace_dir: Path) -> dict[str, str]:
     return traces
 
 
+_WORKER_RUNNERS: dict[str, IsolatedRunner] = {}  # per Ray worker process: its fork servers live across tasks
+
+
+def _worker_runner(config_json: str) -> IsolatedRunner:
+    if config_json not in _WORKER_RUNNERS:
+        _WORKER_RUNNERS[config_json] = IsolatedRunner(ExecutorConfig.model_validate_json(config_json))
+    return _WORKER_RUNNERS[config_json]
+
+
 def run_remote_rollout(job_json: str, snapshot: bytes, config_json: str) -> dict[str, Any]:
     """Body of one Ray task: unpack the harness, run the isolated child, return result and traces."""
-    config = ExecutorConfig.model_validate_json(config_json)
+    runner = _worker_runner(config_json)
     job = RolloutJob.from_json(job_json)
     base = Path(tempfile.gettempdir()) / "saddler-ray"
     harness = unpack_harness(job.tree, snapshot, base / "harness")
     trace_dir = base / "traces" / f"{job.cache_key or 'job'}-{uuid.uuid4().hex[:8]}"
     try:
-        result = IsolatedRunner(config).run(replace(job, harness_dir=str(harness), trace_dir=str(trace_dir)))
+        result = runner.run(replace(job, harness_dir=str(harness), trace_dir=str(trace_dir)))
         traces = collect_traces(trace_dir) if trace_dir.is_dir() else {}
     finally:
         shutil.rmtree(trace_dir, ignore_errors=True)

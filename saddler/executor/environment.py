@@ -1,0 +1,80 @@
+"""The environment a rollout child gets: scrubbed variables, the PYTHONPATH it needs, the optional sandbox.
+
+Only allow-listed names pass from the optimizer's environment; secrets never do. The child also gets a
+private HOME/TMPDIR and a unique marker variable by which every process it starts can be found later.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+from saddler.config import ExecutorConfig
+from saddler.errors import ExecutorError
+
+MARKER_VAR = "SADDLER_ROLLOUT_MARKER"
+BWRAP_MISSING = (
+    "sandbox 'bwrap' requested but bubblewrap is not installed; apt-get install bubblewrap, "
+    'or set executor.sandbox = "none"'
+)
+
+
+def check_sandbox(config: ExecutorConfig) -> None:
+    """Raise `ExecutorError` when the configured sandbox cannot be used on this machine."""
+    if config.sandbox == "bwrap" and shutil.which("bwrap") is None:
+        raise ExecutorError(BWRAP_MISSING)
+
+
+def _package_root(module: str) -> str | None:
+    """The sys.path entry a top-level package is imported from, found without importing it."""
+    top = module.split(".", 1)[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return str(Path(next(iter(spec.submodule_search_locations))).parent)
+    return str(Path(spec.origin).parent) if spec.origin else None
+
+
+def child_pythonpath(benchmark: str, inherited: str | None) -> str:
+    """PYTHONPATH for the child: where saddler and the benchmark's package live (works from a source
+    checkout as well as an install), then the inherited value when the allow-list passes it."""
+    from saddler.benchmark import BENCHMARKS
+
+    module = benchmark.partition(":")[0] if ":" in benchmark else BENCHMARKS.get(benchmark, "").partition(":")[0]
+    entries = [_package_root("saddler"), _package_root(module) if module else None]
+    if inherited:
+        entries.extend(inherited.split(os.pathsep))
+    seen: list[str] = []
+    for entry in entries:
+        if entry and entry not in seen:
+            seen.append(entry)
+    return os.pathsep.join(seen)
+
+
+def scrubbed_env(config: ExecutorConfig, benchmark: str, private_dir: Path, marker: str) -> dict[str, str]:
+    """The child's whole environment: allow-listed names only, private HOME/TMPDIR, marker, PYTHONPATH."""
+    env = {name: os.environ[name] for name in config.env_allow if name in os.environ}
+    env.setdefault("PATH", os.defpath)
+    private = str(private_dir)
+    env.update(HOME=private, TMPDIR=private, TMP=private, TEMP=private)
+    env["PYTHONPATH"] = child_pythonpath(benchmark, env.get("PYTHONPATH"))
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env[MARKER_VAR] = marker
+    return env
+
+
+def bwrap_prefix(private_dir: Path, trace_dir: Path, harness_dir: Path) -> list[str]:
+    """bubblewrap argv: no network, own pid namespace, everything read-only but the private and trace dirs."""
+    return [
+        "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+        "--bind", str(private_dir), str(private_dir),
+        "--bind", str(trace_dir), str(trace_dir),
+        "--ro-bind", str(harness_dir), str(harness_dir),
+        "--unshare-net", "--unshare-pid", "--die-with-parent", "--chdir", str(private_dir), "--",
+    ]  # fmt: skip

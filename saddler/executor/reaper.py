@@ -1,0 +1,82 @@
+"""Finding and killing every process of a rollout, and waiting for one without polling.
+
+A rollout's processes are its process group plus anything that escaped it (`setsid`, double fork): those
+are found by the marker variable in their initial environment (`/proc/<pid>/environ`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from saddler.executor.environment import MARKER_VAR
+
+TAIL_BYTES = 2048
+
+
+def marked_pids(*markers: str) -> list[int]:
+    """Pids of live processes whose initial environment carries one of `markers` (one pass over /proc)."""
+    needles = [f"{MARKER_VAR}={marker}\0".encode() for marker in markers]
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                environ = fh.read()
+        except OSError:
+            continue
+        if any(needle in environ for needle in needles):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_rollout(pgid: int, *markers: str, spare: int | None = None, rounds: int = 20) -> None:
+    """SIGKILL the process group and every process carrying one of `markers` (but `spare`), repeating
+    until none is left."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    for _ in range(rounds):
+        pids = [pid for pid in marked_pids(*markers) if pid != spare]
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
+
+
+def wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Wait up to `timeout` s for `proc` to exit; True if it did. Wakes the moment it exits (a pidfd),
+    where `Popen.wait(timeout)` would poll with sleeps of up to 50 ms."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        try:
+            proc.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(timeout * 1000))
+    finally:
+        os.close(fd)
+
+
+def tail_of(path: Path, limit: int = TAIL_BYTES) -> str:
+    """The last `limit` bytes of a file as text ("" when unreadable)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,93 @@
+"""A fork server for rollouts: one pre-imported process per worker that forks one child per rollout.
+
+Starting Python and importing the benchmark costs far more than an opsdesk rollout. A zygote is started
+once (scrubbed environment, its own session) with the benchmark imported and built; for each rollout it
+forks a child that takes the same isolation as a spawned one before running anything: a new session,
+stdin from /dev/null, stdout/stderr to files, cwd and HOME/TMPDIR in the private dir, the rollout's
+environment, the address-space limit. The zygote itself never runs a rollout, so every child starts from
+the same pristine state. Protocol on the zygote's stdin/stdout, one JSON object per line:
+request `{"job_file", "result_file", "stdout", "stderr", "cwd", "env", "memory_mb"}` -> `{"pid": n}`,
+then `{"exit": returncode}` (negative = killed by that signal, as with `Popen.returncode`).
+
+Server side (`python -m saddler.executor.zygote SPEC OPTIONS_JSON`) is import-light like the child.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import tempfile
+import traceback
+from typing import Any
+
+
+def _serve_one(bench: Any, req: dict[str, Any], proto_out: int) -> None:
+    pid = os.fork()
+    if pid == 0:
+        _child(bench, req)  # never returns
+    os.write(proto_out, (json.dumps({"pid": pid}) + "\n").encode())
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    os.write(proto_out, (json.dumps({"exit": code}) + "\n").encode())
+
+
+def _child(bench: Any, req: dict[str, Any]) -> None:
+    code = 1
+    try:
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        for fd, path in ((1, req["stdout"]), (2, req["stderr"])):
+            out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(out, fd)
+        os.closerange(3, 256)
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        tempfile.tempdir = None
+        from saddler.executor import child
+
+        if req.get("memory_mb"):
+            child.set_memory_limit(int(req["memory_mb"]))
+        with open(req["job_file"], encoding="utf-8") as fh:
+            job = json.load(fh)
+        try:
+            result = child.run_job(job, bench)
+        except MemoryError:
+            sys.stderr.write(f"MemoryError: the rollout exceeded the executor memory limit ({req['memory_mb']} MiB)\n")
+            code = child.EXIT_OOM
+        else:
+            tmp = req["result_file"] + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(result.to_dict()))
+            os.replace(tmp, req["result_file"])
+            code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def main(argv: list[str]) -> int:
+    from saddler.executor.child import resolve_benchmark
+
+    spec, options = argv[0], json.loads(argv[1])
+    proto_out = os.dup(1)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stray prints must not corrupt the protocol
+    bench = resolve_benchmark(spec, options)
+    gc.freeze()  # children share these pages copy-on-write; keep the collector from touching them
+    os.write(proto_out, b'{"ready": true}\n')
+    for line in sys.stdin:
+        if line.strip():
+            _serve_one(bench, json.loads(line), proto_out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
