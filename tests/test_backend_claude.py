@@ -248,3 +248,20 @@ def test_transient_errors_exhaust_retries_into_failed_result(tmp_path: Path) -> 
 def test_registry_builds_the_claude_backend(tmp_path: Path) -> None:
     b = load_backend(SessionConfig(backend="claude"), benchmark=None, run_dir=tmp_path, seed=0)  # type: ignore[arg-type]
     assert isinstance(b, ClaudeBackend) and b.transport_factory is None
+
+
+@pytest.mark.slow
+def test_real_bundled_cli_without_credentials_raises_authentication_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No fake here: the SDK's own subprocess transport and the bundled CLI, refused before any API call."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("CLAUDE_CODE_OAUTH_TOKEN", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    b = ClaudeBackend(SessionConfig(backend="claude", retries=0, timeout_s=120), run_dir=tmp_path / "run", seed=0)
+    with pytest.raises(AuthenticationError, match="set ANTHROPIC_API_KEY"):
+        b.reflect(reflection_request(tmp_path / "run"))
+    lines = [json.loads(x) for x in (tmp_path / "run" / "sessions" / "3-reflection.jsonl").read_text().splitlines()]
+    init = next(x for x in lines if x.get("type") == "SystemMessage")["data"]["data"]
+    assert sorted(init["tools"]) == ["Bash", "Glob", "Grep", "Read", "StructuredOutput"]
+    assert (init["cwd"], init["permissionMode"], init["model"]) == (str(tmp_path / "run"), "dontAsk", "claude-opus-4-6")

@@ -67,3 +67,24 @@ def test_saddler_run_with_the_command_backend_records_every_session(tmp_path: Pa
     assert any(json.loads(files) for (files,) in edges)
     lessons = db.execute("SELECT attribution FROM lessons").fetchall()
     assert lessons and {a for (a,) in lessons} == {"uncertain"}
+
+
+@pytest.mark.skipif(not _opsdesk_ready(), reason="needs the opsdesk benchmark")
+def test_saddler_run_with_the_claude_backend_stops_at_the_first_session_without_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real bundled claude CLI, with no key and an empty HOME: refused before any API call."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("CLAUDE_CODE_OAUTH_TOKEN", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    run_dir = tmp_path / "run"
+    runner = CliRunner()
+    init = runner.invoke(app, ["init", str(run_dir), "--template", "opsdesk", "--backend", "claude",
+                               "--set", "loop.max_iterations=3", "--set", "loop.batch_size=3",
+                               "--set", "sessions.retries=0", "--set", "executor.workers=1"])
+    assert init.exit_code == 0, init.output
+    result = runner.invoke(app, ["run", str(run_dir)])
+    assert result.exit_code == 1
+    assert "error: Anthropic authentication failed: set ANTHROPIC_API_KEY" in result.output
+    transcripts = sorted(p.name for p in (run_dir / "sessions").glob("*.jsonl"))
+    assert transcripts == ["1-diagnosis_patch.jsonl"]
