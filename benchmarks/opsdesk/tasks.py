@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from benchmarks.opsdesk.world import GROUPS, TOPICS, WEEK, Group, build_data, utc_of_local
+from benchmarks.opsdesk.world import GROUP_BY_ID, GROUPS, TOPICS, WEEK, Group, build_data, utc_of_local
 from saddler.benchmark import Task
 
 WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
@@ -131,7 +131,7 @@ def _to_local(start_utc: str, offset_min: int) -> str:
 @cache
 def group_world(group_id: str) -> tuple[dict[str, Any], tuple[TaskSpec, ...]]:
     """The group's data (including every task's files) and its task specs, in a fixed order."""
-    g = next(x for x in GROUPS if x.id == group_id)
+    g = GROUP_BY_ID[group_id]
     data = build_data(g)
     rng = random.Random(f"opsdesk|{g.id}|tasks")
     specs, i = [], 0
@@ -149,7 +149,10 @@ def all_specs() -> list[TaskSpec]:
 
 
 def spec_by_id(task_id: str) -> TaskSpec:
+    """The spec of `task_id`; KeyError for an unknown id."""
     group_id = task_id.rsplit("-", 1)[0]
+    if group_id not in GROUP_BY_ID:
+        raise KeyError(task_id)
     for spec in group_world(group_id)[1]:
         if spec.id == task_id:
             return spec
