@@ -1,0 +1,40 @@
+"""Shared helpers for end-to-end loop tests on opsdesk (small, seeded runs)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from evodag.store import EvoDAG
+from saddler.runfolder import init_run
+
+SMALL: dict[str, Any] = {"loop": {"max_iterations": 6, "batch_size": 6, "test_runs": 2},
+                         "executor": {"workers": 2}}
+
+
+def make_run(path: Path, seed: int = 0, **overrides: Any) -> Path:
+    sets: dict[str, Any] = {k: dict(v) for k, v in SMALL.items()}
+    for key, table in overrides.items():
+        sets.setdefault(key, {}).update(table)
+    init_run(path, template="opsdesk", seed=seed, overrides=sets)
+    return path
+
+
+def dag_signature(run_dir: Path) -> dict[str, Any]:
+    """What must be identical between two runs with the same seed and config."""
+    with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
+        commits = {n.id: n.commit for n in store.nodes()}
+        nodes = [(n.commit, commits.get(n.parent_id) if n.parent_id else None, n.status, n.origin, n.patch_kind,
+                  n.batch_before, n.batch_after, n.dev_mean, n.test_mean) for n in store.nodes()]
+        edges = [(commits[e.parent_id], commits[e.child_id], e.kind, e.diff_sha, e.fixed, e.regressed)
+                 for e in store.edges()]
+        iterations = [(i.number, i.batch, commits.get(i.parent_id or -1), commits.get(i.candidate_id or -1),
+                       i.phase, i.decision) for i in store.iterations()]
+        run = store.get_run()
+        return {"nodes": nodes, "edges": edges, "iterations": iterations,
+                "best": commits.get(run.best_node_id or -1), "rollouts": store.count_rollouts()}
+
+
+def git(run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=run_dir / "harness", capture_output=True, text=True)
