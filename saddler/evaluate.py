@@ -17,6 +17,7 @@ from evodag.models import DISPOSITIONS, Node, RolloutRow
 from evodag.store import EvoDAG
 from saddler.benchmark import Benchmark, RolloutResult, Task
 from saddler.executor.base import Executor, RolloutJob, rollout_cache_key
+from saddler.faults import fault_point
 from saddler.harness import HarnessSpace
 from saddler.progress import NullProgress, Progress
 
@@ -150,6 +151,7 @@ class Evaluator:
         def on_result(job: RolloutJob, result: RolloutResult) -> None:
             if job.cache_key in rows:  # a retried task delivered twice: the first result stands
                 return
+            fault_point("rollout")
             result = _sanitize(result)
             fields = {name: getattr(result, name) for name in _COPIED}
             rows[job.cache_key] = self.store.add_rollout(

@@ -1,0 +1,5 @@
+"""`python -m saddler`: the saddler CLI."""
+
+from saddler.cli import app
+
+app()
