@@ -26,7 +26,7 @@ from saddler.config import ExecutorConfig
 from saddler.errors import ExecutorError
 from saddler.executor.base import RolloutJob
 from saddler.executor.child import EXIT_OOM
-from saddler.executor.environment import MARKER_VAR, bwrap_prefix, check_sandbox, scrubbed_env
+from saddler.executor.environment import MARKER_VAR, bwrap_prefix, check_sandbox, private_base, scrubbed_env
 from saddler.executor.reaper import TAIL_BYTES, kill_rollout, tail_of, wait_exit
 from saddler.executor.zygote_client import Zygote, ZygoteDied
 
@@ -65,7 +65,7 @@ class IsolatedRunner:
         """Run `job` isolated; never raises for anything the rollout does. A set `cancel` kills it."""
         timeout = float(job.extra.get("timeout_s", self.config.timeout_s))
         marker = uuid.uuid4().hex
-        private_dir = Path(tempfile.mkdtemp(prefix="saddler-rollout-"))
+        private_dir = Path(tempfile.mkdtemp(prefix="saddler-rollout-", dir=private_base()))
         try:
             Path(job.trace_dir).mkdir(parents=True, exist_ok=True)
             files = {name: private_dir / name for name in ("job.json", "result.json", "stdout.log", "stderr.log")}

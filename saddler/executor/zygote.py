@@ -14,9 +14,12 @@ Server side (`python -m saddler.executor.zygote SPEC OPTIONS_JSON`) is import-li
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import importlib
 import json
 import os
+import pkgutil
 import sys
 import tempfile
 import traceback
@@ -74,6 +77,25 @@ def _child(bench: Any, req: dict[str, Any]) -> None:
             os._exit(code)
 
 
+def warm(bench: Any) -> None:
+    """Do in the zygote what every child would otherwise repeat: import the benchmark's own package
+    (its lazily imported submodules too), build its task lists, and call its optional `warm()`. Only
+    benchmark code runs here, never harness code."""
+    package = type(bench).__module__.rpartition(".")[0] or type(bench).__module__
+    module = sys.modules.get(package)
+    if module is not None and hasattr(module, "__path__"):
+        for info in pkgutil.walk_packages(module.__path__, package + "."):
+            with contextlib.suppress(Exception):
+                importlib.import_module(info.name)
+    for split in ("train", "dev", "test"):
+        with contextlib.suppress(Exception):
+            bench.tasks(split)
+    hook = getattr(bench, "warm", None)
+    if callable(hook):
+        with contextlib.suppress(Exception):
+            hook()
+
+
 def main(argv: list[str]) -> int:
     from saddler.executor.child import resolve_benchmark
 
@@ -81,6 +103,7 @@ def main(argv: list[str]) -> int:
     proto_out = os.dup(1)
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stray prints must not corrupt the protocol
     bench = resolve_benchmark(spec, options)
+    warm(bench)
     gc.freeze()  # children share these pages copy-on-write; keep the collector from touching them
     os.write(proto_out, b'{"ready": true}\n')
     for line in sys.stdin:

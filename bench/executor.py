@@ -1,0 +1,116 @@
+"""Executor bench: N rollouts in-process, then isolated with 1 and 2 local workers.
+
+    python bench/executor.py [--benchmark opsdesk] [--harness harness_templates/opsdesk] [--rollouts 200]
+
+Prints `executor_speedup_2w: <x>` (wall time 1 worker / 2 workers) and `executor_overhead_ms: <x>` (per-rollout
+wall cost of isolation over an in-process `benchmark.run`, measured with 1 worker), plus rollouts/s for each
+mode and whether the three modes agree on every score. Any `module:Class` benchmark spec works too (e.g.
+`--benchmark fake_benchmarks:FakeBenchmark --harness <dir with policy.txt>` with `tests/` on PYTHONPATH).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from saddler.benchmark import RolloutResult, Task
+from saddler.config import ExecutorConfig
+from saddler.executor.base import RolloutJob, rollout_cache_key
+from saddler.executor.child import resolve_benchmark
+from saddler.executor.local import LocalExecutor
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def plan(tasks: list[Task], n: int) -> list[tuple[Task, int]]:
+    """The first `n` (task, seed) pairs, seeds 0, 1, 2, ... over all tasks."""
+    pairs = ((task, seed) for seed in itertools.count() for task in tasks)
+    return list(itertools.islice(pairs, n))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--benchmark", default="opsdesk")
+    parser.add_argument("--harness", default=str(ROOT / "harness_templates" / "opsdesk"))
+    parser.add_argument("--rollouts", type=int, default=200)
+    parser.add_argument("--split", default="train")
+    parser.add_argument("--mode", choices=["fork", "spawn"], default="fork", help="isolation mode")
+    args = parser.parse_args()
+
+    bench = resolve_benchmark(args.benchmark, {})
+    work = Path(tempfile.mkdtemp(prefix="saddler-bench-executor-"))
+    try:
+        harness = work / "harness"
+        shutil.copytree(args.harness, harness)
+        pairs = plan(bench.tasks(args.split), args.rollouts)
+        bfp, mfp = bench.fingerprint(), bench.model_fingerprint()
+
+        def jobs(tag: str) -> list[RolloutJob]:
+            return [
+                RolloutJob(
+                    benchmark=args.benchmark,
+                    benchmark_options={},
+                    harness_dir=str(harness),
+                    commit="bench",
+                    tree="bench",
+                    task=task,
+                    split=args.split,
+                    seed=seed,
+                    repetition=0,
+                    trace_dir=str(work / tag / f"s{seed}"),
+                    cache_key=rollout_cache_key("bench", task.id, args.split, seed, 0, bfp, mfp),
+                )
+                for task, seed in pairs
+            ]
+
+        start = time.perf_counter()
+        inproc: dict[str, RolloutResult] = {}
+        for job in jobs("inproc"):
+            Path(job.trace_dir).mkdir(parents=True, exist_ok=True)
+            inproc[job.cache_key] = bench.run(harness, job.task, job.seed, Path(job.trace_dir))
+        t_inproc = time.perf_counter() - start
+
+        timings: dict[int, float] = {}
+        outcomes: dict[int, dict[str, RolloutResult]] = {1: {}, 2: {}}
+        for workers in (1, 2):
+            executor = LocalExecutor(ExecutorConfig.model_validate({"workers": workers, "timeout_s": 60}), args.mode)
+            got = outcomes[workers]
+
+            def keep(job: RolloutJob, result: RolloutResult, got: dict[str, RolloutResult] = got) -> None:
+                got[job.cache_key] = result
+
+            start = time.perf_counter()
+            executor.run(jobs(f"w{workers}"), keep)
+            timings[workers] = time.perf_counter() - start
+            executor.close()
+
+        n = len(pairs)
+        agree = all(
+            (outcomes[w][k].score, outcomes[w][k].passed) == (r.score, r.passed)
+            for w in (1, 2)
+            for k, r in inproc.items()
+        )
+        dispositions = sorted({r.disposition for r in outcomes[2].values()})
+        print(f"executor_benchmark: {args.benchmark}")
+        print(f"executor_isolation: {args.mode}")
+        print(f"executor_rollouts: {n}")
+        print(f"executor_dispositions_2w: {','.join(dispositions)}")
+        print(f"executor_inprocess_ms: {t_inproc / n * 1000:.2f}")
+        print(f"executor_rps_inprocess: {n / t_inproc:.1f}")
+        print(f"executor_rps_1w: {n / timings[1]:.1f}")
+        print(f"executor_rps_2w: {n / timings[2]:.1f}")
+        print(f"executor_results_match: {str(agree).lower()}")
+        print(f"executor_speedup_2w: {timings[1] / timings[2]:.2f}")
+        print(f"executor_overhead_ms: {(timings[1] - t_inproc) / n * 1000:.2f}")
+        return 0 if agree else 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
