@@ -2,9 +2,9 @@
 
 `sessions.command` is a preset name (`claude`, `codex`, `pi`) or a template whose `{placeholders}` are
 filled per argument (a filled argument stays one argv element): `{prompt}`, `{prompt_file}`,
-`{result_file}`, `{system_prompt}`, `{model}`, `{max_turns}`, `{budget}`, `{cwd}`, `{allowed_tools}`,
-`{settings}`. The agent runs in the candidate's worktree (diagnosis) or the run folder, with stdin closed
-and a timeout; its answer is read from the result file the prompt names (falling back to JSON in its
+`{result_file}`, `{system_prompt}`, `{model}`, `{max_turns}`, `{budget}`, `{cwd}`, `{run_dir}`,
+`{allowed_tools}`, `{settings}`. The agent runs in the candidate's worktree (diagnosis) or the run folder,
+with stdin closed and a timeout; its answer is read from the result file the prompt names (falling back to JSON in its
 output); usage and cost are parsed from its output where it reports them; the worktree's diff is the patch.
 """
 
@@ -57,7 +57,8 @@ class Preset:
 PRESETS: dict[str, Preset] = {
     "claude": Preset(
         "claude -p --output-format json --model {model} --max-turns {max_turns} --max-budget-usd {budget} "
-        "--setting-sources '' --settings {settings} --permission-mode dontAsk --allowedTools {allowed_tools} "
+        "--setting-sources '' --settings {settings} --permission-mode dontAsk --add-dir {run_dir} "
+        "--allowedTools {allowed_tools} "
         "--system-prompt {system_prompt} -- {prompt}",
         "ANTHROPIC_API_KEY",
     ),
@@ -66,7 +67,7 @@ PRESETS: dict[str, Preset] = {
 }
 PLACEHOLDERS = (
     "prompt", "prompt_file", "result_file", "system_prompt", "model", "max_turns", "budget", "cwd",
-    "allowed_tools", "settings",
+    "allowed_tools", "settings", "run_dir",
 )  # fmt: skip
 _AUTH = re.compile(
     r"invalid api key|invalid x-api-key|authentication[_ ]?(?:failed|error)|unauthorized|\b401\b|not logged in|"
@@ -229,7 +230,9 @@ class CommandBackend(SessionBackend):
             "cwd": str(worktree or self.run_dir),
             "allowed_tools": ",".join(tools),
             "settings": json.dumps(settings),
+            "run_dir": str(self.run_dir),
         }
+        assert set(values) == set(PLACEHOLDERS)
         return build_argv(self.template, values)
 
     def _session(self, role: Role, request: common.Request) -> common.Result:
