@@ -159,3 +159,28 @@ def test_parse_usage_shapes() -> None:
     assert {k: v for k, v in parse_usage(pi).items() if k != "final"} == {
         "turns": 1, "tokens_in": 15, "tokens_out": 3, "cost_usd": 0.002}
     assert parse_usage("plain text output")["turns"] == 0
+
+
+@pytest.mark.slow
+def test_claude_preset_against_the_real_bundled_cli_without_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The preset's flags are accepted by the real CLI, which then refuses: no key, empty HOME, nothing spent."""
+    import claude_agent_sdk
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").symlink_to(Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("CLAUDE_CODE_OAUTH_TOKEN", raising=False)
+    wt = make_worktree(tmp_path / "wt")
+    b = make_backend(tmp_path, command="claude")
+    with pytest.raises(AuthenticationError, match="set ANTHROPIC_API_KEY"):
+        b.diagnose_patch(diagnosis_request(tmp_path / "run", wt))
+    transcript = [json.loads(x) for x in (tmp_path / "run" / "sessions" / "3-diagnosis_patch.jsonl").read_text()
+                  .splitlines()]
+    final = json.loads(next(t["line"] for t in transcript if t["kind"] == "stdout"))
+    assert (final["type"], final["is_error"], final["total_cost_usd"]) == ("result", True, 0)
+    assert "unknown option" not in next(t for t in transcript if t["kind"] == "exit")["stderr"]
