@@ -14,7 +14,7 @@ import pytest
 from executor_helpers import child_can_import_fakes, executor_config, make_harness, make_job, pid_alive
 
 from saddler.errors import ExecutorError
-from saddler.executor.environment import BWRAP_MISSING, MARKER_VAR, check_sandbox
+from saddler.executor.environment import BWRAP_MISSING, MARKER_VAR, check_sandbox, sweep_stale_private_dirs
 from saddler.executor.isolation import IsolatedRunner
 from saddler.executor.reaper import kill_rollout, marked_pids
 
@@ -199,3 +199,26 @@ def test_marked_pids_finds_exactly_the_marked_processes(tmp_path: Path) -> None:
     finally:
         other.kill()
         other.wait()
+
+
+def test_sweep_removes_only_dirs_of_dead_owners(tmp_path: Path) -> None:
+    dead = tmp_path / "saddler-rollout-999999999-abc"
+    mine = tmp_path / f"saddler-rollout-{os.getpid()}-abc"
+    alive = tmp_path / f"saddler-rollout-{os.getppid()}-abc"
+    other = tmp_path / "saddler-rollout-legacy"
+    for path in (dead, mine, alive, other):
+        (path / "tmp").mkdir(parents=True)
+    assert sweep_stale_private_dirs(str(tmp_path)) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (mine, alive, other))
+
+
+def test_private_dirs_are_removed_after_each_rollout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = tmp_path / "private"
+    base.mkdir()
+    monkeypatch.setenv("SADDLER_ROLLOUT_TMP", str(base))
+    runner = IsolatedRunner(executor_config(timeout_s=30))
+    for task_id in ("ok-1", "crash-1"):
+        runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", task_id))
+    assert [p.name for p in base.iterdir()] == [runner._home.name]  # only the fork server's home
+    runner.close()
+    assert list(base.iterdir()) == []

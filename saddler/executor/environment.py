@@ -10,6 +10,7 @@ import functools
 import importlib.util
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from saddler.config import ExecutorConfig
@@ -50,6 +51,24 @@ def private_base() -> str | None:
         return chosen
     shm = "/dev/shm"
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
+def private_prefix() -> str:
+    """Prefix of this process's private rollout dirs; carries the pid so that a later sweep knows the owner."""
+    return f"saddler-rollout-{os.getpid()}-"
+
+
+def sweep_stale_private_dirs(base: str | None) -> int:
+    """Remove private rollout dirs left behind by optimizer processes that died (killed mid-rollout)."""
+    root = Path(base) if base else Path(tempfile.gettempdir())
+    removed = 0
+    for path in root.glob("saddler-rollout-*-*"):
+        owner = path.name.split("-")[2]
+        if not owner.isdigit() or int(owner) == os.getpid() or Path(f"/proc/{owner}").exists():
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed += 1
+    return removed
 
 
 @functools.lru_cache(maxsize=64)

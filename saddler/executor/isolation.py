@@ -26,7 +26,15 @@ from saddler.config import ExecutorConfig
 from saddler.errors import ExecutorError
 from saddler.executor.base import RolloutJob
 from saddler.executor.child import EXIT_OOM
-from saddler.executor.environment import MARKER_VAR, bwrap_prefix, check_sandbox, private_base, scrubbed_env
+from saddler.executor.environment import (
+    MARKER_VAR,
+    bwrap_prefix,
+    check_sandbox,
+    private_base,
+    private_prefix,
+    scrubbed_env,
+    sweep_stale_private_dirs,
+)
 from saddler.executor.reaper import TAIL_BYTES, kill_rollout, tail_of, wait_exit
 from saddler.executor.zygote_client import Zygote, ZygoteDied
 
@@ -51,7 +59,8 @@ class IsolatedRunner:
         self._active: dict[str, tuple[int, tuple[str, ...], int | None]] = {}  # marker -> (pgid, markers, spare)
         self._idle: list[Zygote] = []
         self._closed = False
-        self._home = Path(tempfile.mkdtemp(prefix="saddler-zygote-"))
+        self._home = Path(tempfile.mkdtemp(prefix=private_prefix(), dir=private_base()))
+        sweep_stale_private_dirs(private_base())
 
     def command(self, job_file: Path, result_file: Path, job: RolloutJob, private_dir: Path) -> list[str]:
         """The argv that spawns the child (wrapped in bubblewrap when configured)."""
@@ -65,7 +74,7 @@ class IsolatedRunner:
         """Run `job` isolated; never raises for anything the rollout does. A set `cancel` kills it."""
         timeout = float(job.extra.get("timeout_s", self.config.timeout_s))
         marker = uuid.uuid4().hex
-        private_dir = Path(tempfile.mkdtemp(prefix="saddler-rollout-", dir=private_base()))
+        private_dir = Path(tempfile.mkdtemp(prefix=private_prefix(), dir=private_base()))
         try:
             Path(job.trace_dir).mkdir(parents=True, exist_ok=True)
             files = {name: private_dir / name for name in ("job.json", "result.json", "stdout.log", "stderr.log")}
