@@ -133,6 +133,12 @@ def test_claude_preset_argv_carries_limits_and_the_guard_hook(tmp_path: Path) ->
     flags = dict(zip(argv[2:-2:2], argv[3:-2:2], strict=True))
     assert (flags["--max-turns"], flags["--max-budget-usd"], flags["--setting-sources"]) == ("9", "0.75", "")
     assert "Bash(evo-dag:*)" in flags["--allowedTools"].split(",")
+    assert "WebSearch" not in flags["--allowedTools"]
+    explore = diagnosis_request(tmp_path / "run", wt, exploration=True)
+    assert b.web_search("diagnosis_patch", explore)
+    assert not make_backend(tmp_path).web_search("diagnosis_patch", explore)  # custom template: no tool list
+    explore_argv = b.argv_for("diagnosis_patch", explore, "PROMPT", tmp_path / "p.md", tmp_path / "r.json")
+    assert explore_argv[explore_argv.index("--allowedTools") + 1].endswith(",WebSearch,WebFetch")
     hook = json.loads(flags["--settings"])["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
     # run the hook exactly as the CLI would: the hook input on stdin, the decision on stdout
     deny = subprocess.run(hook, shell=True, capture_output=True, text=True, check=True, input=json.dumps(

@@ -206,6 +206,16 @@ class CommandBackend(SessionBackend):
         assert isinstance(result, EvolutionResult)
         return result
 
+    def web_search(self, role: Role, request: common.Request) -> bool:
+        """Whether the exploration diagnosis may search the web: allowed by the config, and the template
+        hands the agent saddler's tool list (`{allowed_tools}`), so the search tools can be granted."""
+        return (
+            role == "diagnosis_patch"
+            and getattr(request, "exploration", False)
+            and self.config.allow_web_search_on_plateau
+            and "{allowed_tools}" in self.template
+        )
+
     def argv_for(
         self, role: Role, request: common.Request, prompt: str, prompt_file: Path, result_file: Path
     ) -> list[str]:
@@ -219,6 +229,8 @@ class CommandBackend(SessionBackend):
         hook = shlex.join([sys.executable, "-m", "saddler.sessions.common", json.dumps(guard)])
         settings = {"hooks": {"PreToolUse": [{"matcher": "", "hooks": [{"type": "command", "command": hook}]}]}}
         tools = ["Read", "Glob", "Grep", "Edit", "Write", *(f"Bash({p}:*)" for p in prefixes)]
+        if self.web_search(role, request):
+            tools += ["WebSearch", "WebFetch"]
         values = {
             "prompt": prompt,
             "prompt_file": str(prompt_file),
@@ -239,7 +251,9 @@ class CommandBackend(SessionBackend):
         transcript_file = common.transcript_path(self.run_dir, request.iteration, role)
         base = transcript_file.with_suffix("")
         prompt_file, result_file = Path(f"{base}.prompt.md"), Path(f"{base}.result.json")
-        prompt = render(role, request, self.config.prompts, result_file=str(result_file), base_dir=self.run_dir)
+        web = self.web_search(role, request)
+        prompt = render(role, request, self.config.prompts, result_file=str(result_file), web_search=web,
+                        base_dir=self.run_dir)
         prompt_file.write_text(prompt, encoding="utf-8")
         argv = self.argv_for(role, request, prompt, prompt_file, result_file)
         self.last_argv = argv
