@@ -101,6 +101,9 @@ class Evaluator:
                 rows[item.key] = row
             else:
                 misses[item.key] = item
+        reused = len(rows) - sum(1 for r in rows.values() if r.cache_key in own)
+        if reused:
+            self.progress.note(f"n{node.id} {split}: {reused} rollout(s) reused from the cache")
         if misses:
             self._execute(node, split, list(misses.values()), rows)
         return [rows[item.key] for item in plan]

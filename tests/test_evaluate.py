@@ -101,6 +101,7 @@ def test_same_tree_on_another_node_is_copied_not_executed(world: World) -> None:
         (r.score, r.trace_path, r.cache_key) for r in base_rows
     ]
     assert all(r.cost == 0.0 for r in twin_rows)
+    assert world.progress.notes == [f"n{twin.id} train: {len(tasks)} rollout(s) reused from the cache"]
     assert world.store.count_rollouts(world.run_id) == 2 * len(tasks)
 
 

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from executor_helpers import child_can_import_fakes, executor_config, make_harness, make_job, pid_alive
 
+from saddler.benchmark import RolloutResult
 from saddler.errors import ExecutorError
 from saddler.executor.environment import BWRAP_MISSING, MARKER_VAR, check_sandbox, sweep_stale_private_dirs
 from saddler.executor.isolation import IsolatedRunner
+from saddler.executor.local import LocalExecutor
 from saddler.executor.reaper import kill_rollout, marked_pids
 
 SECRET = "sk-test-DO-NOT-LEAK-4242"
@@ -94,12 +96,17 @@ def _hostile_run(tmp_path: Path, sandbox: str, mode: str | None = None) -> tuple
     traces = tmp_path / "traces"
     token = str(random.Random(str(tmp_path)).randrange(10**8, 10**9))
     prompt = json.dumps({"outside": str(outside), "token": token})
-    job = make_job(make_harness(tmp_path / "h"), traces, "hostile-1", prompt=prompt)
-    runner = IsolatedRunner(config, mode)
-    result = runner.run(job)
-    runner.close()
+    harness = make_harness(tmp_path / "h")
+    jobs = [make_job(harness, traces, "hostile-1", prompt=prompt), make_job(harness, traces, "ok-1")]
+    executor = LocalExecutor(config, mode)
+    got: dict[str, RolloutResult] = {}
+    executor.run(jobs, lambda job, result: got.__setitem__(job.task.id, result))
+    assert got["ok-1"].disposition in ("success", "task_failure")  # the caller carried on
+    executor.run(jobs[1:], lambda job, result: got.__setitem__("again", result))
+    assert got["again"].score == got["ok-1"].score
+    executor.close()
     assert _sleepers(token) == []  # both setsid escapees were killed (seen from this namespace)
-    return result, traces, outside
+    return got["hostile-1"], traces, outside
 
 
 def _sleepers(token: str) -> list[int]:
@@ -115,8 +122,6 @@ def _sleepers(token: str) -> list[int]:
 
 
 def _assert_contained(result: object, traces: Path) -> None:
-    from saddler.benchmark import RolloutResult
-
     assert isinstance(result, RolloutResult)
     assert result.disposition == "timeout"
     assert not result.passed
