@@ -64,6 +64,8 @@ def run_checks(
         checks += _command_backend(config, env, which, version, required=backend == "command")
     if backend in ("claude", "command"):
         checks.append(_evo_dag(which))
+    if config is not None and config.benchmark == "claude-tasks":
+        checks.append(_task_key(config, env))
     if config is not None and config.executor.sandbox == "bwrap":
         checks.append(_tool("bwrap", which, version, required=True))
     if config is not None and config.executor.kind == "ray":
@@ -145,6 +147,15 @@ def _command_backend(
     if sessions.command.strip() in PRESETS:
         checks.append(_key(key, env, required=required))
     return checks
+
+
+def _task_key(config: RunConfig, env: Mapping[str, str]) -> Check:
+    """claude-tasks rollouts call the API from child processes that see only `executor.env_allow`."""
+    passed = [v for v in ("ANTHROPIC_API_KEY", OAUTH_VARIABLE) if v in config.executor.env_allow and env.get(v)]
+    if passed:
+        return Check("rollout key", True, True, f"{passed[0]} is passed to rollouts")
+    return Check("rollout key", False, True,
+                 "claude-tasks rollouts need ANTHROPIC_API_KEY set and listed in executor.env_allow")
 
 
 def _evo_dag(which: Callable[[str], str | None]) -> Check:

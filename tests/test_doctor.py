@@ -112,3 +112,16 @@ def test_unknown_run_folder_is_a_clean_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["doctor", str(tmp_path / "nope")])
     assert result.exit_code == 2
     assert "no such file" in result.output
+
+
+def test_claude_tasks_rollouts_need_the_key_passed_through() -> None:
+    def names(config: RunConfig, env: dict[str, str]) -> list[tuple[str, bool]]:
+        return [(c.name, c.ok) for c in run_checks(config, env=env, which=lambda n: f"/x/{n}",
+                                                  version=lambda argv: "v1")]
+
+    closed = RunConfig.model_validate({"benchmark": "claude-tasks"})
+    assert names(closed, {"ANTHROPIC_API_KEY": "k"})[-1] == ("rollout key", False)
+    opened = RunConfig.model_validate({"benchmark": "claude-tasks",
+                                       "executor": {"env_allow": ["PATH", "ANTHROPIC_API_KEY"]}})
+    assert names(opened, {"ANTHROPIC_API_KEY": "k"})[-1] == ("rollout key", True)
+    assert names(opened, {})[-1] == ("rollout key", False)
