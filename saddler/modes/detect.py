@@ -79,8 +79,10 @@ def detect_eval_command(workdir: Path) -> Detection | None:
 
 
 def write_bench_script(workdir: Path, target: str) -> Detection:
-    """Write workdir/bench.py timing `target` and return the eval command that runs it."""
-    path = Path(workdir) / "bench.py"
+    """Write workdir/bench.py (saddler_bench.py when bench.py exists: never overwrite) timing `target`, and
+    return the eval command that runs it."""
+    name = "bench.py" if not (Path(workdir) / "bench.py").exists() else "saddler_bench.py"
+    path = Path(workdir) / name
     path.write_text(BENCH_SCRIPT.format(target=target), encoding="utf-8")
     path.chmod(0o755)
-    return Detection("python3 bench.py", f"bench.py written by saddler (times: {target})")
+    return Detection(f"python3 {name}", f"{name} written by saddler (times: {target})")

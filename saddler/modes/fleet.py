@@ -82,6 +82,7 @@ def init_fleet(run_dir: Path, fleet_json: Path, *, bench_target: str | None = No
             target.write_text(DEFAULT_PROGRAM.format(name=spec.fleet_name, results=spec.problem.results_file,
                                                      eval=spec.problem.eval_command or "the eval command",
                                                      direction=spec.problem.metric_direction), encoding="utf-8")
+    written: list[str] = []
     if not spec.problem.eval_command:
         found = detect_eval_command(paths.workdir)
         if found is None:
@@ -90,11 +91,12 @@ def init_fleet(run_dir: Path, fleet_json: Path, *, bench_target: str | None = No
                                   "bench/benchmark/perf, package.json bench*, pytest -m benchmark, bench/): pass "
                                   "--bench-target CMD to have saddler write bench.py timing CMD")
             found = write_bench_script(paths.workdir, bench_target)
+            written.append(found.command.split()[-1])
         problem["eval_command"] = found.command
         problem["eval_command_source"] = found.source
     (root / "fleet.json").write_text(json.dumps(raw, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     paths = FleetPaths.open(root)
-    _prepare_git(paths.workdir)
+    _prepare_git(paths.workdir, written)
     tsv.ensure_results(paths.results)
     paths.logs.mkdir(parents=True, exist_ok=True)
     options = {"eval_command": paths.spec.problem.eval_command, "metric_regex": paths.spec.problem.metric_regex,
@@ -115,8 +117,9 @@ def init_fleet(run_dir: Path, fleet_json: Path, *, bench_target: str | None = No
     return paths
 
 
-def _prepare_git(workdir: Path) -> None:
-    """A git repo at the workdir with our files excluded and nothing uncommitted (reset --hard must lose nothing)."""
+def _prepare_git(workdir: Path, written: list[str]) -> None:
+    """A git repo at the workdir with our files excluded and nothing uncommitted (reset --hard must lose nothing);
+    `written` (a bench script saddler wrote) is committed as part of the fixed eval harness."""
     fresh = not _is_repo_root(workdir)
     if fresh:
         _git(["init", "-q"], workdir)
@@ -127,6 +130,9 @@ def _prepare_git(workdir: Path) -> None:
     missing = [p for p in ("results.tsv", *EXCLUDES) if p not in current.splitlines()]
     if missing:
         exclude.write_text(current + "# saddler fleet\n" + "\n".join(missing) + "\n", encoding="utf-8")
+    if written and not fresh:
+        _git(["add", "--", *written], workdir)
+        _git(["commit", "-q", "--no-verify", "-m", "fleet: bench script written by saddler", "--", *written], workdir)
     if fresh or _git(["status", "--porcelain"], workdir):
         if not fresh:
             raise RunStateError(f"{workdir} has uncommitted changes; commit or stash them first (a discarded "

@@ -1,0 +1,170 @@
+"""Fleet mode end to end on a small git repo: the seed's fleet.json, a bench that prints a latency line, a fake
+agent making one change per call. Improvements are kept, regressions and crashes reset, results.tsv checked."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from fleet_helpers import fleet_setup
+from typer.testing import CliRunner
+
+from evodag.cli import app as evo_app
+from evodag.store import EvoDAG
+from saddler.cli import app
+from saddler.errors import RunStateError
+from saddler.modes import fleet_ops
+from saddler.modes.fleet import FleetRun, init_fleet
+from saddler.modes.fleet_config import FleetPaths
+from saddler.modes.fleet_results import read_results
+from saddler.report import build_report
+
+pytestmark = pytest.mark.slow
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_fleet_keeps_improvements_and_resets_regressions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"stop_when.max_iterations": 6})
+    root, work = tmp_path / "fleet-root", tmp_path / "my-project"
+    paths = init_fleet(root, fleet_json)
+    assert paths.workdir == work and paths.results == work / "results.tsv"
+    lines: list[str] = []
+    state = FleetRun(root, say=lines.append).run()
+    assert state["status"] == "finished" and state["termination_reason"] == "max_iterations"
+    rows = read_results(work / "results.tsv")
+    text = (work / "results.tsv").read_text(encoding="utf-8").splitlines()
+    assert text[0] == "commit\tmetric\tstatus\tdescription"
+    assert [r.status for r in rows] == ["keep", "keep", "discard", "crash", "discard", "keep", "discard"]
+    assert [r.description for r in rows] == [
+        "baseline", "OPT_LEVEL 0 -> 1", "SLOWDOWN 0 -> 1", "rewrite the hot loop", "SLOWDOWN 0 -> 1",
+        "OPT_LEVEL 1 -> 2 (technique found with WebSearch)", "no change: nothing worth changing"]
+    base, first, worse, crash, worse2, second, _ = rows
+    assert 100 <= base.metric < 100.5 and 90 <= first.metric < 90.5 and 80 <= second.metric < 80.5
+    assert worse.metric > first.metric and worse2.metric > first.metric and crash.metric == 0.0
+    assert text[4].split("\t")[1] == "0.000000"
+    # git is the state machine: only the baseline and the two improvements remain
+    log = _git(work, "log", "--format=%h %s").splitlines()
+    assert [line.split(" ", 1)[1] for line in log] == [
+        "fleet it5: OPT_LEVEL 1 -> 2 (technique found with WebSearch)", "agent: OPT_LEVEL 0 -> 1", "fleet: baseline"]
+    assert [line.split(" ")[0] for line in log] == [second.commit, first.commit, base.commit]
+    assert "OPT_LEVEL = 2\nSLOWDOWN = 0\n" in (work / "solution.py").read_text(encoding="utf-8")
+    assert _git(work, "status", "--porcelain") == ""
+    # plateau counted in code: 3 discards in a row -> iteration 5 got the search prompt
+    heads = {n: json.loads(paths.session_log(n).read_text().splitlines()[0]) for n in range(1, 7)}
+    assert [heads[n]["search"] for n in range(1, 7)] == [False, False, False, False, True, False]
+    assert "WebSearch" in (root / "logs" / "prompt-iter-5.md").read_text(encoding="utf-8")
+    assert "WebSearch" not in (root / "logs" / "prompt-iter-4.md").read_text(encoding="utf-8")
+    with EvoDAG(root / "evodag.sqlite", readonly=True) as store:
+        run = store.get_run()
+        assert run.status == "finished" and run.termination_reason == "max_iterations"
+        statuses = [n.status for n in store.nodes(run.id)]
+        assert statuses == ["baseline", "accepted", "rejected", "invalid", "rejected", "accepted"]
+        assert store.session_cost(run.id) == pytest.approx(1.5)
+        assert [it.exploration for it in store.iterations(run.id)] == [False, False, False, False, True, False]
+        assert [it.decision for it in store.iterations(run.id)] == ["accepted", "rejected", "invalid", "rejected",
+                                                                     "accepted", "no_patch"]
+        rollouts = store.rollouts(run.id)
+        assert [r.score for r in rollouts] == [r.metric for r in rows[:6]]
+        assert len({r.seed for r in rollouts}) == 6  # every timed run had fresh inputs
+        best = store.get_node(run.best_node_id or 0)
+        assert best.commit.startswith(second.commit)
+        figures = build_report(store)
+        assert figures["counts"]["accepted"] == 2 and figures["counts"]["discarded"] == 2
+    # the CLI status is the library's status
+    res = CliRunner().invoke(app, ["fleet", "status", str(root), "--json"])
+    assert res.exit_code == 0
+    info = json.loads(res.output)
+    assert info == json.loads(json.dumps(fleet_ops.status(FleetPaths.open(root))))
+    assert info["best_metric"] == second.metric and info["trailing_discards"] == 1
+    assert info["counts"] == {"keep": 3, "discard": 3, "crash": 1} and info["status"] == "finished"
+    view = CliRunner().invoke(app, ["fleet", "view", str(root), "5"])
+    assert view.exit_code == 0
+    assert view.output.splitlines()[:4] == [
+        "== session-iter-5.jsonl", f"[prompt] iteration 5 (search): {root / 'logs' / 'prompt-iter-5.md'}",
+        "[system] {\"type\": \"system\", \"subtype\": \"init\", \"model\": \"fake\"}", "[assistant] Plan: improve"]
+    latest = CliRunner().invoke(app, ["fleet", "view", str(root), "latest"])
+    assert latest.output.startswith("== session-iter-6.jsonl")
+    out_md = tmp_path / "fleet-report.md"
+    rep = CliRunner().invoke(app, ["fleet", "report", str(root), "--output", str(out_md)])
+    assert rep.exit_code == 0 and rep.output == f"report: {out_md}\n"
+    md = out_md.read_text(encoding="utf-8")
+    assert "# Autoresearch fleet report: optimize-api-latency" in md
+    assert f"| `{second.commit}` | {second.metric:g} | OPT_LEVEL 1 -> 2 (technique found with WebSearch) |" in md
+    assert "Search prompts (plateau >= 3): 5" in md
+    summary = CliRunner().invoke(evo_app, ["summary", "--db", str(root / "evodag.sqlite"), "--json"])
+    assert summary.exit_code == 0, summary.output
+    assert json.loads(summary.output)["run"]["termination_reason"] == "max_iterations"
+
+
+def test_cost_cap_stops_the_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"stop_when.cost_cap_usd": 0.5})
+    init_fleet(tmp_path / "root", fleet_json)
+    state = FleetRun(tmp_path / "root").run()
+    assert state["termination_reason"] == "cost_cap" and state["iteration"] == 2
+    assert len(read_results(tmp_path / "my-project" / "results.tsv")) == 3
+
+
+def test_pause_waits_at_the_boundary_until_resumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"stop_when.max_iterations": 1})
+    paths = init_fleet(tmp_path / "root", fleet_json)
+    assert fleet_ops.pause(paths).startswith("pausing")
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        assert paths.read_state()["status"] == "paused"
+        if len(waits) == 2:
+            assert fleet_ops.resume(paths) == "resumed"  # the orchestrator (this process) is alive
+            assert not paths.paused.exists()
+
+    FleetRun(tmp_path / "root", sleep=sleep, poll_s=0.25).run()
+    assert waits == [0.25, 0.25]
+    with EvoDAG(paths.db, readonly=True) as store:
+        kinds = [e.kind for e in store.events() if e.kind.startswith("fleet.")]
+        assert kinds == ["fleet.paused", "fleet.resumed"]
+        assert len(store.iterations()) == 1
+
+
+def test_kill_ends_the_fleet_processes_and_sweeps_orphans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = init_fleet(tmp_path / "root", fleet_setup(tmp_path, monkeypatch))
+    env = {**__import__("os").environ, "SADDLER_FLEET_ROOT": str(paths.root)}
+    agent = subprocess.Popen(["sleep", "60"], env=env, start_new_session=True)
+    orphan = subprocess.Popen(["sleep", "60"], env=env, start_new_session=True)
+    bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        paths.agent_pid.write_text(str(agent.pid))
+        result = fleet_ops.kill(paths)
+        assert agent.wait(timeout=5) != 0 and orphan.wait(timeout=5) != 0
+        assert bystander.poll() is None
+        assert {agent.pid, orphan.pid} <= set(result["killed"]) and bystander.pid not in result["killed"]
+        assert paths.read_state()["status"] == "killed" and not paths.agent_pid.exists()
+    finally:
+        for proc in (agent, orphan, bystander):
+            proc.kill()
+            proc.wait()
+
+
+def test_dirty_workdir_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fleet_json = fleet_setup(tmp_path, monkeypatch)
+    work = tmp_path / "my-project"
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+        subprocess.run(["git", *args], cwd=work, check=True, capture_output=True)
+    (work / "solution.py").write_text("# local edit\n")
+    with pytest.raises(RunStateError, match="uncommitted changes"):
+        init_fleet(tmp_path / "root", fleet_json)
+
+
+def test_cli_init_json_and_broken_baseline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"problem.metric_regex": "^nothing: ([0-9]+)"})
+    res = CliRunner().invoke(app, ["fleet", "init", str(tmp_path / "root"), "--from-fleet", str(fleet_json), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output) == {"root": str(tmp_path / "root"), "workdir": str(tmp_path / "my-project"),
+                                      "eval_command": "make benchmark",
+                                      "results": str(tmp_path / "my-project" / "results.tsv")}
+    run = CliRunner().invoke(app, ["fleet", "run", str(tmp_path / "root")])
+    assert run.exit_code == 1 and "fails on the baseline (no match for metric_regex)" in run.output
