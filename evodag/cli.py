@@ -110,7 +110,7 @@ def lessons(
     as_json: JsonOpt = False,
 ) -> None:
     """Lessons filtered by node, edge, category, attribution and task (all when no filter)."""
-    from dataclasses import asdict
+    from evodag.codec import as_dict
 
     def build(s: EvoDAG) -> dict[str, Any]:
         from evodag.codec import check_choice
@@ -123,7 +123,7 @@ def lessons(
         if node_id is not None:
             s.get_node(node_id)
         found = s.lessons(run_id, node_id, edge_id, category, attribution, task)
-        return {"lessons": [asdict(les) for les in found]}
+        return {"lessons": [as_dict(les) for les in found]}
 
     _show(db, run, as_json, build, render.lessons_text)
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from evodag.codec import as_dict
 from evodag.errors import InvalidValueError
 from evodag.models import Edge, Node
 
@@ -25,13 +25,13 @@ def _label(node: Node) -> str:
 
 
 def _json(nodes: list[Node], edges: list[Edge], run_id: int | None) -> str:
-    doc = {"run_id": run_id, "nodes": [asdict(n) for n in nodes], "edges": [asdict(e) for e in edges]}
+    doc = {"run_id": run_id, "nodes": [as_dict(n) for n in nodes], "edges": [as_dict(e) for e in edges]}
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def _flat(record: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key, value in asdict(record).items():
+    for key, value in as_dict(record).items():
         if value is None:
             continue
         out[key] = json.dumps(value, sort_keys=True) if isinstance(value, list | dict) else value

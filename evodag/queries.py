@@ -6,7 +6,6 @@ tens of milliseconds on 10k-node / 200k-rollout stores. `evodag` never decides; 
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +59,7 @@ def descendants(store: EvoDAG, node_id: int) -> list[Node]:
 
 def _run_block(store: EvoDAG, rid: int) -> dict[str, Any]:
     run = store.get_run(rid)
-    data = asdict(run)
+    data = codec.as_dict(run)
     data.pop("config")
     return data
 
@@ -91,7 +90,7 @@ def summary(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
         "sessions": {"count": store.count_sessions(rid), "cost": round(store.session_cost(rid), 6)},
         "baseline": brief(baseline),
         "best": brief(best_node(store, rid)),
-        "iteration": None if current is None else asdict(current),
+        "iteration": None if current is None else codec.as_dict(current),
         "recent_decisions": [
             {"number": it.number, "decision": it.decision, "parent_id": it.parent_id, "candidate_id": it.candidate_id}
             for it in recent
@@ -101,7 +100,7 @@ def summary(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
 
 def lesson_dict(lesson: Lesson) -> dict[str, Any]:
     """A lesson without its run id (the context already names the run)."""
-    data = asdict(lesson)
+    data = codec.as_dict(lesson)
     data.pop("run_id")
     return data
 
@@ -123,17 +122,16 @@ def scenario(store: EvoDAG, task_id: str, run_id: int | None = None) -> dict[str
     group = ""
     for nid, commit, status, iteration, split, rep, seed, score, passed, disp, rationale, ffile, tgroup in rows:
         group = group or tgroup
-        entry = nodes.setdefault(
-            nid, {"node_id": nid, "commit": commit, "status": status, "iteration": iteration, "outcomes": []}
-        )
+        entry = nodes.get(nid)
+        if entry is None:
+            entry = nodes[nid] = {"node_id": nid, "commit": commit, "status": status, "iteration": iteration,
+                                  "outcomes": [], "passes": 0, "runs": 0}  # fmt: skip
         entry["outcomes"].append({
             "split": split, "repetition": rep, "seed": seed, "score": score, "passed": bool(passed),
             "disposition": disp, "rationale": rationale, "failure_file": ffile,
         })  # fmt: skip
-    for entry in nodes.values():
-        outcomes = entry["outcomes"]
-        entry["passes"] = sum(o["passed"] for o in outcomes)
-        entry["runs"] = len(outcomes)
+        entry["passes"] += bool(passed)
+        entry["runs"] += 1
     edge_rows = store.conn.execute(
         """SELECT e.id, e.parent_id, e.child_id, e.kind, t.category FROM edge_tasks t JOIN edges e ON e.id = t.edge_id
            WHERE t.task_id = ? AND e.run_id = ? AND t.category IN ('fixed', 'regressed') ORDER BY e.id""",
@@ -175,7 +173,7 @@ def batch(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
     candidate = task_status(store, current.candidate_id, current.batch)
     return {
         "run_id": rid,
-        "iteration": {k: v for k, v in asdict(current).items() if k != "batch"},
+        "iteration": {k: v for k, v in codec.as_dict(current).items() if k != "batch"},
         "tasks": [{"task_id": t, "parent": parent[t], "candidate": candidate[t]} for t in current.batch],
     }
 
@@ -230,14 +228,14 @@ def split_rollup(store: EvoDAG, node_id: int) -> dict[str, dict[str, Any]]:
 
 def edge_dict(edge: Edge | None) -> dict[str, Any] | None:
     """An edge's fields (its diff stays in the blobs table)."""
-    return None if edge is None else asdict(edge)
+    return None if edge is None else codec.as_dict(edge)
 
 
 def node_detail(store: EvoDAG, node_id: int) -> dict[str, Any]:
     """A node with its incoming edge, children, rollout roll-up per split and lessons."""
     node = store.get_node(node_id)
     return {
-        "node": asdict(node),
+        "node": codec.as_dict(node),
         "edge_in": edge_dict(store.edge_into(node_id)),
         "children": [child.id for child in store.children(node_id)],
         "rollouts": split_rollup(store, node_id),
@@ -249,7 +247,7 @@ def edge_detail(store: EvoDAG, parent_id: int, child_id: int) -> dict[str, Any]:
     """The edge parent→child with its diff text, per-task transitions and lessons on it."""
     edge = store.edge_between(parent_id, child_id)
     return {
-        "edge": asdict(edge),
+        "edge": codec.as_dict(edge),
         "diff": store.get_blob(edge.diff_sha),
         "lessons": [lesson_dict(les) for les in store.lessons(edge_id=edge.id)],
     }

@@ -40,7 +40,7 @@ class RolloutsMixin(StoreBase):
             self._require_node(values["node_id"])
             row_id = insert(self.conn, "rollouts", values, or_ignore=True)
             if row_id is None:
-                where = "run_id = ? AND node_id = ? AND cache_key = ?"
+                where = "run_id = ? AND node_id = ? AND cache_key = ? AND cache_key != ''"
                 existing = self._one(RolloutRow, where, (values["run_id"], values["node_id"], values["cache_key"]))
                 assert existing is not None
                 return existing
@@ -74,7 +74,7 @@ class RolloutsMixin(StoreBase):
         """Any stored rollout with this cache key (any node, any run in this DB)."""
         if not cache_key:
             return None
-        return self._one(RolloutRow, "cache_key = ? ORDER BY id", (cache_key,))
+        return self._one(RolloutRow, "cache_key = ? AND cache_key != '' ORDER BY id", (cache_key,))  # partial index
 
     def _stat(self, column: str, run_id: int | None) -> Any:
         if run_id is None:

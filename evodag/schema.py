@@ -103,7 +103,18 @@ _V1: list[Step] = [
         WHERE run_id = NEW.run_id; END""",
 ]
 
-MIGRATIONS: list[list[Step]] = [_V1]
+_V2: list[Step] = [
+    # "latest iteration" and "rows of one task/node in a run" must not scan the whole run: without ANALYZE
+    # statistics SQLite prefers the index with the most equality columns, so the selective ones get run_id too
+    "CREATE INDEX iterations_run_id ON iterations(run_id, id)",
+    "DROP INDEX lessons_task",
+    "CREATE INDEX lessons_task ON lessons(task_id, run_id)",
+    "DROP INDEX rollouts_task",
+    "CREATE INDEX rollouts_task ON rollouts(task_id, run_id, node_id)",
+    "DROP INDEX rollouts_run",  # it beat rollouts_node for (run, node, split) lookups; whole-run reads scan anyway
+]
+
+MIGRATIONS: list[list[Step]] = [_V1, _V2]
 """Ordered migrations; migration i (0-based) brings `user_version` from i to i+1."""
 
 LATEST = len(MIGRATIONS)

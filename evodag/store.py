@@ -14,7 +14,6 @@ Every add/update of a run, node, edge or iteration (and every added lesson or se
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict
 from typing import Any
 
 from evodag import codec, queries
@@ -269,7 +268,7 @@ class EvoDAG(RolloutsMixin, RecordsMixin):
 
 def record_dict(record: Any) -> dict[str, Any]:
     """A record as a plain dict (JSON-ready)."""
-    return asdict(record)
+    return codec.as_dict(record)
 
 
 __all__ = ["Clock", "EvoDAG", "diff_sha", "record_dict", "utc_now"]

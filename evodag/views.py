@@ -7,10 +7,10 @@ the other views answer the common questions. Lineage and best node go straight t
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from evodag import queries
+from evodag.codec import as_dict
 from evodag.models import Node
 
 if TYPE_CHECKING:
@@ -27,9 +27,9 @@ def graph(store: EvoDAG, run_id: int | None = None) -> nx.DiGraph:
 
     g = nx.DiGraph()
     for node in store.nodes(run_id=run_id):
-        g.add_node(node.id, **asdict(node))
+        g.add_node(node.id, **as_dict(node))
     for edge in store.edges(run_id=run_id):
-        g.add_edge(edge.parent_id, edge.child_id, **asdict(edge))
+        g.add_edge(edge.parent_id, edge.child_id, **as_dict(edge))
     return g
 
 

@@ -88,6 +88,27 @@ def test_failed_migration_rolls_back(tmp_path: Path) -> None:
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'a'").fetchone()[0] == 0
 
 
+@pytest.mark.parametrize(
+    ("sql", "index"),
+    [
+        ("SELECT * FROM rollouts WHERE run_id = 1 AND node_id = 2 AND split = 'test'", "rollouts_node"),
+        ("SELECT * FROM rollouts WHERE task_id = 't' AND run_id = 1", "rollouts_task"),
+        ("SELECT * FROM rollouts WHERE cache_key = 'k' AND cache_key != '' ORDER BY id", "rollouts_cache"),
+        ("SELECT * FROM rollouts WHERE run_id = 1 AND node_id = 2 AND cache_key = 'k' AND cache_key != ''",
+         "rollouts_once"),
+        ("SELECT * FROM lessons WHERE run_id = 1 AND task_id = 't'", "lessons_task"),
+        ("SELECT * FROM lessons WHERE run_id = 1 AND node_id = 2", "lessons_node"),
+        ("SELECT * FROM iterations WHERE run_id = 1 ORDER BY id DESC LIMIT 1", "iterations_run_id"),
+        ("SELECT * FROM nodes WHERE run_id = 1 AND dev_mean IS NOT NULL ORDER BY dev_mean DESC, lines_changed, id",
+         "nodes_best_dev"),
+        ("SELECT * FROM edge_tasks WHERE task_id = 't'", "edge_tasks_task"),
+    ],
+)  # fmt: skip
+def test_hot_queries_use_their_index(store: EvoDAG, sql: str, index: str) -> None:
+    plan = " ".join(row[3] for row in store.conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
+    assert f"INDEX {index} " in plan, plan
+
+
 # read-only mode ------------------------------------------------------------------------------------
 def test_readonly_missing_file_names_the_fix(tmp_path: Path) -> None:
     with pytest.raises(MissingDatabaseError, match=r"pass --db PATH, set EVODAG_DB"):
