@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -77,12 +78,17 @@ def diagnose(prompt: str, root: Path) -> dict:
         note = f"\nBefore you answer, re-check every tool result (fake agent, iteration {iteration}).\n"
     target.write_text(target.read_text(encoding="utf-8") + note, encoding="utf-8")
     failing = re.findall(r"^- `([^`]+)` .*FAIL", prompt, re.MULTILINE)
+    history = "no history yet"
+    db = os.environ.get("EVODAG_DB", "")
+    if db and Path(db).is_file():  # read earlier lessons as the prompt says, through the evo-dag CLI
+        proc = subprocess.run(["evo-dag", "lessons", "--json"], capture_output=True, text=True, check=False)
+        history = f"evo-dag lessons: {len(json.loads(proc.stdout)['lessons'])}" if proc.returncode == 0 else "none"
     rel = target.relative_to(root).as_posix()
     return {
         "status": "patched",
         "hypothesis": {
             "target_tasks": failing,
-            "diagnosis": f"the agent finishes without verifying; {rel} is where the loop/prompt decides",
+            "diagnosis": f"the agent finishes without verifying; {rel} is where it decides ({history})",
             "plan": f"add a verification step to {rel} (iteration {iteration})",
             "patch_kind": kind,
             "subtype": "tool" if target.suffix == ".py" else "prompt",

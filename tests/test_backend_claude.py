@@ -75,7 +75,7 @@ def test_diagnosis_builds_options_denies_protected_edit_and_parses_answer(tmp_pa
         ),
         Hook("Write", {"file_path": "/etc/passwd", "content": "x"}),
         Hook("Bash", {"command": "rm -rf ."}),
-        Hook("Bash", {"command": "evo-dag --db x lessons"}),
+        Hook("Bash", {"command": "evo-dag lessons --db x.sqlite"}),
         Hook(
             "Edit",
             {"file_path": str(wt / "tools" / "search.py"), "old_string": "[]", "new_string": "[query]"},
@@ -133,7 +133,8 @@ def test_diagnosis_builds_options_denies_protected_edit_and_parses_answer(tmp_pa
 
     prompt = next(m for m in made[0].written if m["type"] == "user")["message"]["content"]
     assert "expected 3 results, agent returned none" in prompt
-    assert f"evo-dag --db {req.db_path} lessons" in prompt
+    assert "    evo-dag lessons " in prompt and f"`--db {req.db_path}`" in prompt
+    assert opts.env["EVODAG_DB"] == req.db_path
     lines = [json.loads(x) for x in Path(out.stats.transcript_path).read_text().splitlines()]
     assert [x["kind"] for x in lines][:2] == ["prompt", "attempt"]
     assert lines[-1] == {"kind": "outcome", "outcome": "ok", "cost_usd": 0.42, "duration_s": out.stats.duration_s}

@@ -62,7 +62,12 @@ def test_saddler_run_with_the_command_backend_records_every_session(tmp_path: Pa
     nodes = db.execute("SELECT id, hypothesis, status FROM nodes WHERE parent_id IS NOT NULL").fetchall()
     assert len(nodes) >= 2, "a candidate per iteration was expected"
     assert all(status != "invalid" for *_, status in nodes), nodes
-    assert all(json.loads(h)["origin"].startswith("llm:add-a-verification-step") for _, h, _ in nodes)
+    hypotheses = [json.loads(h) for _, h, _ in nodes]
+    assert all(h["origin"].startswith("llm:add-a-verification-step") for h in hypotheses)
+    # the agent queried history through the evo-dag CLI: none before iteration 1, reflection's lessons after
+    assert hypotheses[0]["diagnosis"].endswith("(evo-dag lessons: 0)")
+    n_lessons_1 = db.execute("SELECT COUNT(*) FROM lessons WHERE iteration = 1").fetchone()[0]
+    assert n_lessons_1 > 0 and hypotheses[1]["diagnosis"].endswith(f"(evo-dag lessons: {n_lessons_1})")
     edges = db.execute("SELECT files_changed FROM edges").fetchall()
     assert any(json.loads(files) for (files,) in edges)
     lessons = db.execute("SELECT attribution FROM lessons").fetchall()

@@ -25,7 +25,7 @@ def test_every_bundled_template_renders_without_leftover_placeholders(tmp_path: 
         for result_file in (None, "/tmp/answer.json"):
             text = render(role, req, result_file=result_file)  # type: ignore[arg-type]
             assert re.search(r"\{[a-z_]+\}", text) is None
-            assert f"evo-dag --db {req.db_path}" in text
+            assert f"`{req.db_path}`" in text and "`$EVODAG_DB`" in text
             assert json.dumps(result_schema(role), indent=2, sort_keys=True) in text
             assert ("`/tmp/answer.json`" in text) == (result_file is not None)
     assert {"system", "diagnosis_patch", "diagnosis_patch_explore", "reflection", "evolution"} == set(TEMPLATES)

@@ -158,7 +158,7 @@ class ClaudeBackend(SessionBackend):
             max_turns=self.config.max_turns,
             max_budget_usd=self.config.max_budget_usd or None,
             output_format={"type": "json_schema", "schema": result_schema(role)},
-            env={"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"},
+            env={"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "EVODAG_DB": request.db_path},
         )
 
     # -- one session ---------------------------------------------------------------------------

@@ -268,7 +268,7 @@ class CommandBackend(SessionBackend):
         def attempt(n: int) -> common.Result:
             result_file.unlink(missing_ok=True)
             transcript.write("attempt", number=n)
-            run = self._run(argv, cwd, prompt_file, result_file)
+            run = self._run(argv, cwd, prompt_file, result_file, request.db_path)
             for line in run.stdout.splitlines():
                 transcript.write("stdout", line=line)
             transcript.write("exit", returncode=run.returncode, timed_out=run.timed_out, stderr=run.stderr[-4000:])
@@ -288,13 +288,14 @@ class CommandBackend(SessionBackend):
         transcript.write("outcome", outcome=result.stats.outcome, cost_usd=result.stats.cost_usd)
         return result
 
-    def _run(self, argv: list[str], cwd: Path, prompt_file: Path, result_file: Path) -> _Run:
+    def _run(self, argv: list[str], cwd: Path, prompt_file: Path, result_file: Path, db_path: str) -> _Run:
         bin_dir = str(Path(sys.executable).parent)
         env = {
             **os.environ,
             "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
             "SADDLER_PROMPT_FILE": str(prompt_file),
             "SADDLER_RESULT_FILE": str(result_file),
+            "EVODAG_DB": db_path,
         }
         proc = subprocess.Popen(
             argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

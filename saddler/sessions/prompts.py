@@ -138,7 +138,7 @@ def _common_values(role: Role, request: Any, result_file: str | None) -> dict[st
         "iteration": str(request.iteration),
         "db_path": request.db_path,
         "run_dir": request.run_dir,
-        "evo_dag": f"evo-dag --db {request.db_path}",
+        "evo_dag": "evo-dag",
         "output_instructions": output_instructions(result_file),
         "output_schema": json.dumps(result_schema(role), indent=2, sort_keys=True),
         "result_file": result_file or "",
