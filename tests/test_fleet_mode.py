@@ -96,6 +96,9 @@ def test_fleet_keeps_improvements_and_resets_regressions(tmp_path: Path, monkeyp
     assert "# Autoresearch fleet report: optimize-api-latency" in md
     assert f"| `{second.commit}` | {second.metric:g} | OPT_LEVEL 1 -> 2 (technique found with WebSearch) |" in md
     assert "Search prompts (plateau >= 3): 5" in md
+    general = CliRunner().invoke(app, ["report", str(root), "--json"])
+    assert general.exit_code == 0, general.output
+    assert json.loads(general.output)["counts"]["accepted"] == 2
     summary = CliRunner().invoke(evo_app, ["summary", "--db", str(root / "evodag.sqlite"), "--json"])
     assert summary.exit_code == 0, summary.output
     assert json.loads(summary.output)["run"]["termination_reason"] == "max_iterations"

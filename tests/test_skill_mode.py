@@ -230,5 +230,11 @@ def test_cli_run_json_matches_the_library(tmp_path: Path) -> None:
     again = CliRunner().invoke(app, ["skill", "report", str(skill_dir.parent / "code-review-autoresearch")])
     assert again.exit_code == 0
     assert again.output == (skill_dir.parent / "code-review-autoresearch" / "report.md").read_text(encoding="utf-8")
+    ws = skill_dir.parent / "code-review-autoresearch"
+    rep = CliRunner().invoke(app, ["report", str(ws), "--json"])  # the general `saddler report` reads it too
+    assert rep.exit_code == 0, rep.output
+    figures = json.loads(rep.output)
+    assert figures["run"]["benchmark"] == "skill-evals" and figures["counts"]["accepted"] == lib.kept
+    assert (ws / "results.tsv").read_text(encoding="utf-8").startswith("commit\tmetric\tstatus\tdescription\n")
     bad = CliRunner().invoke(app, ["skill", "run", str(tmp_path / "nowhere"), "--json"])
     assert bad.exit_code == 2 and "SKILL.md not found" in bad.output

@@ -11,6 +11,7 @@ The original skill folder is never written before that: the workspace keeps its 
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,13 +23,14 @@ from benchmarks.skill_evals.agent import SkillAgent
 from benchmarks.skill_evals.evals import EvalSuite, find_evals, load_evals
 from benchmarks.skill_evals.grading import CaseResult, Judge, run_case
 from evodag.store import EvoDAG
-from saddler.errors import ConfigError
+from saddler.errors import BackendError, ConfigError
 from saddler.harness import HarnessSpace
 from saddler.modes import skill_workspace as wsp
 from saddler.modes.skill_mutator import Mutation, MutationState, Mutator, OfflineMutator, focus_level
 from saddler.modes.skill_program import Program, SkillOptions, load_program
 from saddler.modes.skill_record import SkillRecorder
 from saddler.modes.skill_rules import decide, eval_seed, resolve_skill, stop_reason
+from saddler.runfolder import render_run_toml
 from saddler.structure import check_skill_text
 
 Say = Callable[[str], None]
@@ -92,6 +94,8 @@ class SkillRun:
             raise ConfigError(f"{self.name}-workspace/evals/evals.json not found near {self.skill_dir}: write it from "
                               "EVAL.md's binary criteria (schema: benchmarks/skill_evals/README.md) or pass --evals")
         self.suite: EvalSuite = load_evals(evals_path)
+        if self.opts.backend == "claude" and agent is None and shutil.which("claude") is None:
+            raise BackendError("the claude CLI is not found on PATH; install it or use --backend offline")
         default_agent, default_judge = make_agent(self.opts.backend, self.opts.model, self.opts.omit_rate)
         self.agent, self.judge = agent or default_agent, judge or default_judge
         self.mutator = mutator or self._default_mutator()
@@ -128,8 +132,19 @@ class SkillRun:
                          "stall_limit": opts.stall_limit, "eval_runs": opts.eval_runs},
             }  # fmt: skip
             run_id = store.create_run(config, self.opts.seed).id
+            self._write_run_toml()
             rec = SkillRecorder(store, space, run_id, self.mutator.name)
             return self._loop(store, space, rec, run_id, program, original, warnings, config)
+
+    def _write_run_toml(self) -> None:
+        """W/saddler.toml, so `saddler report W` and `saddler status W` read the workspace like any run folder."""
+        opts = self.opts
+        (self.ws.root / "saddler.toml").write_text(render_run_toml({
+            "name": self.name, "seed": opts.seed, "benchmark": "skill-evals", "harness": "repo",
+            "benchmark_options": {"evals": str(self.suite.path), "agent": opts.backend, "holdout": False},
+            "loop": {"max_iterations": opts.max_iterations, "stall_limit": opts.stall_limit},
+            "sessions": {"backend": "offline"},
+        }), encoding="utf-8")  # fmt: skip
 
     def _loop(self, store: EvoDAG, space: HarnessSpace, rec: SkillRecorder, run_id: int, program: Program,
               original: str, warnings: list[str], config: dict[str, Any]) -> SkillOutcome:
