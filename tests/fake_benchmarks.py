@@ -2,9 +2,10 @@
 
 `FakeBenchmark` is deterministic: a task's score depends on the harness's `policy.txt`, the task id and
 the seed. Task ids choose a behaviour: `ok-*` (graded), `crash-*` (raises), `exit-*` (hard exit 7),
-`oom-*` (allocates 4 GiB), `sleep-*` (sleeps forever), `daemon-*` (leaves a
-setsid process behind, then grades normally), `hostile-*` (everything a bad rollout can do;
-its prompt is JSON with `outside`, a path to write to, and `token`, digits naming its `sleep` children).
+`oom-*` (allocates 4 GiB), `sleep-*` (sleeps forever), `daemon-*` (leaves a setsid process behind, then
+grades normally), `patricide-*` (kills its fork server, then hangs), `hostile-*` (everything a bad
+rollout can do; its prompt is JSON with `outside`, a path to write to, and `token`, digits naming its
+`sleep` children).
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ class FakeBenchmark:
         if kind == "oom":
             blob = bytearray(4 << 30)
             return RolloutResult(task.id, 1.0, True, "success", rationale=str(len(blob)))
+        if kind == "patricide":  # kills the fork server it was forked from (never anything else), then hangs
+            parent = os.getppid()
+            if b"saddler.executor.zygote" in Path(f"/proc/{parent}/cmdline").read_bytes():
+                os.kill(parent, 9)
+            time.sleep(10_000)
         if kind == "sleep":
             time.sleep(10_000)
         if kind == "hostile":

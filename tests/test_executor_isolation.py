@@ -227,3 +227,17 @@ def test_private_dirs_are_removed_after_each_rollout(tmp_path: Path, monkeypatch
     assert [p.name for p in base.iterdir()] == [runner._home.name]  # only the fork server's home
     runner.close()
     assert list(base.iterdir()) == []
+
+
+def test_a_rollout_that_kills_its_fork_server_is_an_infra_error(tmp_path: Path) -> None:
+    runner = IsolatedRunner(executor_config(timeout_s=20), "fork")
+    harness = make_harness(tmp_path / "h")
+    start = time.monotonic()
+    result = runner.run(make_job(harness, tmp_path / "t", "patricide-1"))
+    assert time.monotonic() - start < 10  # noticed at once, not at the timeout
+    assert result.disposition == "infra_error"
+    assert "fork server exited" in result.error_tail
+    assert runner._idle == []  # the dead server was dropped ...
+    assert runner.run(make_job(harness, tmp_path / "t", "ok-1")).disposition in ("success", "task_failure")
+    assert len(runner._idle) == 1  # ... and a fresh one serves the next rollout
+    runner.close()

@@ -136,7 +136,7 @@ class IsolatedRunner:
             "stdout": str(files["stdout.log"]), "stderr": str(files["stderr.log"]), "cwd": str(work),
             "env": env, "memory_mb": self.config.memory_mb,
         }  # fmt: skip
-        healthy = False
+        healthy, pid = False, 0
         try:
             pid = zygote.fork(request)
             self._track(marker, (pid, (marker, zygote.marker), zygote.pid))
@@ -153,6 +153,8 @@ class IsolatedRunner:
             healthy = True
             return int(reply["exit"]), timed_out
         except ZygoteDied as exc:  # the rollout took its fork server down with it: data
+            if pid:
+                kill_rollout(pid, marker, zygote.marker)
             with open(files["stderr.log"], "a", encoding="utf-8") as err:
                 err.write(f"[saddler] {exc}\n")
             return -signal.SIGKILL, False

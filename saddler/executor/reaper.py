@@ -36,19 +36,36 @@ def marked_pids(*markers: str) -> list[int]:
     return found
 
 
-def kill_rollout(pgid: int, *markers: str, spare: int | None = None, rounds: int = 20) -> None:
+def is_running(pid: int) -> bool:
+    """True while `pid` exists and has not finished dying (a zombie counts as finished)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat.rsplit(b")", 1)[-1].split()[0] not in (b"Z", b"X")
+
+
+def kill_rollout(pgid: int, *markers: str, spare: int | None = None, rounds: int = 20, settle_s: float = 2.0) -> None:
     """SIGKILL the process group and every process carrying one of `markers` (but `spare`), repeating
-    until none is left."""
+    until none is left, then wait (up to `settle_s`) until each one killed has finished dying."""
+    killed: set[int] = set()
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
     for _ in range(rounds):
         pids = [pid for pid in marked_pids(*markers) if pid != spare]
         if not pids:
-            return
+            break
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-        time.sleep(0.01)
+                killed.add(pid)
+        time.sleep(0.005)
+    deadline = time.monotonic() + settle_s
+    dying = [pid for pid in killed if is_running(pid)]
+    while dying and time.monotonic() < deadline:
+        time.sleep(0.002)
+        dying = [pid for pid in dying if is_running(pid)]
 
 
 def wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
