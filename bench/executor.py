@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import shutil
 import sys
 import tempfile
@@ -96,6 +97,7 @@ def main() -> int:
             for k, r in inproc.items()
         )
         dispositions = sorted({r.disposition for r in outcomes[2].values()})
+        print(f"executor_loadavg_1m: {os.getloadavg()[0]:.2f} (on {os.cpu_count()} cpus; other load skews the speedup)")
         print(f"executor_benchmark: {args.benchmark}")
         print(f"executor_isolation: {args.mode}")
         print(f"executor_rollouts: {n}")

@@ -1,0 +1,30 @@
+"""bench/executor.py runs end to end (tiny size) and prints every figure it promises."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from executor_helpers import TESTS_DIR, make_harness
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bench_prints_its_figures(tmp_path: Path) -> None:
+    harness = make_harness(tmp_path / "h")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([TESTS_DIR, str(ROOT)])}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "executor.py"), "--benchmark", "fake_benchmarks:FakeBenchmark",
+         "--harness", str(harness), "--rollouts", "8"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    figures = dict(line.split(": ", 1) for line in proc.stdout.splitlines())
+    assert figures["executor_rollouts"] == "8"
+    assert figures["executor_results_match"] == "true"
+    for key in ("executor_speedup_2w", "executor_overhead_ms", "executor_rps_1w", "executor_rps_2w"):
+        assert re.fullmatch(r"-?\d+\.\d+", figures[key]), (key, figures[key])
+    assert float(figures["executor_rps_2w"]) > 0
