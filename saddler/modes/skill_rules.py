@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.skill_evals.grading import CaseResult
 from saddler.errors import ConfigError
 from saddler.modes.skill_program import Program, SkillOptions
 from saddler.structure import parse_frontmatter
@@ -71,3 +72,14 @@ def resolve_skill(skill_dir: Path) -> tuple[Path, str]:
     if fields is None or not fields.get("name"):
         raise ConfigError(f"{skill_md}: frontmatter must parse and name the skill: {'; '.join(problems) or 'no name'}")
     return skill_md, fields["name"]
+
+
+@dataclass
+class Best:
+    """The current best SKILL.md: its text, grading, mean pass rate, node and commit."""
+
+    text: str
+    results: list[CaseResult]
+    rate: float
+    node_id: int
+    commit: str
