@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evodag.errors import EvoDAGError, MissingDatabaseError, SchemaVersionError
-from evodag.schema import LATEST, migrate, version
+from evodag.schema import LATEST, READABLE_FROM, migrate, version
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -33,12 +33,12 @@ def open_connection(path: Path, *, readonly: bool) -> sqlite3.Connection:
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise EvoDAGError(f"{path} is not an SQLite database ({exc}); point --db at a run's evodag.sqlite") from exc
-        if found != LATEST:
+        if not READABLE_FROM <= found <= LATEST:
             conn.close()
             if found == 0:
                 raise EvoDAGError(f"{path} is not an EvoDAG database (no schema); point --db at a run's evodag.sqlite")
             raise SchemaVersionError(
-                f"{path} has schema version {found}, this evodag reads {LATEST}; "
+                f"{path} has schema version {found}, this evodag reads {READABLE_FROM}..{LATEST}; "
                 "open it once read-write (EvoDAG(path)) to migrate, or upgrade saddler"
             )
         return conn

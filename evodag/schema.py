@@ -118,6 +118,9 @@ MIGRATIONS: list[list[Step]] = [_V1, _V2]
 """Ordered migrations; migration i (0-based) brings `user_version` from i to i+1."""
 
 LATEST = len(MIGRATIONS)
+READABLE_FROM = 1
+"""The oldest version read-only openers accept: migrations after it only add or drop indexes. Raise it to the
+new LATEST whenever a migration changes tables or columns."""
 
 
 def version(conn: sqlite3.Connection) -> int:

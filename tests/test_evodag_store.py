@@ -22,7 +22,7 @@ from evodag.errors import (
     UnknownRunError,
 )
 from evodag.models import ATTRIBUTIONS, DISPOSITIONS, EDGE_KINDS, LESSON_CATEGORIES, NODE_STATUSES, SPLITS
-from evodag.schema import LATEST, MIGRATIONS, migrate, version
+from evodag.schema import LATEST, MIGRATIONS, READABLE_FROM, migrate, version
 from evodag.store import EvoDAG, diff_sha
 
 TABLES = {"runs", "nodes", "edges", "blobs", "rollouts", "lessons", "sessions", "iterations", "events",
@@ -134,10 +134,26 @@ def test_readonly_refuses_other_schema_versions(tmp_path: Path) -> None:
     path = tmp_path / "evodag.sqlite"
     with EvoDAG(path) as s:
         s.conn.execute(f"PRAGMA user_version = {LATEST + 1}")
-    with pytest.raises(SchemaVersionError, match=f"schema version {LATEST + 1}, this evodag reads {LATEST}"):
+    with pytest.raises(SchemaVersionError, match=f"schema version {LATEST + 1}, this evodag reads 1..{LATEST}"):
         EvoDAG(path, readonly=True)
     with pytest.raises(SchemaVersionError, match="newer than this evodag"):
         EvoDAG(path)
+
+
+def test_readonly_reads_a_file_one_index_migration_behind(tmp_path: Path) -> None:
+    path = tmp_path / "evodag.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate(conn, MIGRATIONS[:READABLE_FROM])
+    conn.execute("INSERT INTO runs (config, seed, started_at) VALUES ('{}', 5, 't')")
+    conn.close()
+    with EvoDAG(path, readonly=True) as ro:
+        assert (version(ro.conn), ro.get_run().seed, ro.summary()["rollouts"]) == (
+            READABLE_FROM,
+            5,
+            {"count": 0, "cost": 0},
+        )
+    with EvoDAG(path) as rw:
+        assert version(rw.conn) == LATEST
 
 
 # round-trips ---------------------------------------------------------------------------------------
