@@ -238,3 +238,34 @@ def test_cli_run_json_matches_the_library(tmp_path: Path) -> None:
     assert (ws / "results.tsv").read_text(encoding="utf-8").startswith("commit\tmetric\tstatus\tdescription\n")
     bad = CliRunner().invoke(app, ["skill", "run", str(tmp_path / "nowhere"), "--json"])
     assert bad.exit_code == 2 and "SKILL.md not found" in bad.output
+
+
+class Crashing(OfflineMutator):
+    """The offline mutator, dying (like a killed process) when asked for iteration `at`."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def propose(self, state: MutationState) -> Mutation | None:
+        if state.iteration == self.at:
+            raise KeyboardInterrupt
+        return super().propose(state)
+
+
+def test_an_unfinished_run_is_continued_and_a_finished_one_archived(tmp_path: Path) -> None:
+    straight = SkillRun(skill_repo(tmp_path / "a"), options=SkillOptions(max_iterations=10)).run()
+    skill_dir = skill_repo(tmp_path / "b")
+    with pytest.raises(KeyboardInterrupt):
+        SkillRun(skill_dir, options=SkillOptions(max_iterations=10), mutator=Crashing(3)).run()
+    ws = skill_dir.parent / "code-review-autoresearch"
+    assert json.loads((ws / "autoresearch-log.json").read_text())["completed_at"] is None
+    resumed = SkillRun(skill_dir, options=SkillOptions(max_iterations=10)).run()
+    assert not (ws / "previous").exists()
+    assert resumed.best_text == straight.best_text and resumed.iterations == straight.iterations
+    log = json.loads((ws / "autoresearch-log.json").read_text())
+    assert [e["iteration"] for e in log["iterations"]] == list(range(1, straight.iterations + 1))
+    with EvoDAG(ws / "evodag.sqlite", readonly=True) as store:
+        assert [e.kind for e in store.events() if e.kind == "skill.resumed"] == ["skill.resumed"]
+        assert store.get_run().status == "finished"
+    again = SkillRun(skill_dir, options=SkillOptions(max_iterations=1)).run()  # finished before: a new run
+    assert (ws / "previous" / "1" / "autoresearch-log.json").is_file() and again.iterations == 1

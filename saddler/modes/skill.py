@@ -30,6 +30,7 @@ from saddler.modes.skill_iteration import COMMIT_EPOCH, IterationMixin
 from saddler.modes.skill_mutator import Mutator, OfflineMutator
 from saddler.modes.skill_program import Program, SkillOptions, load_program
 from saddler.modes.skill_record import SkillRecorder
+from saddler.modes.skill_resume import resumable, resume_state
 from saddler.modes.skill_rules import Best, eval_seed, resolve_skill, stop_reason
 from saddler.runfolder import render_run_toml
 
@@ -104,11 +105,15 @@ class SkillRun(IterationMixin):
                 for case in self.suite.evals]
 
     def run(self) -> SkillOutcome:
-        self.ws.prepare()
-        program = load_program(self.ws.root)
+        """Phases 0-3; an unfinished run in the workspace is continued (see `skill_resume`)."""
         warnings = list(self.suite.warnings)
         for w in warnings:
             self.say(f"warning: {w}")
+        previous = resumable(self.ws.root)
+        if previous is not None:
+            return self._resume(previous, warnings)
+        self.ws.prepare()
+        program = load_program(self.ws.root)
         original = self.skill_md.read_text(encoding="utf-8")
         space = HarnessSpace.create(self.skill_dir, self.ws.root / "repo", self.ws.root / "worktrees",
                                     clock=lambda: COMMIT_EPOCH)
@@ -123,7 +128,20 @@ class SkillRun(IterationMixin):
             run_id = store.create_run(config, self.opts.seed).id
             self._write_run_toml()
             rec = SkillRecorder(store, space, run_id, self.mutator.name)
-            return self._loop(store, space, rec, run_id, program, original, warnings, config)
+            return self._start(store, space, rec, run_id, program, original, warnings, config)
+
+    def _resume(self, log: dict[str, Any], warnings: list[str]) -> SkillOutcome:
+        program = load_program(self.ws.root)
+        space = HarnessSpace(self.ws.root / "repo", self.ws.root / "worktrees")
+        space.prune()
+        with EvoDAG(self.ws.root / "evodag.sqlite", clock=self.clock) as store:
+            run_id = store.get_run().id
+            st = resume_state(self.ws.root, log, store, run_id, self.evaluate)
+            self.say(f"resuming after iteration {len(log['iterations'])} (best {st.best.rate:.4f})")
+            original = (self.ws.root / "iteration-0" / "SKILL.md.bak").read_text(encoding="utf-8")
+            rec = SkillRecorder(store, space, run_id, self.mutator.name)
+            return self._continue(store, space, rec, run_id, program, original, warnings, st.log, st.best,
+                                  st.baseline_map, st.stalls, st.tried)
 
     def _write_run_toml(self) -> None:
         """W/saddler.toml, so `saddler report W` and `saddler status W` read the workspace like any run folder."""
@@ -135,8 +153,8 @@ class SkillRun(IterationMixin):
             "sessions": {"backend": "offline"},
         }), encoding="utf-8")  # fmt: skip
 
-    def _loop(self, store: EvoDAG, space: HarnessSpace, rec: SkillRecorder, run_id: int, program: Program,
-              original: str, warnings: list[str], config: dict[str, Any]) -> SkillOutcome:
+    def _start(self, store: EvoDAG, space: HarnessSpace, rec: SkillRecorder, run_id: int, program: Program,
+               original: str, warnings: list[str], config: dict[str, Any]) -> SkillOutcome:
         started = self.clock()
         self.ws.write_skill(0, original, "SKILL.md.bak")
         results = self.evaluate(original)
@@ -154,11 +172,17 @@ class SkillRun(IterationMixin):
             "total_iterations": 0, "kept_mutations": 0, "discarded_mutations": 0, "termination_reason": None,
             "iterations": [], "program_md_used": program.used,
         }  # fmt: skip
-        entries: list[dict[str, Any]] = log["iterations"]
         self.ws.write_log(log)
-        tried: set[str] = set()
-        stalls, n = 0, 0
-        reason = stop_reason(0, self.opts, best.rate, stalls, program, tried)
+        return self._continue(store, space, rec, run_id, program, original, warnings, log, best, baseline_map, 0,
+                              set())
+
+    def _continue(self, store: EvoDAG, space: HarnessSpace, rec: SkillRecorder, run_id: int, program: Program,
+                  original: str, warnings: list[str], log: dict[str, Any], best: Best, baseline_map: dict[str, bool],
+                  stalls: int, tried: set[str]) -> SkillOutcome:
+        """Phase 2 from the state given, then phase 3."""
+        entries: list[dict[str, Any]] = log["iterations"]
+        n = len(entries)
+        reason = stop_reason(n, self.opts, best.rate, stalls, program, tried)
         while reason is None:
             n += 1
             entry, best, stalls = self._iteration(n, store, space, rec, run_id, program, best, stalls, tried)
