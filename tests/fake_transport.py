@@ -33,6 +33,7 @@ def result(
     is_error: bool = False,
     status: int | None = None,
     turns: int = 4,
+    models: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     return {
         "type": "result",
@@ -47,6 +48,7 @@ def result(
         "structured_output": structured,
         "result": text,
         "api_error_status": status,
+        **({"modelUsage": {m: {"costUSD": cost / len(models)} for m in models}} if models else {}),
     }
 
 

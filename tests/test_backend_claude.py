@@ -188,8 +188,9 @@ def test_reflection_reads_only_and_parses_lessons_from_text_fallback(tmp_path: P
 
 def test_evolution_structured_answer(tmp_path: Path) -> None:
     answer = {"action": "revert", "parent_node_id": 3, "edge_ids": [2], "rationale": "edge 2 is a true regression"}
-    b, _ = backend(tmp_path, [[result(structured=answer, cost=0.05)]])
+    b, _ = backend(tmp_path, [[result(structured=answer, cost=0.05, models=("claude-sonnet-4-5", "claude-opus-4-6"))]])
     out = b.evolve(evolution_request(tmp_path / "run"))
+    assert out.stats.model == "claude-opus-4-6,claude-sonnet-4-5"
     assert isinstance(out, EvolutionResult)
     assert (out.action, out.parent_node_id, out.edge_ids) == ("revert", 3, [2])
     assert out.stats.transcript_path == str(tmp_path / "run" / "sessions" / "3-evolution.jsonl")

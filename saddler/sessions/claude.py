@@ -230,6 +230,8 @@ class ClaudeBackend(SessionBackend):
             int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
         )
         stats.tokens_out += int(usage.get("output_tokens") or 0)
+        if res.model_usage:  # the models that actually answered (the fallback model shows up here)
+            stats.model = ",".join(sorted(res.model_usage))
 
     def _conclude(self, role: Role, request: common.Request, out: _Attempt, stats: SessionStats) -> common.Result:
         res = out.result
