@@ -44,19 +44,19 @@ def test_every_job_is_delivered_once_in_the_calling_thread(tmp_path: Path) -> No
 
 def test_workers_run_in_parallel(tmp_path: Path) -> None:
     harness = make_harness(tmp_path / "h")
-    jobs = [make_job(harness, tmp_path / "t", f"sleep-{i}", timeout_s=1.0) for i in range(4)]
+    jobs = [make_job(harness, tmp_path / "t", f"sleep-{i}", timeout_s=0.6) for i in range(4)]
     executor = LocalExecutor(executor_config(workers=4, timeout_s=30))
     results: list[str] = []
     start = time.monotonic()
     executor.run(jobs, lambda job, result: results.append(result.disposition))
     elapsed = time.monotonic() - start
     assert results == ["timeout"] * 4
-    assert elapsed < 3.0  # four 1 s timeouts side by side, not 4 s in a row
+    assert elapsed < 2.2  # four 0.6 s timeouts side by side, not 2.4 s in a row
 
 
 def test_completion_order_not_submission_order(tmp_path: Path) -> None:
     harness = make_harness(tmp_path / "h")
-    jobs = [make_job(harness, tmp_path / "t", "sleep-slow", timeout_s=1.5), make_job(harness, tmp_path / "t", "ok-1")]
+    jobs = [make_job(harness, tmp_path / "t", "sleep-slow", timeout_s=0.8), make_job(harness, tmp_path / "t", "ok-1")]
     order: list[str] = []
     LocalExecutor(executor_config(workers=2, timeout_s=30)).run(jobs, lambda j, r: order.append(j.task.id))
     assert order == ["ok-1", "sleep-slow"]
