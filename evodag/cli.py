@@ -9,9 +9,10 @@ commands that need them so `evo-dag summary` starts fast.
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from evodag.store import EvoDAG
 
 DB_FILE = "evodag.sqlite"
+T = TypeVar("T")
 
 app = typer.Typer(
     name="evo-dag",
@@ -49,6 +51,23 @@ def resolve_db(db: Path | None, run: Path | None) -> Path:
     return (run if run is not None else Path.cwd()) / DB_FILE
 
 
+def _read(db: Path | None, run: Path | None, build: Callable[[EvoDAG], T]) -> T:
+    """Run `build` on the read-only store; store errors become one stderr line and an exit code
+    (2 for a missing DB or unknown id, 1 for an SQLite failure)."""
+    from evodag.store import EvoDAG
+
+    path = resolve_db(db, run)
+    try:
+        with EvoDAG(path, readonly=True) as store:
+            return build(store)
+    except EvoDAGError as exc:
+        typer.echo(f"evo-dag: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except sqlite3.DatabaseError as exc:
+        typer.echo(f"evo-dag: cannot read {path}: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
 def _show(
     db: Path | None,
     run: Path | None,
@@ -56,14 +75,7 @@ def _show(
     build: Callable[[EvoDAG], dict[str, Any]],
     text: Callable[[dict[str, Any]], str],
 ) -> None:
-    from evodag.store import EvoDAG
-
-    try:
-        with EvoDAG(resolve_db(db, run), readonly=True) as store:
-            doc = build(store)
-    except EvoDAGError as exc:
-        typer.echo(f"evo-dag: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+    doc = _read(db, run, build)
     typer.echo(render.to_json(doc) if as_json else text(doc))
 
 
@@ -178,14 +190,8 @@ def export_cmd(
 ) -> None:
     """The whole DAG as json, graphml, dot or mermaid (stdout, or --out FILE)."""
     from evodag.export import export
-    from evodag.store import EvoDAG
 
-    try:
-        with EvoDAG(resolve_db(db, run), readonly=True) as store:
-            content, n_nodes, n_edges = export(store, fmt, run_id)
-    except EvoDAGError as exc:
-        typer.echo(f"evo-dag: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+    content, n_nodes, n_edges = _read(db, run, lambda s: export(s, fmt, run_id))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(content, encoding="utf-8")

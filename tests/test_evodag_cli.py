@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from evodag_fixture import build_fixture
 from typer.testing import CliRunner
 
 from evodag.cli import app
+from evodag.schema import LATEST
 from evodag.store import EvoDAG, diff_sha
 
 runner = CliRunner()
@@ -291,6 +293,27 @@ def test_db_resolution_order(db: Path, tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("EVODAG_DB", str(tmp_path / "nowhere.sqlite"))
     assert "nowhere.sqlite" in runner.invoke(app, ["summary"]).stderr
     assert runner.invoke(app, ["summary", "--db", str(db)]).exit_code == 0
+
+
+def test_corrupt_database_is_one_line_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "evodag.sqlite"
+    bad.write_bytes(b"SQLite format 3\x00" + b"\xff" * 200)
+    result = runner.invoke(app, ["summary", "--db", str(bad)])
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert (
+        result.stderr
+        == f"evo-dag: {bad} is not an SQLite database (file is not a database); point --db at a run's evodag.sqlite\n"
+    )
+
+
+def test_sqlite_failure_is_one_line_exit_1(tmp_path: Path) -> None:
+    hollow = tmp_path / "evodag.sqlite"
+    conn = sqlite3.connect(hollow)
+    conn.execute(f"PRAGMA user_version = {LATEST}")
+    conn.close()
+    result = runner.invoke(app, ["summary", "--db", str(hollow)])
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr == f"evo-dag: cannot read {hollow}: no such table: runs\n"
 
 
 def test_empty_database(tmp_path: Path) -> None:
