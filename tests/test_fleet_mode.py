@@ -171,3 +171,32 @@ def test_cli_init_json_and_broken_baseline(tmp_path: Path, monkeypatch: pytest.M
                                       "results": str(tmp_path / "my-project" / "results.tsv")}
     run = CliRunner().invoke(app, ["fleet", "run", str(tmp_path / "root")])
     assert run.exit_code == 1 and "fails on the baseline (no match for metric_regex)" in run.output
+
+
+def test_a_killed_fleet_recovers_on_the_best_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"stop_when.max_iterations": 3})
+    root, work = tmp_path / "root", tmp_path / "my-project"
+    init_fleet(root, fleet_json)
+    real_eval = FleetRun._eval
+
+    def dying_eval(self: FleetRun, iteration: int) -> object:
+        if iteration == 2:
+            raise KeyboardInterrupt  # killed after the agent's change was committed, before its evaluation
+        return real_eval(self, iteration)
+
+    monkeypatch.setattr(FleetRun, "_eval", dying_eval)
+    with pytest.raises(KeyboardInterrupt):
+        FleetRun(root).run()
+    assert "SLOWDOWN = 1" in (work / "solution.py").read_text()  # the unevaluated experiment is still checked out
+    monkeypatch.setattr(FleetRun, "_eval", real_eval)
+    state = FleetRun(root).run()
+    assert state["termination_reason"] == "max_iterations"
+    rows = read_results(work / "results.tsv")
+    assert [(r.status, r.description) for r in rows] == [
+        ("keep", "baseline"), ("keep", "OPT_LEVEL 0 -> 1"), ("crash", "interrupted experiment 2"),
+        ("crash", "rewrite the hot loop")]
+    assert "OPT_LEVEL = 1\nSLOWDOWN = 0\n" in (work / "solution.py").read_text()
+    assert _git(work, "status", "--porcelain") == ""
+    with EvoDAG(root / "evodag.sqlite", readonly=True) as store:
+        assert [n.status for n in store.nodes()] == ["baseline", "accepted", "invalid", "invalid"]
+        assert [e.kind for e in store.events() if e.kind == "fleet.recovered"] == ["fleet.recovered"]

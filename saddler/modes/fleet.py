@@ -11,10 +11,8 @@ iteration boundaries while `.paused` exists. saddler evaluates itself rather tha
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,124 +21,15 @@ from typing import Any
 from benchmarks.command.metric import EvalRun, improved, run_eval
 from evodag.models import Node
 from evodag.store import EvoDAG
-from saddler.errors import ConfigError, RunStateError
-from saddler.gitcmd import git
+from saddler.errors import RunStateError
 from saddler.modes import fleet_results as tsv
-from saddler.modes.detect import detect_eval_command, write_bench_script
 from saddler.modes.fleet_agent import FLEET_ENV, build_prompt, description, run_session
-from saddler.modes.fleet_config import FleetPaths, read_fleet_json
-from saddler.runfolder import render_run_toml, run_lock
+from saddler.modes.fleet_config import FleetPaths
+from saddler.modes.fleet_init import init_fleet, run_git
+from saddler.runfolder import run_lock
 
 Say = Callable[[str], None]
-IDENTITY = ["-c", "user.name=saddler", "-c", "user.email=saddler@localhost", "-c", "commit.gpgsign=false"]
-EXCLUDES = ("logs/", ".orch-state.json", ".orch-state.tmp", ".paused", ".orch.pid", ".agent.pid", ".lock",
-            "evodag.sqlite", "evodag.sqlite-*", "saddler.toml", "report.md", "__pycache__/", "*.pyc")
-DEFAULT_PROGRAM = """# autoresearch: {name}
-
-## Setup
-1. Explore the codebase to understand the architecture.
-2. Read `{results}` for prior experiment history.
-3. Run `{eval}` to establish a baseline.
-
-## Rules
-- Goal: {direction} the metric.
-- Make ONE change per experiment. Keep changes focused.
-- Do not touch the eval harness.
-
-**NEVER STOP.** Run until manually interrupted.
-"""
-
-
-def _git(args: list[str], cwd: Path, check: bool = True) -> str:
-    return git([*IDENTITY, *args], cwd, check=check).stdout.strip()
-
-
-def _is_repo_root(path: Path) -> bool:
-    proc = git(["rev-parse", "--show-toplevel"], path, check=False)
-    return proc.returncode == 0 and Path(proc.stdout.strip()).resolve() == path.resolve()
-
-
-def init_fleet(run_dir: Path, fleet_json: Path, *, bench_target: str | None = None) -> FleetPaths:
-    """Create (or refresh) the fleet root `run_dir` from `fleet_json`; returns its paths."""
-    fleet_json = Path(fleet_json).resolve()
-    spec, raw = read_fleet_json(fleet_json)
-    root = Path(run_dir).resolve()
-    root.mkdir(parents=True, exist_ok=True)
-    problem = raw.setdefault("problem", {})
-    if spec.problem.workdir and not Path(spec.problem.workdir).expanduser().is_absolute():
-        problem["workdir"] = str((fleet_json.parent / spec.problem.workdir).resolve())
-    paths = FleetPaths(root, spec.model_copy(update={"problem": spec.problem.model_copy(
-        update={"workdir": problem.get("workdir", "")})}))
-    if not paths.workdir.is_dir():
-        raise ConfigError(f"problem.workdir {paths.workdir} is not a folder")
-    if paths.program_md() is None:
-        source = fleet_json.parent / spec.problem.program_md
-        target = root / spec.problem.program_md
-        if source.is_file():
-            shutil.copyfile(source, target)
-        else:
-            target.write_text(DEFAULT_PROGRAM.format(name=spec.fleet_name, results=spec.problem.results_file,
-                                                     eval=spec.problem.eval_command or "the eval command",
-                                                     direction=spec.problem.metric_direction), encoding="utf-8")
-    written: list[str] = []
-    if not spec.problem.eval_command:
-        found = detect_eval_command(paths.workdir)
-        if found is None:
-            if not bench_target:
-                raise ConfigError("fleet.json has no problem.eval_command and no benchmark was found (Makefile "
-                                  "bench/benchmark/perf, package.json bench*, pytest -m benchmark, bench/): pass "
-                                  "--bench-target CMD to have saddler write bench.py timing CMD")
-            found = write_bench_script(paths.workdir, bench_target)
-            written.append(found.command.split()[-1])
-        problem["eval_command"] = found.command
-        problem["eval_command_source"] = found.source
-    (root / "fleet.json").write_text(json.dumps(raw, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    paths = FleetPaths.open(root)
-    _prepare_git(paths.workdir, written)
-    tsv.ensure_results(paths.results)
-    paths.logs.mkdir(parents=True, exist_ok=True)
-    options = {"eval_command": paths.spec.problem.eval_command, "metric_regex": paths.spec.problem.metric_regex,
-               "metric_direction": paths.spec.problem.metric_direction}
-    (root / "saddler.toml").write_text(render_run_toml({
-        "name": paths.spec.fleet_name, "seed": paths.spec.seed, "benchmark": "command",
-        "harness": os.path.relpath(paths.workdir, root), "benchmark_options": options,
-        "loop": {"max_iterations": paths.spec.stop_when.max_iterations,
-                 "cost_cap_usd": paths.spec.stop_when.cost_cap_usd,
-                 "plateau_threshold": paths.spec.search.plateau_threshold},
-    }), encoding="utf-8")  # fmt: skip
-    with EvoDAG(paths.db) as store:
-        if not store.conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone():
-            store.create_run({"name": paths.spec.fleet_name, "mode": "fleet", "benchmark": "command",
-                              "fleet": paths.spec.model_dump()}, paths.spec.seed)
-    if not paths.state.is_file():
-        paths.write_state(status="initialized", iteration=0, cost_usd=0.0)
-    return paths
-
-
-def _prepare_git(workdir: Path, written: list[str]) -> None:
-    """A git repo at the workdir with our files excluded and nothing uncommitted (reset --hard must lose nothing);
-    `written` (a bench script saddler wrote) is committed as part of the fixed eval harness."""
-    fresh = not _is_repo_root(workdir)
-    if fresh:
-        _git(["init", "-q"], workdir)
-    exclude = Path(_git(["rev-parse", "--git-path", "info/exclude"], workdir))
-    exclude = exclude if exclude.is_absolute() else workdir / exclude
-    exclude.parent.mkdir(parents=True, exist_ok=True)
-    current = exclude.read_text(encoding="utf-8") if exclude.is_file() else ""
-    missing = [p for p in ("results.tsv", *EXCLUDES) if p not in current.splitlines()]
-    if missing:
-        exclude.write_text(current + "# saddler fleet\n" + "\n".join(missing) + "\n", encoding="utf-8")
-    if written and not fresh:
-        _git(["add", "--", *written], workdir)
-        _git(["commit", "-q", "--no-verify", "-m", "fleet: bench script written by saddler", "--", *written], workdir)
-    if fresh or _git(["status", "--porcelain"], workdir):
-        if not fresh:
-            raise RunStateError(f"{workdir} has uncommitted changes; commit or stash them first (a discarded "
-                                "experiment is undone with git reset --hard)")
-        _git(["add", "-A"], workdir)
-        _git(["commit", "-q", "--no-verify", "--allow-empty", "-m", "fleet: baseline"], workdir)
-
-
+__all__ = ["FleetRun", "init_fleet"]
 class FleetRun:
     """The fleet loop over one fleet root (see the module docstring). `sleep` is used while paused."""
 
@@ -184,10 +73,11 @@ class FleetRun:
                           trace_path=str(self.paths.logs / f"eval-iter-{n}.txt"), cache_key=f"fleet:{node.commit}:{n}")
 
     def _baseline(self, store: EvoDAG, run_id: int) -> Node:
-        head = _git(["rev-parse", "HEAD"], self.paths.workdir)
-        node = store.node_by_commit(head, run_id=run_id)
-        if store.get_run(run_id).baseline_node_id is not None and node is not None:
-            return node
+        """The node to continue from: the best kept one after a restart, else the freshly measured baseline."""
+        run = store.get_run(run_id)
+        if run.baseline_node_id is not None:
+            return self._recover(store, run_id, store.get_node(run.best_node_id or run.baseline_node_id))
+        head = run_git(["rev-parse", "HEAD"], self.paths.workdir)
         result, seed = self._eval(0)
         if result.metric is None:
             raise RunStateError(f"the eval command fails on the baseline ({result.error}); fix "
@@ -201,6 +91,23 @@ class FleetRun:
         self.paths.write_state(baseline_metric=result.metric, best_metric=result.metric)
         self.say(f"baseline: {result.metric:g}")
         return node
+
+    def _recover(self, store: EvoDAG, run_id: int, best: Node) -> Node:
+        """After a kill: close the interrupted iteration (its candidate undecided -> crash) and put the workdir
+        back on the best kept commit, dropping whatever the interrupted experiment left."""
+        current = store.current_iteration(run_id)
+        if current is not None and current.finished_at is None:
+            for node in store.nodes(run_id, status="pending"):
+                store.update_node(node.id, status="invalid", status_reason="interrupted before its evaluation")
+            store.update_iteration(current.id, decision="invalid", step="done", finished_at=store.clock())
+            tsv.append_result(self.paths.results, tsv.ResultRow(
+                run_git(["rev-parse", "--short=7", "HEAD"], self.paths.workdir), 0.0, "crash",
+                f"interrupted experiment {current.number}"))
+            store.log_event("fleet.recovered", {"iteration": current.number, "reset_to": best.commit}, run_id=run_id)
+        if run_git(["rev-parse", "HEAD"], self.paths.workdir) != best.commit or run_git(["status", "--porcelain"],
+                                                                                   self.paths.workdir):
+            run_git(["reset", "-q", "--hard", best.commit], self.paths.workdir)
+        return best
 
     def _loop(self, store: EvoDAG, run_id: int) -> str:
         current = self._baseline(store, run_id)
@@ -241,22 +148,22 @@ class FleetRun:
                           outcome="timeout" if session.timed_out else f"exit_{session.returncode}")
         self.paths.write_state(cost_usd=store.session_cost(run_id))
         desc = description(session.stdout)
-        if _git(["status", "--porcelain"], wd):
-            _git(["add", "-A"], wd)
-            _git(["commit", "-q", "--no-verify", "-m", f"fleet it{n}: {desc or 'experiment'}"], wd)
-        head = _git(["rev-parse", "HEAD"], wd)
+        if run_git(["status", "--porcelain"], wd):
+            run_git(["add", "-A"], wd)
+            run_git(["commit", "-q", "--no-verify", "-m", f"fleet it{n}: {desc or 'experiment'}"], wd)
+        head = run_git(["rev-parse", "HEAD"], wd)
         if head == parent.commit:
             tsv.append_result(self.paths.results, tsv.ResultRow(head[:7], 0.0, "discard",
                                                                 f"no change: {desc or 'the agent changed nothing'}"))
             store.update_iteration(it.id, decision="no_patch", step="done", finished_at=store.clock())
             self.say(f"iter {n}: no change")
             return parent
-        desc = desc or _git(["log", "-1", "--format=%s", head], wd)
-        _git(["update-ref", f"refs/saddler/c/{head}", head], wd)
-        diff = _git(["diff", "--no-color", "--binary", parent.commit, head], wd)
-        files = [f for f in _git(["diff", "--name-only", parent.commit, head], wd).splitlines() if f]
+        desc = desc or run_git(["log", "-1", "--format=%s", head], wd)
+        run_git(["update-ref", f"refs/saddler/c/{head}", head], wd)
+        diff = run_git(["diff", "--no-color", "--binary", parent.commit, head], wd)
+        files = [f for f in run_git(["diff", "--name-only", parent.commit, head], wd).splitlines() if f]
         added = removed = 0
-        for line in _git(["diff", "--numstat", parent.commit, head], wd).splitlines():
+        for line in run_git(["diff", "--numstat", parent.commit, head], wd).splitlines():
             a, r, _ = line.split("\t", 2)
             added, removed = added + (int(a) if a.isdigit() else 0), removed + (int(r) if r.isdigit() else 0)
         origin = "search" if search else "agent"
@@ -270,7 +177,7 @@ class FleetRun:
         keep = result.metric is not None and (best is None or improved(result.metric, best, direction))
         status = "keep" if keep else ("crash" if result.metric is None else "discard")
         if not keep:
-            _git(["reset", "-q", "--hard", parent.commit], wd)
+            run_git(["reset", "-q", "--hard", parent.commit], wd)
         reason = f"metric {best} -> {result.metric} ({direction}): {status}" + (f"; {result.error}" if
                                                                                  result.error else "")
         node = store.update_node(node.id, status={"keep": "accepted", "discard": "rejected", "crash": "invalid"}[
