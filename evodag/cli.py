@@ -31,6 +31,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help text (also for agents reading it through a pipe)
 )
 
 DbOpt = Annotated[
@@ -142,7 +143,7 @@ def lessons(
 
 @app.command()
 def lineage(node_id: int, db: DbOpt = None, run: RunOpt = None, as_json: JsonOpt = False) -> None:
-    """Root .. NODE_ID with the kind of edge that produced each step."""
+    """The path from the root to NODE_ID, with the kind of edge behind each step."""
     from evodag import queries
 
     _show(db, run, as_json, lambda s: queries.lineage_doc(s, node_id), render.lineage_text)

@@ -327,3 +327,10 @@ def test_empty_database(tmp_path: Path) -> None:
     assert run_json(path, "batch") == {"run_id": 1, "iteration": None, "tasks": []}
     assert run_cli(path, "batch") == "no iteration yet\n"
     assert run_json(path, "summary")["best"] is None
+
+
+def test_help_is_plain_and_lists_every_command() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0 and "╭" not in result.stdout
+    listed = [line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.strip()]
+    assert listed == ["summary", "node", "edge", "scenario", "lessons", "lineage", "best", "batch", "diff", "export"]
