@@ -8,7 +8,7 @@ lesson per task outcome; evolution continues from the current node. The answer g
 the prompt names; a JSON result line with usage and cost goes to stdout.
 
 `FAKE_AGENT_MODE` selects misbehaviour: `auth_fail`, `rate_limit_once` (needs `FAKE_AGENT_STATE`),
-`hang`, `no_result`, `protected` (edits saddler.toml), `max_turns`.
+`hang`, `no_result`, `protected` (edits saddler.toml), `max_turns`, `commits` (commits its edit).
 """
 
 from __future__ import annotations
@@ -77,6 +77,9 @@ def diagnose(prompt: str, root: Path) -> dict:
     else:
         note = f"\nBefore you answer, re-check every tool result (fake agent, iteration {iteration}).\n"
     target.write_text(target.read_text(encoding="utf-8") + note, encoding="utf-8")
+    if os.environ.get("FAKE_AGENT_MODE") == "commits":  # an agent that commits its own work
+        subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@a", "commit", "-qam", "agent"], cwd=root,
+                       check=True)
     failing = re.findall(r"^- `([^`]+)` .*FAIL", prompt, re.MULTILINE)
     history = "no history yet"
     db = os.environ.get("EVODAG_DB", "")

@@ -190,3 +190,15 @@ def test_claude_preset_against_the_real_bundled_cli_without_credentials(
     final = json.loads(next(t["line"] for t in transcript if t["kind"] == "stdout"))
     assert (final["type"], final["is_error"], final["total_cost_usd"]) == ("result", True, 0)
     assert "unknown option" not in next(t for t in transcript if t["kind"] == "exit")["stderr"]
+
+
+def test_an_agent_that_commits_gets_its_commit_undone_into_the_worktree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_AGENT_MODE", "commits")
+    wt = make_worktree(tmp_path / "wt")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=wt, capture_output=True, text=True).stdout
+    out = make_backend(tmp_path).diagnose_patch(diagnosis_request(tmp_path / "run", wt))
+    assert out.status == "patched"
+    assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=wt, capture_output=True, text=True).stdout == head
+    assert changed_files(wt) == ["tools/search.py"]

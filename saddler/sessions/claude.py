@@ -101,8 +101,10 @@ class ClaudeBackend(SessionBackend):
         self.last_options: ClaudeAgentOptions | None = None
 
     def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
+        start = common.head_commit(Path(request.worktree))
         result = self._session("diagnosis_patch", request)
         assert isinstance(result, DiagnosisResult)
+        common.undo_agent_commits(Path(request.worktree), start)
         return common.finish_diagnosis(result, Path(request.worktree))
 
     def reflect(self, request: ReflectionRequest) -> ReflectionResult:

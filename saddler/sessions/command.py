@@ -192,8 +192,10 @@ class CommandBackend(SessionBackend):
         self.last_argv: list[str] = []
 
     def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
+        start = common.head_commit(Path(request.worktree))
         result = self._session("diagnosis_patch", request)
         assert isinstance(result, DiagnosisResult)
+        common.undo_agent_commits(Path(request.worktree), start)
         return common.finish_diagnosis(result, Path(request.worktree))
 
     def reflect(self, request: ReflectionRequest) -> ReflectionResult:

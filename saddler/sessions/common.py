@@ -125,6 +125,21 @@ def finish_diagnosis(result: DiagnosisResult, worktree: Path) -> DiagnosisResult
     return result
 
 
+def head_commit(worktree: Path) -> str | None:
+    """The worktree's HEAD commit, or None when it is not a git checkout."""
+    proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=worktree, capture_output=True, text=True, check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def undo_agent_commits(worktree: Path, start: str | None) -> bool:
+    """If the agent committed (HEAD moved from `start`), move HEAD back keeping its changes in the working
+    tree, so saddler's own commit and diff see them; returns whether anything was undone."""
+    if start is None or head_commit(worktree) in (None, start):
+        return False
+    subprocess.run(["git", "reset", "-q", "--soft", start], cwd=worktree, capture_output=True, check=True)
+    return True
+
+
 def changed_files(worktree: Path) -> list[str]:
     """Paths (relative to `worktree`) that differ from HEAD, untracked files included, sorted."""
     proc = subprocess.run(
