@@ -25,6 +25,9 @@ TEMPLATE_BENCHMARKS = {"opsdesk": "opsdesk", "claude_agent": "claude-tasks", "sk
 # Defaults that make the bundled opsdesk demo finish in about a minute on 2 cores.
 TEMPLATE_RUN_DEFAULTS: dict[str, dict[str, Any]] = {
     "opsdesk": {"loop": {"batch_size": 6, "max_iterations": 24}, "executor": {"workers": 2, "timeout_s": 30.0}},
+    # claude-tasks rollouts call the API: the key must pass the executor's environment allow-list.
+    "claude_agent": {"executor": {"env_allow": ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "PYTHONPATH",
+                                                "ANTHROPIC_API_KEY"]}},
 }
 
 

@@ -205,7 +205,9 @@ class SessionBackend:
 
 def result_schema(role: Role) -> dict[str, Any]:
     """JSON schema of the structured output an LLM session must produce for `role` (without stats)."""
-    model = {"diagnosis_patch": DiagnosisResult, "reflection": ReflectionResult, "evolution": EvolutionResult}[role]
+    models: dict[str, type[BaseModel]] = {
+        "diagnosis_patch": DiagnosisResult, "reflection": ReflectionResult, "evolution": EvolutionResult}
+    model = models[role]
     schema = model.model_json_schema()
     schema.get("properties", {}).pop("stats", None)
     if "required" in schema:

@@ -1,4 +1,4 @@
-"""Live tests call real LLM APIs and spend money: opt in with `--run-live` (and a key)."""
+"""Shared pytest options: live tests call real LLM APIs and spend money: opt in with `--run-live` (and a key)."""
 
 from __future__ import annotations
 
