@@ -53,7 +53,7 @@ def dev_curve(db: Path) -> list[tuple[int, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--iterations", type=int, default=24)
+    parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="saddler-strategies-"))
@@ -71,8 +71,9 @@ def main() -> None:
             with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
                 spent = store.count_rollouts()
             best_test = outcome.best_test[0] if outcome.best_test else 0.0
-            results[name].append({"test": best_test, "curve": dev_curve(run_dir / "evodag.sqlite"),
-                                  "rollouts": spent, "seconds": time.monotonic() - started})
+            base_test = outcome.baseline_test[0] if outcome.baseline_test else 0.0
+            curve = dev_curve(run_dir / "evodag.sqlite")
+            results[name].append({"test": best_test, "baseline": base_test, "curve": curve, "rollouts": spent})
             print(f"# {name} seed {seed}: test {best_test:.3f} rollouts {spent} "
                   f"({time.monotonic() - started:.1f} s)", flush=True)
     best_dev = max((d for runs in results.values() for r in runs for _, d in r["curve"]), default=0.0)
@@ -86,6 +87,8 @@ def main() -> None:
         print(f"# {name}: test {statistics.mean(tests):.3f} ± {std:.3f}, rollouts to 90% of best dev "
               f"(per seed) {reach}, total rollouts {[r['rollouts'] for r in runs]}")
         print(f"strategy_{name}_test: {statistics.mean(tests):.4f}")
+        gain = statistics.mean(r["test"] - r["baseline"] for r in runs)
+        print(f"strategy_{name}_gain: {gain:.4f}")
         print(f"strategy_{name}_test_std: {std:.4f}")
         print(f"strategy_{name}_rollouts: {median_reach if median_reach != float('inf') else 'inf'}")
 
