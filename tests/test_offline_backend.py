@@ -143,7 +143,7 @@ def test_reflection_attributes_by_failure_point_and_repetitions() -> None:
     assert lessons["luck"] == ("fixed", "stochastic")
     assert lessons["mixed"] == ("still_failing", "uncertain")
     assert lessons["reg"] == ("regressed", "true_regression")
-    assert lessons["same"] == ("still_passing", "stochastic")
+    assert lessons["same"] == ("still_passing", "uncertain")
     assert lessons["general"][0] == "general"
 
 

@@ -160,7 +160,7 @@ class OfflineBackend(SessionBackend):
             text = (f"{t.task_id} {category}: failure point {', '.join(sorted(where)) or 'unknown'} "
                     f"{'is' if in_diff else 'is not'} in the diff; repetitions {t.before} -> {t.after}")
         else:
-            attribution = "uncertain" if category == "still_failing" else "stochastic"
+            attribution = "uncertain"  # no transition: nothing to attribute
             text = f"{t.task_id} {category}: failure point {', '.join(sorted(where)) or 'none'}"
         return LessonOut(task_id=t.task_id, category=category, attribution=attribution, text=text)  # type: ignore[arg-type]
 
