@@ -61,9 +61,17 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed"),
         sets: list[str] = typer.Option([], "--set", help="override a [run] key: loop.max_iterations=10"),
         force: bool = typer.Option(False, "--force", help="replace an existing run folder"),
+        from_fleet: Path = typer.Option(None, "--from-fleet", help="an autoresearch fleet.json: make a fleet root"),
     ) -> None:
-        """Make a run folder: the run's own harness clone and its saddler.toml."""
+        """Make a run folder: the run's own harness clone and its saddler.toml (or a fleet root, --from-fleet)."""
         from saddler.runfolder import init_run
+
+        if from_fleet is not None:
+            from saddler.modes.fleet_init import init_fleet
+
+            paths = init_fleet(run_dir, from_fleet)
+            typer.echo(f"created fleet root {paths.root}; run it with `saddler fleet run {run_dir}`")
+            return
 
         path = init_run(run_dir, template=template, harness=harness, benchmark=benchmark, backend=backend, seed=seed,
                         force=force, overrides=_parse_sets(sets))
