@@ -114,11 +114,17 @@ def fleet_init(
 def fleet_run(
     run_dir: Path = FLEET_DIR,
     detach: bool = typer.Option(False, "--detach", help="run in the background (logs/orchestrator.log)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the next iteration's agent command and prompt"),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Run the loop until max_iterations / cost_cap_usd (pause, resume and kill work while it runs)."""
-    from saddler.modes.fleet import FleetRun
+    from saddler.modes.fleet import FleetRun, next_session
     from saddler.modes.fleet_config import FleetPaths
+
+    if dry_run:
+        plan = next_session(FleetPaths.open(run_dir))
+        print_json(plan) if json_out else typer.echo(f"$ {' '.join(plan['argv'])}\n\n{plan['prompt']}")
+        return
 
     if detach:
         paths = FleetPaths.open(run_dir)
@@ -158,12 +164,20 @@ def fleet_status(
 
 @fleet_app.command("view")
 @handle_errors
-def fleet_view(run_dir: Path = FLEET_DIR, iteration: str = typer.Argument("latest", help="N or latest")) -> None:
+def fleet_view(
+    run_dir: Path = FLEET_DIR,
+    iteration: str = typer.Argument("latest", help="N or latest"),
+    follow: bool = typer.Option(False, "--follow", "-f", help="keep printing events until the session ends"),
+) -> None:
     """The parsed session log of one iteration."""
     from saddler.modes import fleet_ops
     from saddler.modes.fleet_config import FleetPaths
 
-    typer.echo(fleet_ops.view(FleetPaths.open(run_dir), iteration), nl=False)
+    paths = FleetPaths.open(run_dir)
+    if follow:
+        fleet_ops.follow(paths, iteration, typer.echo)
+    else:
+        typer.echo(fleet_ops.view(paths, iteration), nl=False)
 
 
 @fleet_app.command("report")

@@ -200,3 +200,30 @@ def test_a_killed_fleet_recovers_on_the_best_commit(tmp_path: Path, monkeypatch:
     with EvoDAG(root / "evodag.sqlite", readonly=True) as store:
         assert [n.status for n in store.nodes()] == ["baseline", "accepted", "invalid", "invalid"]
         assert [e.kind for e in store.events() if e.kind == "fleet.recovered"] == ["fleet.recovered"]
+
+
+def test_dry_run_and_follow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "root"
+    init_fleet(root, fleet_setup(tmp_path, monkeypatch))
+    res = CliRunner().invoke(app, ["fleet", "run", str(root), "--dry-run", "--json"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.output)
+    assert plan["iteration"] == 1 and plan["search"] is False
+    assert plan["argv"] == ["claude", "-p", "--output-format", "stream-json", "--verbose", "--model", "sonnet",
+                            "--fallback-model", "haiku", "--max-budget-usd", "2", "--permission-mode", "acceptEdits",
+                            "--allowedTools", "Bash,Read,Edit,Write,Glob,Grep,WebSearch,WebFetch", "--", "<prompt>"]
+    assert "Goal: minimize the metric printed by `make benchmark`" in plan["prompt"]
+    assert "**NEVER STOP.**" in plan["prompt"]  # program.md, read from the workdir
+    assert not (tmp_path / "my-project" / "results.tsv").read_text().splitlines()[1:]  # nothing ran
+    paths = FleetPaths.open(root)
+    paths.session_log(1).write_text(json.dumps({"type": "saddler.prompt", "iteration": 1, "search": False,
+                                                "prompt_file": "p.md"}) + "\n" + json.dumps({"type": "text",
+                                                                                             "text": "working"}) + "\n")
+    seen: list[str] = []
+    fleet_ops.follow(paths, "1", seen.append, sleep=lambda _s: None, idle_limit=2)
+    assert seen == ["== session-iter-1.jsonl", "[prompt] iteration 1: p.md", "working"]
+    with paths.session_log(1).open("a") as fh:
+        fh.write(json.dumps({"type": "saddler.exit", "returncode": 0, "timed_out": False, "stderr": ""}) + "\n")
+    res = CliRunner().invoke(app, ["fleet", "view", str(root), "latest", "--follow"])
+    assert res.output.splitlines() == ["== session-iter-1.jsonl", "[prompt] iteration 1: p.md", "working",
+                                       "[exit] code 0 "]

@@ -23,13 +23,25 @@ from evodag.models import Node
 from evodag.store import EvoDAG
 from saddler.errors import RunStateError
 from saddler.modes import fleet_results as tsv
-from saddler.modes.fleet_agent import FLEET_ENV, build_prompt, description, run_session
+from saddler.modes.fleet_agent import FLEET_ENV, agent_argv, build_prompt, description, run_session
 from saddler.modes.fleet_config import FleetPaths
 from saddler.modes.fleet_init import init_fleet, run_git
 from saddler.runfolder import run_lock
 
 Say = Callable[[str], None]
-__all__ = ["FleetRun", "init_fleet"]
+__all__ = ["FleetRun", "init_fleet", "next_session"]
+
+
+def next_session(paths: FleetPaths) -> dict[str, Any]:
+    """What the next iteration would run (the seed's `launch.sh --dry-run`): its number, search flag, argv, prompt."""
+    rows = tsv.read_results(paths.results)
+    with EvoDAG(paths.db, readonly=True) as store:
+        n = len(store.iterations()) + 1
+    discards = tsv.trailing_discards(rows)
+    search = paths.spec.search.enabled and discards >= paths.spec.search.plateau_threshold
+    prompt = build_prompt(paths, n, discards, search, [r.line() for r in rows])
+    argv = agent_argv(paths, prompt, paths.logs / f"prompt-iter-{n}.md")
+    return {"iteration": n, "search": search, "argv": [*argv[:-1], "<prompt>"], "prompt": prompt}
 class FleetRun:
     """The fleet loop over one fleet root (see the module docstring). `sleep` is used while paused."""
 

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,32 +104,49 @@ def run_session(paths: FleetPaths, iteration: int, prompt: str, search: bool) ->
            "SADDLER_ITERATION": str(iteration), "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
            f"{os.environ.get('PATH', '')}"}
     started = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=paths.workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    paths.agent_pid.write_text(str(proc.pid), encoding="utf-8")
-    timed_out = False
-    try:
-        out, err = proc.communicate(timeout=paths.spec.config.timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-    finally:
-        paths.agent_pid.unlink(missing_ok=True)
     log = paths.session_log(iteration)
-    with log.open("w", encoding="utf-8") as fh:
+    stderr_path = log.with_suffix(".stderr")
+    lines: list[str] = []
+    with log.open("w", encoding="utf-8") as fh, stderr_path.open("w+", encoding="utf-8") as err_fh:
         _log_line(fh, {"type": "saddler.prompt", "iteration": iteration, "search": search,
                        "argv": [*argv[:-1], "<prompt>"], "prompt_file": str(prompt_file)})
-        for line in (out or "").splitlines():
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                obj = None
-            _log_line(fh, obj if isinstance(obj, dict) else {"type": "text", "text": line})
+        fh.flush()
+        proc = subprocess.Popen(argv, cwd=paths.workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=err_fh, text=True, start_new_session=True)
+        paths.agent_pid.write_text(str(proc.pid), encoding="utf-8")
+        reader = threading.Thread(target=_stream, args=(proc, fh, lines), daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=paths.spec.config.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        finally:
+            paths.agent_pid.unlink(missing_ok=True)
+        reader.join(timeout=10)
+        err_fh.seek(0)
+        err = err_fh.read()
         _log_line(fh, {"type": "saddler.exit", "returncode": proc.returncode, "timed_out": timed_out,
-                       "stderr": (err or "")[-4000:]})
-    return SessionRun(proc.returncode, out or "", err or "", timed_out, time.monotonic() - started, log)
+                       "stderr": err[-4000:]})
+    stderr_path.unlink(missing_ok=True)
+    return SessionRun(proc.returncode, "\n".join(lines), err, timed_out, time.monotonic() - started, log)
+
+
+def _stream(proc: subprocess.Popen[str], fh: Any, lines: list[str]) -> None:
+    """Copy the agent's stdout into the session log as it arrives (so `view --follow` can watch it)."""
+    assert proc.stdout is not None
+    for raw in proc.stdout:
+        line = raw.rstrip("\n")
+        lines.append(line)
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            obj = None
+        _log_line(fh, obj if isinstance(obj, dict) else {"type": "text", "text": line})
+        fh.flush()
 
 
 def description(stdout: str) -> str:

@@ -10,6 +10,8 @@ import contextlib
 import json
 import os
 import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +123,31 @@ def view(paths: FleetPaths, which: str) -> str:
             continue
         out += _event_text(obj) if isinstance(obj, dict) else [line]
     return "\n".join(out) + "\n"
+
+
+def follow(paths: FleetPaths, which: str, emit: Callable[[str], None], sleep: Callable[[float], None] = time.sleep,
+           poll_s: float = 1.0, idle_limit: int = 0) -> None:
+    """Print iteration `which`'s events as they are logged until its `saddler.exit` event (or, with
+    `idle_limit`, after that many empty polls)."""
+    view(paths, which)  # the same errors for an unknown iteration
+    logs = sorted(paths.logs.glob("session-iter-*.jsonl"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+    path = logs[-1] if which == "latest" else paths.session_log(int(which))
+    emit(f"== {path.name}")
+    seen, idle = 0, 0
+    while True:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        fresh = lines[seen:]
+        seen = len(lines)
+        idle = 0 if fresh else idle + 1
+        for line in fresh:
+            obj = json.loads(line)
+            for text in _event_text(obj):
+                emit(text)
+            if obj.get("type") == "saddler.exit":
+                return
+        if idle_limit and idle >= idle_limit:
+            return
+        sleep(poll_s)
 
 
 def report(paths: FleetPaths) -> str:
