@@ -269,3 +269,20 @@ def test_an_unfinished_run_is_continued_and_a_finished_one_archived(tmp_path: Pa
         assert store.get_run().status == "finished"
     again = SkillRun(skill_dir, options=SkillOptions(max_iterations=1)).run()  # finished before: a new run
     assert (ws / "previous" / "1" / "autoresearch-log.json").is_file() and again.iterations == 1
+
+
+def test_force_at_least_one_iteration(tmp_path: Path) -> None:
+    skill_dir = skill_repo(tmp_path)
+    plain = SkillRun(skill_dir, tmp_path / "plain", SkillOptions(target_pass_rate=0.2)).run()
+    assert plain.termination_reason == "target_achieved" and plain.iterations == 0  # baseline 0.25 >= 0.2
+    ws = tmp_path / "forced"
+    ws.mkdir()
+    (ws / "program.md").write_text('force_at_least_one_iteration: true\n\n- [structural] Make "Fast Mode" required\n',
+                                   encoding="utf-8")
+    forced = SkillRun(skill_dir, ws, SkillOptions(target_pass_rate=0.2, auto_approve_neutral=True)).run()
+    assert forced.termination_reason == "target_achieved" and forced.iterations == 1
+    log = json.loads((ws / "autoresearch-log.json").read_text(encoding="utf-8"))
+    assert log["program_md_used"] is True
+    assert log["iterations"][0]["hypothesis"] == 'Make "Fast Mode" required'
+    assert log["iterations"][0]["decision"] in ("KEEP", "NEUTRAL")
+    assert "- **Required:** A single file review uses Fast Mode." in forced.best_text

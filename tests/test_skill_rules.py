@@ -140,3 +140,12 @@ def test_offline_mutator_skips_tried_hypotheses() -> None:
     state.skip.add(first.key)
     second = mutator.propose(state)
     assert second is not None and second.key != first.key
+
+
+def test_capability_issues_put_their_assertions_first() -> None:
+    results = _results(SKILL)
+    plain = [t.assertion.id for t in failing_targets(results, Program())]
+    assert len(plain) >= 2
+    last = plain[-1]
+    ordered = [t.assertion.id for t in failing_targets(results, Program(capability_issues=[f"{last} is flaky"]))]
+    assert ordered[0] == last and sorted(ordered) == sorted(plain)
