@@ -24,7 +24,7 @@ def _tty() -> bool:
 @handle_errors
 def skill_run(
     skill_dir: Path = typer.Argument(..., help="the skill folder (SKILL.md, EVAL.md)"),
-    workspace: Path = typer.Option(None, "--workspace", "-w", help="default: {skill-name}-autoresearch beside it"),
+    workspace: Path = typer.Option(None, "--workspace", "-w", help="default: {repo-root}/{skill-name}-autoresearch"),
     evals: Path = typer.Option(None, "--evals", help="evals.json (default: {skill-name}-workspace/evals/)"),
     backend: str = typer.Option("offline", "--backend", help="offline (stand-ins) | claude"),
     max_iterations: int = typer.Option(10, "--max-iterations"),

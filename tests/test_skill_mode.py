@@ -210,6 +210,17 @@ def test_apply_yes_replaces_and_commits_only_on_yes(tmp_path: Path) -> None:
         apply_best(out, "maybe")
 
 
+def test_workspace_defaults_to_the_repo_root_and_never_sits_inside_the_skill(tmp_path: Path) -> None:
+    skill_dir = skill_repo(tmp_path)
+    nested = skill_dir.parent / "skills" / "code-review"
+    nested.parent.mkdir()
+    skill_dir.rename(nested)
+    (nested.parent.parent / "code-review-workspace").rename(nested.parent / "code-review-workspace")
+    assert SkillRun(nested).ws.root == tmp_path / "repo" / "code-review-autoresearch"
+    with pytest.raises(ConfigError, match="must not be inside the skill folder"):
+        SkillRun(nested, nested / "ws")
+
+
 def test_missing_eval_md_stops_phase_0(tmp_path: Path) -> None:
     skill_dir = skill_repo(tmp_path, git=False)
     (skill_dir / "EVAL.md").unlink()

@@ -24,6 +24,7 @@ from benchmarks.skill_evals.evals import EvalSuite, find_evals, load_evals
 from benchmarks.skill_evals.grading import CaseResult, Judge, run_case
 from evodag.store import EvoDAG
 from saddler.errors import BackendError, ConfigError
+from saddler.gitcmd import git
 from saddler.harness import HarnessSpace
 from saddler.modes import skill_workspace as wsp
 from saddler.modes.skill_iteration import COMMIT_EPOCH, IterationMixin
@@ -67,6 +68,12 @@ class SkillOutcome:
                 "warnings": self.warnings}
 
 
+def repo_root(skill_dir: Path) -> Path:
+    """The git repository root holding the skill (the seed's {repo-root}), else the skill's parent folder."""
+    proc = git(["rev-parse", "--show-toplevel"], skill_dir, check=False)
+    return Path(proc.stdout.strip()).resolve() if proc.returncode == 0 else skill_dir.parent
+
+
 class SkillRun(IterationMixin):
     """One autoresearch run of a skill; `run()` goes through phases 0-3 and returns the outcome."""
 
@@ -78,7 +85,9 @@ class SkillRun(IterationMixin):
         self.opts.check()
         self.skill_md, self.name = resolve_skill(skill_dir)
         self.skill_dir = self.skill_md.parent
-        self.ws = wsp.SkillWorkspace(workspace or self.skill_dir.parent / f"{self.name}-autoresearch")
+        self.ws = wsp.SkillWorkspace(workspace or repo_root(self.skill_dir) / f"{self.name}-autoresearch")
+        if self.ws.root == self.skill_dir or self.skill_dir in self.ws.root.parents:
+            raise ConfigError(f"the workspace {self.ws.root} must not be inside the skill folder {self.skill_dir}")
         evals_path = evals or find_evals(self.skill_dir, self.name)
         if evals_path is None:
             raise ConfigError(f"{self.name}-workspace/evals/evals.json not found near {self.skill_dir}: write it from "
