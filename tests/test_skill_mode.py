@@ -219,6 +219,8 @@ def test_workspace_defaults_to_the_repo_root_and_never_sits_inside_the_skill(tmp
     assert SkillRun(nested).ws.root == tmp_path / "repo" / "code-review-autoresearch"
     with pytest.raises(ConfigError, match="must not be inside the skill folder"):
         SkillRun(nested, nested / "ws")
+    subprocess.run(["git", "init", "-q"], cwd=nested, check=True)  # the skill is a repository of its own
+    assert SkillRun(nested).ws.root == nested.parent / "code-review-autoresearch"
 
 
 def test_missing_eval_md_stops_phase_0(tmp_path: Path) -> None:

@@ -69,9 +69,11 @@ class SkillOutcome:
 
 
 def repo_root(skill_dir: Path) -> Path:
-    """The git repository root holding the skill (the seed's {repo-root}), else the skill's parent folder."""
+    """The git repository root holding the skill (the seed's {repo-root}); the skill's parent folder when the skill
+    is not in a repository or is the repository itself (a workspace never goes inside the skill)."""
     proc = git(["rev-parse", "--show-toplevel"], skill_dir, check=False)
-    return Path(proc.stdout.strip()).resolve() if proc.returncode == 0 else skill_dir.parent
+    root = Path(proc.stdout.strip()).resolve() if proc.returncode == 0 else skill_dir.parent
+    return skill_dir.parent if root == skill_dir else root
 
 
 class SkillRun(IterationMixin):
