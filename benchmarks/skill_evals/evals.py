@@ -127,12 +127,15 @@ def load_evals(path: Path) -> EvalSuite:
 
 
 def find_evals(skill_dir: Path, skill_name: str) -> Path | None:
-    """`{skill-name}-workspace/evals/evals.json` next to the skill, inside it, or at the repo root above it."""
+    """`{skill-name}-workspace/evals/evals.json` inside the skill, in a folder above it up to the repository root,
+    or beside that repository."""
     rel = Path(f"{skill_name}-workspace") / "evals" / "evals.json"
     skill_dir = Path(skill_dir).resolve()
+    stop = False
     for base in (skill_dir, *skill_dir.parents):
         if (base / rel).is_file():
             return base / rel
-        if (base / ".git").exists():
+        if stop:
             break
+        stop = (base / ".git").exists()
     return None
