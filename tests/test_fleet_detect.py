@@ -123,3 +123,24 @@ def test_init_detects_the_eval_command_or_writes_bench_py(tmp_path: Path, monkey
     log = subprocess.run(["git", "log", "-1", "--name-only", "--format=%s"], cwd=tmp_path / "my-project",
                          capture_output=True, text=True, check=True).stdout.split()
     assert log[-1] == "saddler_bench.py" and "written" in log
+
+
+def test_agent_commands_and_descriptions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from saddler.modes.fleet_agent import agent_argv, description
+    from saddler.modes.fleet_config import FleetPaths
+
+    spec = parse_fleet({"config": {"max_turns": 7, "budget_per_iter": 0.5}}, "fleet.json")
+    claude = agent_argv(FleetPaths(tmp_path, spec), "PROMPT", tmp_path / "p.md")
+    assert claude[-4:] == ["--max-turns", "7", "--", "PROMPT"] and "0.5" in claude
+    codex = agent_argv(FleetPaths(tmp_path, parse_fleet({"config": {"provider": "codex"}}, "f")), "P", tmp_path)
+    assert codex == ["codex", "exec", "--json", "--sandbox", "workspace-write", "--skip-git-repo-check", "--model",
+                     "sonnet", "P"]
+    custom = parse_fleet({"config": {"command": "my-agent --file {prompt_file} --m {model}"}}, "f")
+    assert agent_argv(FleetPaths(tmp_path, custom), "P", tmp_path / "p.md") == [
+        "my-agent", "--file", str(tmp_path / "p.md"), "--m", "sonnet"]
+    stream = "\n".join([json.dumps({"type": "assistant", "message": {"content": [
+        {"type": "text", "text": "DESCRIPTION: first idea"}]}}), json.dumps(
+        {"type": "result", "result": "All done.\nDESCRIPTION: cache the \"parsed\" config"})])
+    assert description(stream) == 'cache the "parsed" config'
+    assert description("plain output\nDESCRIPTION:  inline   the loop \n") == "inline the loop"
+    assert description("no description") == ""

@@ -149,7 +149,30 @@ def _stream(proc: subprocess.Popen[str], fh: Any, lines: list[str]) -> None:
         fh.flush()
 
 
+def _texts(stdout: str) -> list[str]:
+    """The agent's prose: `result` and assistant text parts of JSON events, plain lines as they are."""
+    out: list[str] = []
+    for line in stdout.splitlines():
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            out.append(line)
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if isinstance(obj.get("result"), str):
+            out.append(obj["result"])
+        message = obj.get("message")
+        if isinstance(message, dict):
+            content = message.get("content")
+            parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
+            out += [str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+        if isinstance(obj.get("item"), dict) and isinstance(obj["item"].get("text"), str):  # codex exec --json
+            out.append(obj["item"]["text"])
+    return out
+
+
 def description(stdout: str) -> str:
-    """The agent's `DESCRIPTION:` line (also inside JSON output), or ''."""
-    matches = _DESCRIPTION.findall(stdout.replace("\\n", "\n"))
-    return " ".join(matches[-1].replace("\t", " ").split())[:200].rstrip('"}') if matches else ""
+    """The agent's last `DESCRIPTION:` line (plain or inside its JSON events), or ''."""
+    matches = _DESCRIPTION.findall("\n".join(_texts(stdout)))
+    return " ".join(matches[-1].replace("\t", " ").split())[:200] if matches else ""
