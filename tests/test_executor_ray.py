@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,25 @@ ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip ins
 from saddler.executor.ray_executor import RayExecutor, snapshot_harness, unpack_harness  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def test_unreachable_cluster_is_a_clear_error() -> None:
+    """Runs first in this module, before the module's cluster exists ("auto" would find that one)."""
+    if ray.is_initialized():
+        pytest.skip("a Ray cluster is running in this process; 'auto' would connect to it")
+    code = (
+        "from saddler.config import ExecutorConfig\n"
+        "from saddler.errors import ExecutorError\n"
+        "from saddler.executor import make_executor\n"
+        "try:\n"
+        "    make_executor(ExecutorConfig.model_validate({'kind': 'ray', 'ray_address': 'auto'}))\n"
+        "except ExecutorError as exc:\n"
+        "    print(exc)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.stdout.startswith("cannot reach the Ray cluster at 'auto'"), proc.stdout + proc.stderr
+    assert "ray start --head" in proc.stdout
 
 
 @pytest.fixture(scope="module")

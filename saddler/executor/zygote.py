@@ -29,6 +29,7 @@ from typing import Any
 def _serve_one(bench: Any, req: dict[str, Any], proto_out: int) -> None:
     pid = os.fork()
     if pid == 0:
+        os.close(proto_out)
         _child(bench, req)  # never returns
     os.write(proto_out, (json.dumps({"pid": pid}) + "\n").encode())
     _, status = os.waitpid(pid, 0)
