@@ -227,3 +227,41 @@ def test_dry_run_and_follow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     res = CliRunner().invoke(app, ["fleet", "view", str(root), "latest", "--follow"])
     assert res.output.splitlines() == ["== session-iter-1.jsonl", "[prompt] iteration 1: p.md", "working",
                                        "[exit] code 0 "]
+
+
+def _wait(predicate: object, timeout: float = 30.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.1)
+
+
+def test_detached_fleet_is_killed_then_resumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root, work = tmp_path / "root", tmp_path / "my-project"
+    init_fleet(root, fleet_setup(tmp_path, monkeypatch, **{"stop_when.max_iterations": 3}))
+    monkeypatch.setenv("FAKE_FLEET_HANG", "2")
+    res = CliRunner().invoke(app, ["fleet", "run", str(root), "--detach"])
+    assert res.exit_code == 0 and res.output.startswith("started in the background (pid ")
+    paths = FleetPaths.open(root)
+    _wait(lambda: paths.agent_pid.exists() and paths.read_state().get("iteration") == 2)
+    _wait(lambda: "thinking hard" in paths.session_log(2).read_text())  # streamed while the agent runs
+    orchestrator, agent = int(paths.pid.read_text()), int(paths.agent_pid.read_text())
+    assert fleet_ops.status(paths)["running"] is True
+    killed = CliRunner().invoke(app, ["fleet", "kill", str(root)])
+    assert killed.exit_code == 0 and {orchestrator, agent} <= set(json.loads(killed.output)["killed"])
+    _wait(lambda: not fleet_ops._alive(orchestrator) or _zombie(orchestrator))
+    assert fleet_ops.status(paths)["status"] == "killed" and fleet_ops.status(paths)["running"] is False
+    monkeypatch.delenv("FAKE_FLEET_HANG")
+    state = FleetRun(root).run()  # picks up after the kill
+    assert state["termination_reason"] == "max_iterations"
+    assert [r.status for r in read_results(work / "results.tsv")] == ["keep", "keep", "crash", "crash"]
+    assert _git(work, "status", "--porcelain") == ""
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True
