@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -229,11 +231,9 @@ def test_dry_run_and_follow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
                                        "[exit] code 0 "]
 
 
-def _wait(predicate: object, timeout: float = 30.0) -> None:
-    import time
-
+def _wait(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
+    while not predicate():
         assert time.monotonic() < deadline, "timed out waiting"
         time.sleep(0.1)
 
