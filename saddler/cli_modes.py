@@ -100,13 +100,19 @@ def fleet_init(
 ) -> None:
     """Create the fleet root from fleet.json (git init of the workdir, results.tsv, logs/, EvoDAG)."""
     from saddler.modes.fleet import init_fleet
+    from saddler.modes.fleet_init import program_warnings
 
     paths = init_fleet(run_dir, from_fleet, bench_target=bench_target)
+    warnings = program_warnings(paths)
     info = {"root": str(paths.root), "workdir": str(paths.workdir), "eval_command": paths.spec.problem.eval_command,
-            "results": str(paths.results)}
-    print_json(info) if json_out else typer.echo(
-        f"fleet ready: {paths.root}\n  workdir {paths.workdir}\n  eval `{paths.spec.problem.eval_command}`\n"
-        f"start it with `saddler fleet run {paths.root}`")
+            "results": str(paths.results), "warnings": warnings}
+    if json_out:
+        print_json(info)
+        return
+    for warning in warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(f"fleet ready: {paths.root}\n  workdir {paths.workdir}\n  eval `{paths.spec.problem.eval_command}`\n"
+               f"start it with `saddler fleet run {paths.root}`")
 
 
 @fleet_app.command("run")

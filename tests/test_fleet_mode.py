@@ -170,7 +170,12 @@ def test_cli_init_json_and_broken_baseline(tmp_path: Path, monkeypatch: pytest.M
     assert res.exit_code == 0, res.output
     assert json.loads(res.output) == {"root": str(tmp_path / "root"), "workdir": str(tmp_path / "my-project"),
                                       "eval_command": "make benchmark",
-                                      "results": str(tmp_path / "my-project" / "results.tsv")}
+                                      "results": str(tmp_path / "my-project" / "results.tsv"), "warnings": []}
+    (tmp_path / "my-project" / "program.md").write_text("# autoresearch\nMake one change.\n")
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "p"], cwd=tmp_path /
+                   "my-project", check=True)
+    again = CliRunner().invoke(app, ["fleet", "init", str(tmp_path / "root"), "--from-fleet", str(fleet_json)])
+    assert again.exit_code == 0 and "does not say NEVER STOP" in again.output
     run = CliRunner().invoke(app, ["fleet", "run", str(tmp_path / "root")])
     assert run.exit_code == 1 and "fails on the baseline (no match for metric_regex)" in run.output
 

@@ -125,3 +125,13 @@ def _prepare_git(workdir: Path, written: list[str]) -> None:
                                 "experiment is undone with git reset --hard)")
         run_git(["add", "-A"], workdir)
         run_git(["commit", "-q", "--no-verify", "--allow-empty", "-m", "fleet: baseline"], workdir)
+
+
+def program_warnings(paths: FleetPaths) -> list[str]:
+    """What the 002 seed requires of program.md and this one lacks (it must tell the agent never to stop)."""
+    program = paths.program_md()
+    if program is None:
+        return ["no program.md found in the workdir or the fleet root"]
+    if "never stop" not in program.read_text(encoding="utf-8").lower():
+        return [f"{program} does not say NEVER STOP (the seed requires it: the agent runs until interrupted)"]
+    return []
