@@ -85,6 +85,8 @@ class SkillRun(IterationMixin):
                  clock: Callable[[], str] = iso_now) -> None:
         self.opts = options or SkillOptions()
         self.opts.check()
+        if self.opts.backend == "claude" and agent is None and shutil.which("claude") is None:
+            raise BackendError("the claude CLI is not found on PATH; install it or use --backend offline")
         self.skill_md, self.name = resolve_skill(skill_dir)
         self.skill_dir = self.skill_md.parent
         self.ws = wsp.SkillWorkspace(workspace or repo_root(self.skill_dir) / f"{self.name}-autoresearch")
@@ -95,8 +97,6 @@ class SkillRun(IterationMixin):
             raise ConfigError(f"{self.name}-workspace/evals/evals.json not found near {self.skill_dir}: write it from "
                               "EVAL.md's binary criteria (schema: benchmarks/skill_evals/README.md) or pass --evals")
         self.suite: EvalSuite = load_evals(evals_path)
-        if self.opts.backend == "claude" and agent is None and shutil.which("claude") is None:
-            raise BackendError("the claude CLI is not found on PATH; install it or use --backend offline")
         default_agent, default_judge = make_agent(self.opts.backend, self.opts.model, self.opts.omit_rate)
         self.agent, self.judge = agent or default_agent, judge or default_judge
         self.mutator = mutator or self._default_mutator()
