@@ -18,7 +18,7 @@ def test_bench_prints_its_figures(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([TESTS_DIR, str(ROOT)])}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "executor.py"), "--benchmark", "fake_benchmarks:FakeBenchmark",
-         "--harness", str(harness), "--rollouts", "8"],
+         "--harness", str(harness), "--rollouts", "8", "--trials", "1"],
         capture_output=True, text=True, env=env, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
