@@ -6,25 +6,36 @@
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-from typing import TYPE_CHECKING
+import os
 
-if TYPE_CHECKING:  # imports stay lazy: a rollout child imports this package and must start fast
+TYPE_CHECKING = False  # imports stay lazy: a rollout child imports this package and must start fast
+if TYPE_CHECKING:
+    from pathlib import Path
+
     from saddler.benchmark import BankPatch, RolloutResult, Symptom, Task
 
-HERE = Path(__file__).resolve().parent
-TEMPLATE_DIR = HERE.parent.parent / "harness_templates" / "opsdesk"
+HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH_SOURCES = ("env.py", "world.py", "tasks.py", "grader.py", "session.py", "runner.py", "sdk.py")
 MODEL_SOURCES = ("agent.py", "plans.py")
 SPLITS = ("train", "dev", "test")
 
 
+def __getattr__(name: str) -> Path:
+    if name == "TEMPLATE_DIR":  # the baseline harness, as a Path (pathlib is imported only when asked)
+        from pathlib import Path
+
+        return Path(HERE).parent.parent / "harness_templates" / "opsdesk"
+    raise AttributeError(name)
+
+
 def _digest(names: tuple[str, ...]) -> str:
+    import hashlib
+
     h = hashlib.sha256()
     for name in names:
         h.update(name.encode())
-        h.update((HERE / name).read_bytes())
+        with open(os.path.join(HERE, name), "rb") as fh:
+            h.update(fh.read())
     return h.hexdigest()[:16]
 
 
@@ -50,7 +61,7 @@ class OpsdeskBenchmark:
         from benchmarks.opsdesk.runner import run_rollout
         from benchmarks.opsdesk.tasks import spec_by_id
 
-        return run_rollout(Path(harness_dir), spec_by_id(task.id), seed, Path(trace_dir), self.noise)
+        return run_rollout(harness_dir, spec_by_id(task.id), seed, trace_dir, self.noise)
 
     def fingerprint(self) -> str:
         return _digest(BENCH_SOURCES) + f"-n{self.noise:g}"
@@ -62,7 +73,7 @@ class OpsdeskBenchmark:
         """Failure signatures of a failed rollout, read from its trace ([] when passed or no trace)."""
         from benchmarks.opsdesk.symptoms import extract, read_trace
 
-        if result.passed or not result.trace_path or not Path(result.trace_path).is_file():
+        if result.passed or not result.trace_path or not os.path.isfile(result.trace_path):
             return []
         return extract(read_trace(result.trace_path))
 

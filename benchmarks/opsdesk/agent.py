@@ -13,9 +13,15 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable, Generator
-from typing import Any
 
 from benchmarks.opsdesk.session import Action
+
+TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
+if TYPE_CHECKING:
+    from typing import Any
+
+    Step = Generator[Action, Any, Any]
+
 
 # directive -> pattern recognised (case-insensitive) in the system prompt or in a reminder
 DIRECTIVES: dict[str, str] = {
@@ -37,8 +43,6 @@ P_TZ_SLIP = 0.12  # converting time zones by itself
 P_CATCH_PRE, P_CATCH_REVIEW, P_CATCH_REMINDER = 0.85, 0.85, 0.9
 CAPABILITY = {"expense": "expenses", "calendar": "calendar", "contact": "contacts", "email": "mail",
               "file": "files", "profile": "profile", "wait": "util"}
-
-Step = Generator[Action, Any, Any]
 
 
 class GiveUp(Exception):

@@ -11,7 +11,11 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+
+TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
+if TYPE_CHECKING:
+    from typing import Any
+
 
 PAGE_SIZE = 5
 EXPENSE_PAGE = 10

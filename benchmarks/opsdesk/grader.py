@@ -7,16 +7,20 @@ checks passed), and the first failing check's rationale. A task passes only when
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any
 
 from benchmarks.opsdesk.env import Env
 from benchmarks.opsdesk.world import GROUP_BY_ID
 
+TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
+if TYPE_CHECKING:
+    from typing import Any
 
-@dataclass
+
 class Grade:
-    checks: list[tuple[str, bool, str]] = field(default_factory=list)  # (name, ok, rationale if not ok)
+    """The checks of one episode: (name, ok, rationale if not ok)."""
+
+    def __init__(self) -> None:
+        self.checks: list[tuple[str, bool, str]] = []
 
     def add(self, name: str, ok: bool, why: str = "") -> None:
         self.checks.append((name, ok, "" if ok else why))

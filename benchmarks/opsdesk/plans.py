@@ -10,9 +10,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
 
-from benchmarks.opsdesk.agent import P_TZ_SLIP, SKIP, GiveUp, SimAgent, Step
+from benchmarks.opsdesk.agent import P_TZ_SLIP, SKIP, GiveUp, SimAgent
+
+TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
+if TYPE_CHECKING:
+    from typing import Any
+
+    from benchmarks.opsdesk.agent import Step
+
 
 WEEK_ARGS = {"start_date": "2026-03-09", "end_date": "2026-03-13"}
 

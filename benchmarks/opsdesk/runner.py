@@ -9,37 +9,51 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import sys
 import time
-from pathlib import Path
-from typing import Any
 
 from benchmarks.opsdesk.agent import SimAgent
 from benchmarks.opsdesk.env import Env
 from benchmarks.opsdesk.grader import grade
 from benchmarks.opsdesk.plans import plan_for
 from benchmarks.opsdesk.session import Session, load_harness
-from benchmarks.opsdesk.symptoms import extract
+from benchmarks.opsdesk.symptoms import extract_raw
 from benchmarks.opsdesk.tasks import TaskSpec, group_world, spec_by_id
 from benchmarks.opsdesk.world import GROUP_BY_ID
-from saddler.benchmark import RolloutResult
+
+TYPE_CHECKING = False  # the CLI path avoids `typing`, `pathlib` and `dataclasses`: children must start fast
+if TYPE_CHECKING:
+    from typing import Any
+
+    from saddler.benchmark import RolloutResult
+
 
 PRICE_PER_CHAR = 0.75e-6  # simulated: ~$3 per million tokens at ~4 chars per token
 
 
-def _harness_file(tb: Any, root: Path, fallback: str | None) -> str | None:
+def _harness_file(tb: Any, root: str, fallback: str | None) -> str | None:
+    base = os.path.realpath(root) + os.sep
     for frame in reversed(tb):
-        try:
-            return Path(frame.filename).resolve().relative_to(root.resolve()).as_posix()
-        except ValueError:
-            continue
+        path = os.path.realpath(frame.filename)
+        if path.startswith(base):
+            return path[len(base):].replace(os.sep, "/")
     return fallback
 
 
-def run_rollout(harness_dir: Path, spec: TaskSpec, seed: int, trace_dir: Path, noise: float = 1.0) -> RolloutResult:
+def run_rollout(harness_dir: str | os.PathLike[str], spec: TaskSpec, seed: int, trace_dir: str | os.PathLike[str],
+                noise: float = 1.0) -> RolloutResult:
     """Play `spec` once on the harness at `harness_dir` with `seed`; never raises for harness faults."""
+    from saddler.benchmark import RolloutResult
+
+    return RolloutResult.from_dict(rollout_dict(harness_dir, spec, seed, trace_dir, noise))
+
+
+def rollout_dict(harness_dir: str | os.PathLike[str], spec: TaskSpec, seed: int, trace_dir: str | os.PathLike[str],
+                 noise: float = 1.0) -> dict[str, Any]:
+    """`run_rollout` as a plain dict with the `RolloutResult` fields (the light path used by the CLI)."""
     started = time.perf_counter()
-    harness_dir = Path(harness_dir)
+    harness_dir = os.fspath(harness_dir)
     group = GROUP_BY_ID[spec.group]
     events: list[dict[str, Any]] = []
     log = events.append
@@ -72,23 +86,26 @@ def run_rollout(harness_dir: Path, spec: TaskSpec, seed: int, trace_dir: Path, n
     result = grade(spec, env, answer)
     log({"type": "grade", "passed": result.passed, "score": result.score, "failed": result.failed,
          "answer": answer})
-    symptoms = extract(events)
-    trace_dir = Path(trace_dir)
-    trace_dir.mkdir(parents=True, exist_ok=True)
-    trace_path = trace_dir / f"{spec.id}-s{seed}.jsonl"
+    symptoms = extract_raw(events)
+    os.makedirs(trace_dir, exist_ok=True)
+    trace_path = os.path.join(os.path.abspath(trace_dir), f"{spec.id}-s{seed}.jsonl")
     text = "\n".join(json.dumps(e, default=str) for e in events) + "\n"
-    trace_path.write_text(text, encoding="utf-8")
+    with open(trace_path, "w", encoding="utf-8") as fh:
+        fh.write(text)
     passed = result.passed and disposition == "success"
     if disposition == "success" and not passed:
         disposition = "task_failure"
     if not passed and failure_file is None and symptoms:
-        failure_file = symptoms[0].file
-    return RolloutResult(
-        task_id=spec.id, score=0.0 if error_tail else result.score, passed=passed, disposition=disposition,
-        cost=round(len(text) * PRICE_PER_CHAR, 6), llm_calls=session.steps if session else 0,
-        duration_s=time.perf_counter() - started, trace_path=str(trace_path), error_tail=error_tail,
-        rationale="" if passed else (f"harness error: {error_tail.splitlines()[-1]}" if error_tail
-                                     else result.rationale), failure_file=None if passed else failure_file)
+        failure_file = symptoms[0][1]
+    return {
+        "task_id": spec.id, "score": 0.0 if error_tail else result.score, "passed": passed,
+        "disposition": disposition, "cost": round(len(text) * PRICE_PER_CHAR, 6),
+        "llm_calls": session.steps if session else 0, "duration_s": time.perf_counter() - started,
+        "trace_path": trace_path, "error_tail": error_tail,
+        "rationale": "" if passed else (f"harness error: {error_tail.splitlines()[-1]}" if error_tail
+                                        else result.rationale),
+        "failure_file": None if passed else failure_file,
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -108,8 +125,8 @@ def main(argv: list[str]) -> int:
     except KeyError:
         print(f"unknown task id {args[1]!r}", file=sys.stderr)
         return 2
-    result = run_rollout(Path(args[0]), spec, int(args[2]), Path(opts["--trace-dir"]), float(opts["--noise"]))
-    print(json.dumps(result.to_dict(), sort_keys=True))
+    result = rollout_dict(args[0], spec, int(args[2]), opts["--trace-dir"], float(opts["--noise"]))
+    print(json.dumps(result, sort_keys=True))
     return 0
 
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from benchmarks.opsdesk.env import ApiError, InvalidRequest, LockedOut, NotFound, RateLimited, TransientError
+
+TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
+if TYPE_CHECKING:
+    from typing import Any
+
 
 __all__ = ["ApiError", "InvalidRequest", "LockedOut", "NotFound", "RateLimited", "TransientError", "tool"]
 

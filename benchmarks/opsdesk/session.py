@@ -12,37 +12,41 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 from benchmarks.opsdesk import env as env_module
 from benchmarks.opsdesk.env import ApiError, Env
+
+TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Any
+
 
 _COUNTER = itertools.count()
 MAX_MODEL_STEPS = 80  # a runaway harness loop is cut off here
 
 
-@dataclass
 class ToolSpec:
-    name: str
-    description: str
-    fn: Callable[..., Any]
-    file: str  # harness-relative path
+    """A registered harness tool; `file` is its harness-relative path."""
+
+    def __init__(self, name: str, description: str, fn: Callable[..., Any], file: str) -> None:
+        self.name, self.description, self.fn, self.file = name, description, fn, file
 
 
-@dataclass
 class Harness:
-    system_prompt: str
-    tools: dict[str, ToolSpec]
-    middleware: list[Callable[..., Any]]
-    before_finish: list[Callable[..., Any]]
-    after_tool: list[Callable[..., Any]]
-    run: Callable[[Any], Any]
-    hook_files: dict[int, str] = field(default_factory=dict)  # id(after_tool hook) -> file
+    """Everything loaded from one harness directory."""
+
+    def __init__(self, system_prompt: str) -> None:
+        self.system_prompt = system_prompt
+        self.tools: dict[str, ToolSpec] = {}
+        self.middleware: list[Callable[..., Any]] = []
+        self.before_finish: list[Callable[..., Any]] = []
+        self.after_tool: list[Callable[..., Any]] = []
+        self.run: Callable[[Any], Any] = lambda session: None
+        self.hook_files: dict[int, str] = {}  # id(after_tool hook) -> file
 
 
 class HarnessLoadError(Exception):
@@ -53,8 +57,17 @@ class HarnessLoadError(Exception):
         self.file = file
 
 
-def _load_module(root: Path, path: Path) -> ModuleType:
-    rel = path.relative_to(root).as_posix()
+def _files(root: str, folder: str, suffix: str) -> list[str]:
+    """Harness-relative paths of `folder/*suffix`, sorted."""
+    base = os.path.join(root, folder)
+    if not os.path.isdir(base):
+        return []
+    return [f"{folder}/{n}" for n in sorted(os.listdir(base)) if n.endswith(suffix)
+            and os.path.isfile(os.path.join(base, n))]
+
+
+def _load_module(root: str, rel: str) -> ModuleType:
+    path = os.path.join(root, rel)
     name = f"_opsdesk_harness_{next(_COUNTER)}_" + rel.replace("/", "_").removesuffix(".py")
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -68,17 +81,19 @@ def _load_module(root: Path, path: Path) -> ModuleType:
     return module
 
 
-def load_harness(root: Path) -> Harness:
+def load_harness(root: str | os.PathLike[str]) -> Harness:
     """Read prompts and import tools, middleware, hooks and the loop. Import errors propagate (with
     `__opsdesk_file__` set on the exception) for the runner to turn into a failed rollout."""
-    root = Path(root)
-    prompts = sorted((root / "prompts").glob("*.md"), key=lambda p: (p.name != "system.md", p.name))
-    system_prompt = "\n\n".join(p.read_text(encoding="utf-8") for p in prompts)
-    harness = Harness(system_prompt, {}, [], [], [], run=lambda session: None)
+    root = os.fspath(root)
+    prompts = sorted(_files(root, "prompts", ".md"), key=lambda p: (p != "prompts/system.md", p))
+    texts = []
+    for rel in prompts:
+        with open(os.path.join(root, rel), encoding="utf-8") as fh:
+            texts.append(fh.read())
+    harness = Harness("\n\n".join(texts))
     for folder in ("tools", "middleware", "hooks"):
-        for path in sorted((root / folder).glob("*.py")):
-            module = _guarded(root, path)
-            rel = path.relative_to(root).as_posix()
+        for rel in _files(root, folder, ".py"):
+            module = _guarded(root, rel)
             if folder == "tools":
                 for value in vars(module).values():
                     mark = getattr(value, "_opsdesk_tool", None)
@@ -92,29 +107,31 @@ def load_harness(root: Path) -> Harness:
                 if callable(getattr(module, "after_tool", None)):
                     harness.after_tool.append(module.after_tool)
                     harness.hook_files[id(module.after_tool)] = rel
-    loop = _guarded(root, root / "loop.py")
+    loop = _guarded(root, "loop.py")
     if not callable(getattr(loop, "run", None)):
         raise HarnessLoadError("loop.py", "loop.py defines no run(session)")
     harness.run = loop.run
     return harness
 
 
-def _guarded(root: Path, path: Path) -> ModuleType:
+def _guarded(root: str, rel: str) -> ModuleType:
     try:
-        return _load_module(root, path)
+        return _load_module(root, rel)
     except Exception as exc:
-        exc.__opsdesk_file__ = path.relative_to(root).as_posix()  # type: ignore[attr-defined]
+        exc.__opsdesk_file__ = rel  # type: ignore[attr-defined]
         raise
 
 
-@dataclass
 class Action:
-    """One model step: a tool call or a finish."""
+    """One model step: a tool call (`kind="tool"`) or a finish (`kind="finish"`)."""
 
-    kind: str  # tool | finish
-    tool: str = ""
-    args: dict[str, Any] = field(default_factory=dict)
-    answer: str = ""
+    __slots__ = ("answer", "args", "kind", "tool")
+
+    def __init__(self, kind: str, tool: str = "", args: dict[str, Any] | None = None, answer: str = "") -> None:
+        self.kind, self.tool, self.args, self.answer = kind, tool, args if args is not None else {}, answer
+
+    def __repr__(self) -> str:
+        return f"Action({self.kind!r}, tool={self.tool!r}, args={self.args!r}, answer={self.answer!r})"
 
 
 class Session:

@@ -10,19 +10,27 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
-from typing import Any
 
 from benchmarks.opsdesk.world import GROUP_BY_ID
-from saddler.benchmark import Symptom
+
+TYPE_CHECKING = False  # no `typing` / `saddler.benchmark` at run time: rollout children must start fast
+if TYPE_CHECKING:
+    from typing import Any
+
+    from saddler.benchmark import Symptom
+
+
+Raw = tuple[str, str | None, str]  # (code, file, detail)
 
 PROMPT = "prompts/system.md"
 ZONED = re.compile(r"(Z|[+-]\d\d:\d\d)$")
 
 
-def read_trace(path: str | Path) -> list[dict[str, Any]]:
+def read_trace(path: str) -> list[dict[str, Any]]:
     events = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    with open(path, encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    for line in lines:
         if line.strip():
             events.append(json.loads(line))
     return events
@@ -30,17 +38,24 @@ def read_trace(path: str | Path) -> list[dict[str, Any]]:
 
 def extract(events: list[dict[str, Any]]) -> list[Symptom]:
     """Symptoms of one failed episode, most specific first (the first one is the failure point)."""
+    from saddler.benchmark import Symptom
+
+    task_id = next((e["task_id"] for e in events if e["type"] == "task"), "")
+    return [Symptom(code=c, task_id=task_id, file=f, detail=d) for c, f, d in extract_raw(events)]
+
+
+def extract_raw(events: list[dict[str, Any]]) -> list[Raw]:
+    """`extract` as plain (code, file, detail) tuples."""
     head = next((e for e in events if e["type"] == "task"), None)
     grade = next((e for e in events if e["type"] == "grade"), None)
     if head is None or grade is None or grade.get("passed"):
         return []
-    task_id = head["task_id"]
-    out: list[Symptom] = []
+    out: list[Raw] = []
     failed = {name for name, _ in grade.get("failed", [])}
 
     def add(code: str, file: str | None, detail: str = "") -> None:
-        if not any(s.code == code for s in out):
-            out.append(Symptom(code=code, task_id=task_id, file=file, detail=detail))
+        if not any(s[0] == code for s in out):
+            out.append((code, file, detail))
 
     for e in events:
         if e["type"] == "harness_error":

@@ -7,30 +7,34 @@ expense_total, reply_latest, bulk_notify (six recipients), bulk_small (three rec
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
 
 from benchmarks.opsdesk.world import GROUP_BY_ID, GROUPS, TOPICS, WEEK, Group, build_data, utc_of_local
-from saddler.benchmark import Task
+
+TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
+if TYPE_CHECKING:
+    from typing import Any
+
+    from saddler.benchmark import Task
+
 
 WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
 MESSAGES = ["the review moved to Thursday 3pm", "the office is closed on Friday", "the offsite agenda is ready",
             "badges must be renewed this week"]
 
 
-@dataclass(frozen=True)
 class TaskSpec:
     """A task with its hidden oracle parameters (never shown to the harness)."""
 
-    id: str
-    group: str
-    split: str
-    family: str
-    prompt: str
-    params: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("family", "group", "id", "params", "prompt", "split")
+
+    def __init__(self, id: str, group: str, split: str, family: str, prompt: str, params: dict[str, Any]) -> None:
+        self.id, self.group, self.split, self.family = id, group, split, family
+        self.prompt, self.params = prompt, params
 
     def task(self) -> Task:
+        from saddler.benchmark import Task
+
         return Task(id=self.id, group=self.group, split=self.split, family=self.family, prompt=self.prompt)
 
 

@@ -7,9 +7,12 @@ four test groups. All data is generated deterministically from the group id.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+
+TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
+if TYPE_CHECKING:
+    from typing import Any
+
 
 WEEK = [datetime(2026, 3, d) for d in range(9, 14)]  # Mon 9 .. Fri 13 March 2026
 FIRST = ["Ana", "Ben", "Chloe", "Dev", "Elena", "Farid", "Grace", "Hugo", "Ines", "Jonas", "Kenji", "Lena",
@@ -21,25 +24,26 @@ TOPICS = ["Budget review", "Design sync", "Vendor call", "Roadmap", "Hiring pane
           "Planning", "Security review", "Board prep", "Launch check", "Pricing", "Offsite prep", "Audit"]
 
 
-@dataclass(frozen=True)
 class Group:
     """One universe. `families` lists (family, count) in task order."""
 
-    id: str
-    split: str
-    persona: str
-    company: str
-    city: str
-    offset_min: int  # user's UTC offset in minutes
-    email_style: str  # first.last | flast | first
-    transient: float  # per raw call
-    send_limit: int  # mails per 60 s before 429
-    dense: bool  # calendar spills over several pages
-    ambiguous: bool  # several contacts share first names; tasks name people by first name + team
-    long_reports: bool  # report files longer than the baseline output limit
-    big_inbox: bool  # many mails per sender: the latest sits beyond page 1
-    quiet: bool  # persona: never email anyone unless the task says so
-    families: tuple[tuple[str, int], ...]
+    __slots__ = ("ambiguous", "big_inbox", "city", "company", "dense", "email_style", "families", "id",
+                 "long_reports", "offset_min", "persona", "quiet", "send_limit", "split", "transient")
+
+    def __init__(self, id: str, split: str, persona: str, company: str, city: str, offset_min: int,
+                 email_style: str, transient: float, send_limit: int, dense: bool, ambiguous: bool,
+                 long_reports: bool, big_inbox: bool, quiet: bool, families: tuple[tuple[str, int], ...]) -> None:
+        self.id, self.split, self.persona, self.company, self.city = id, split, persona, company, city
+        self.offset_min = offset_min  # user's UTC offset in minutes
+        self.email_style = email_style  # first.last | flast | first
+        self.transient = transient  # per raw call
+        self.send_limit = send_limit  # mails per 60 s before 429
+        self.dense = dense  # calendar spills over several pages
+        self.ambiguous = ambiguous  # several contacts share first names; tasks name people by first name + team
+        self.long_reports = long_reports  # report files longer than the baseline output limit
+        self.big_inbox = big_inbox  # many mails per sender: the latest sits beyond page 1
+        self.quiet = quiet  # persona: never email anyone unless the task says so
+        self.families = families
 
     @property
     def domain(self) -> str:
