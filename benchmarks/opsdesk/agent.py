@@ -37,7 +37,7 @@ SLIP = {"schedule": 0.15, "schedule_confirm": 0.15, "email_report": 0.10, "file_
         "expense_total": 0.08, "count_events": 0.06, "meeting_time": 0.05, "reply_latest": 0.04}
 SKIP = {"schedule_confirm": 0.35, "bulk_notify": 0.1, "bulk_small": 0.1}  # forgetting a requested step
 P_RETRY, P_RETRY_DIRECTED = 0.45, 0.9
-P_WAIT, P_WAIT_DIRECTED = 0.45, 0.95
+P_WAIT, P_WAIT_DIRECTED = 0.6, 0.95
 P_PICK, P_PICK_DIRECTED = 0.55, 0.97  # choosing the right one of several visible contacts
 P_TZ_SLIP = 0.12  # converting time zones by itself
 P_CATCH_PRE, P_CATCH_REVIEW, P_CATCH_REMINDER = 0.85, 0.85, 0.9
