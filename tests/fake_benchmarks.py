@@ -3,9 +3,10 @@
 `FakeBenchmark` is deterministic: a task's score depends on the harness's `policy.txt`, the task id and
 the seed. Task ids choose a behaviour: `ok-*` (graded), `crash-*` (raises), `exit-*` (hard exit 7),
 `oom-*` (allocates 4 GiB), `sleep-*` (sleeps forever), `daemon-*` (leaves a setsid process behind, then
-grades normally), `patricide-*` (kills its fork server, then hangs), `hostile-*` (everything a bad
-rollout can do; its prompt is JSON with `outside`, a path to write to, and `token`, digits naming its
-`sleep` children).
+grades normally), `ghost-*` (leaves an orphan with an empty environment in its own session; `*-hang`
+then hangs), `patricide-*` (kills its fork server, then hangs), `hostile-*` (everything a bad rollout
+can do; its prompt is JSON with `outside`, a path to write to, and `token`, digits naming its `sleep`
+children).
 """
 
 from __future__ import annotations
@@ -66,6 +67,12 @@ class FakeBenchmark:
             time.sleep(10_000)
         if kind == "hostile":
             _hostile(task, trace_dir)
+        if kind == "ghost":  # no marker, own session, orphaned: only the process tree can find it
+            script = f"sleep 10000 & echo $! > {task.id}.pid"
+            ghost = subprocess.Popen(["setsid", "-w", "sh", "-c", script], env={}, cwd=trace_dir)
+            ghost.wait()
+            if task.id.endswith("-hang"):
+                time.sleep(10_000)
         if kind == "daemon":
             leftover = subprocess.Popen(["sleep", "10000"], start_new_session=True)
             (trace_dir / f"{task.id}.pid").write_text(str(leftover.pid))

@@ -241,3 +241,14 @@ def test_a_rollout_that_kills_its_fork_server_is_an_infra_error(tmp_path: Path) 
     assert runner.run(make_job(harness, tmp_path / "t", "ok-1")).disposition in ("success", "task_failure")
     assert len(runner._idle) == 1  # ... and a fresh one serves the next rollout
     runner.close()
+
+
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+@pytest.mark.parametrize("task_id", ["ghost-1", "ghost-2-hang"])
+def test_an_unmarked_orphan_in_its_own_session_is_killed(tmp_path: Path, mode: str, task_id: str) -> None:
+    runner = IsolatedRunner(executor_config(timeout_s=1.5), mode)
+    result = runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", task_id))
+    assert result.disposition == ("timeout" if task_id.endswith("hang") else "success") or not result.passed
+    ghost = int((tmp_path / "t" / f"{task_id}.pid").read_text())
+    assert not pid_alive(ghost)
+    runner.close()

@@ -1,7 +1,8 @@
 """Rollout child entry point: `python -m saddler.executor.child JOB_FILE RESULT_FILE [--memory-mb N]`.
 
-Reads one `RolloutJob` as JSON (from JOB_FILE, or stdin when it is `-`), applies its own memory limit
-(RLIMIT_AS) before importing the benchmark, runs the rollout and writes the `RolloutResult` JSON to
+Reads one `RolloutJob` as JSON (from JOB_FILE, or stdin when it is `-`), becomes the subreaper of its
+descendants, applies its own memory limit (RLIMIT_AS) before importing the benchmark, runs the rollout,
+kills whatever the rollout left running, and writes the `RolloutResult` JSON to
 RESULT_FILE (stdout when `-`). Exit codes: 0 result written, 3 out of memory, 1 any other crash (the
 traceback goes to stderr, which the parent keeps the tail of). Import-light on purpose: stdlib,
 `saddler.benchmark` and the benchmark module only.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import resource
 import sys
 import time
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from saddler.benchmark import Benchmark, RolloutResult, Task, load_benchmark
+from saddler.executor.proctree import become_subreaper, kill_descendants
 
 EXIT_OOM = 3
 
@@ -67,6 +70,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.write("usage: python -m saddler.executor.child JOB_FILE|- RESULT_FILE|- [--memory-mb N]\n")
         return 2
     job_src, result_dst = args
+    become_subreaper()
     if memory_mb:
         set_memory_limit(memory_mb)
     text = sys.stdin.read() if job_src == "-" else Path(job_src).read_text(encoding="utf-8")
@@ -75,6 +79,8 @@ def main(argv: list[str]) -> int:
     except MemoryError:
         sys.stderr.write(f"MemoryError: the rollout exceeded the executor memory limit ({memory_mb} MiB)\n")
         return EXIT_OOM
+    finally:
+        kill_descendants(os.getpid())  # whatever the rollout left running dies with it
     payload = json.dumps(result.to_dict())
     if result_dst == "-":
         sys.stdout.write(payload)

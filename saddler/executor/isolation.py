@@ -56,7 +56,7 @@ class IsolatedRunner:
         self.config = config
         self.mode = "spawn" if config.sandbox != "none" else (mode or "fork")
         self._lock = threading.Lock()
-        self._active: dict[str, tuple[int, tuple[str, ...], int | None]] = {}  # marker -> (pgid, markers, spare)
+        self._active: dict[str, tuple[int, tuple[str, ...], int | None]] = {}  # marker -> (pgid, markers, server)
         self._idle: list[Zygote] = []
         self._closed = False
         self._home = Path(tempfile.mkdtemp(prefix=private_prefix(), dir=private_base()))
@@ -114,10 +114,10 @@ class IsolatedRunner:
         timed_out = False
         try:
             if cancel is not None and cancel.is_set():
-                kill_rollout(proc.pid, marker)
+                kill_rollout(proc.pid, marker, root=proc.pid)
             timed_out = not wait_exit(proc, timeout)
         finally:
-            kill_rollout(proc.pid, marker)
+            kill_rollout(proc.pid, marker, root=proc.pid)
             proc.wait()
             self._track(marker, None)
         return proc.returncode, timed_out
@@ -141,20 +141,20 @@ class IsolatedRunner:
             pid = zygote.fork(request)
             self._track(marker, (pid, (marker, zygote.marker), zygote.pid))
             if cancel is not None and cancel.is_set():
-                kill_rollout(pid, marker, zygote.marker, spare=zygote.pid)
+                kill_rollout(pid, marker, zygote.marker, root=zygote.pid, spare=zygote.pid)
             reply = zygote.read(timeout)
             timed_out = reply is None
             if timed_out:
-                kill_rollout(pid, marker, zygote.marker, spare=zygote.pid)
+                kill_rollout(pid, marker, zygote.marker, root=zygote.pid, spare=zygote.pid)
                 reply = zygote.read(10.0)
-            kill_rollout(pid, marker, zygote.marker, spare=zygote.pid)
+            kill_rollout(pid, marker, zygote.marker, root=zygote.pid, spare=zygote.pid)
             if reply is None or "exit" not in reply:
                 raise ZygoteDied(f"fork server lost track of rollout {pid}")
             healthy = True
             return int(reply["exit"]), timed_out
         except ZygoteDied as exc:  # the rollout took its fork server down with it: data
             if pid:
-                kill_rollout(pid, marker, zygote.marker)
+                kill_rollout(pid, marker, zygote.marker, root=zygote.pid, spare=zygote.pid)
             with open(files["stderr.log"], "a", encoding="utf-8") as err:
                 err.write(f"[saddler] {exc}\n")
             return -signal.SIGKILL, False
@@ -177,8 +177,8 @@ class IsolatedRunner:
             if healthy and not self._closed:
                 self._idle.append(zygote)
                 return
+        kill_rollout(zygote.pid, zygote.marker, root=zygote.pid)  # its tree first, then the server itself
         zygote.stop()
-        kill_rollout(zygote.pid, zygote.marker)
 
     def _result(
         self, job: RolloutJob, rc: int | None, timed_out: bool, timeout: float, elapsed: float, result_file: Path,
@@ -209,8 +209,8 @@ class IsolatedRunner:
         """Kill every rollout still running (used when the caller is interrupted)."""
         with self._lock:
             active = list(self._active.values())
-        for pgid, markers, spare in active:
-            kill_rollout(pgid, *markers, spare=spare)
+        for pgid, markers, root in active:
+            kill_rollout(pgid, *markers, root=root if root is not None else pgid, spare=root)
 
     def close(self) -> None:
         """Kill running rollouts, stop the idle fork servers, remove their home."""
@@ -219,8 +219,8 @@ class IsolatedRunner:
             self._closed = True
             idle, self._idle = self._idle, []
         for zygote in idle:
+            kill_rollout(zygote.pid, zygote.marker, root=zygote.pid)
             zygote.stop()
-            kill_rollout(zygote.pid, zygote.marker)
         shutil.rmtree(self._home, ignore_errors=True)
 
 

@@ -1,7 +1,9 @@
 """Finding and killing every process of a rollout, and waiting for one without polling.
 
-A rollout's processes are its process group plus anything that escaped it (`setsid`, double fork): those
-are found by the marker variable in their initial environment (`/proc/<pid>/environ`).
+A rollout's processes are the descendants of the subreaper holding it (its fork server, or the spawned
+child while it lives), its process group, and anything else carrying its marker variable in its initial
+environment (`/proc/<pid>/environ`): whatever escaped by `setsid` or a double fork is found one way or
+the other.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from pathlib import Path
 
 from saddler.executor.environment import MARKER_VAR
+from saddler.executor.proctree import is_running, kill_descendants
 
 TAIL_BYTES = 2048
 
@@ -36,20 +39,16 @@ def marked_pids(*markers: str) -> list[int]:
     return found
 
 
-def is_running(pid: int) -> bool:
-    """True while `pid` exists and has not finished dying (a zombie counts as finished)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return False
-    return stat.rsplit(b")", 1)[-1].split()[0] not in (b"Z", b"X")
-
-
-def kill_rollout(pgid: int, *markers: str, spare: int | None = None, rounds: int = 20, settle_s: float = 2.0) -> None:
-    """SIGKILL the process group and every process carrying one of `markers` (but `spare`), repeating
-    until none is left, then wait (up to `settle_s`) until each one killed has finished dying."""
+def kill_rollout(
+    pgid: int, *markers: str, root: int | None = None, spare: int | None = None, rounds: int = 20,
+    settle_s: float = 2.0,
+) -> None:  # fmt: skip
+    """SIGKILL every process of a rollout: the descendants of `root` (a subreaper holding the rollout's
+    orphans), the process group `pgid`, and every process carrying one of `markers` (never `spare`);
+    repeat until none is left, then wait (up to `settle_s`) until each one killed has finished dying."""
     killed: set[int] = set()
+    if root is not None:
+        killed.update(kill_descendants(root))
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
     for _ in range(rounds):

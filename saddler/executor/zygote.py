@@ -25,8 +25,11 @@ import tempfile
 import traceback
 from typing import Any
 
+from saddler.executor.proctree import become_subreaper, kill_descendants, reap_zombies
+
 
 def _serve_one(bench: Any, req: dict[str, Any], proto_out: int) -> None:
+    reap_zombies()  # orphans of the previous rollout, killed by the parent since
     pid = os.fork()
     if pid == 0:
         os.close(proto_out)
@@ -71,6 +74,7 @@ def _child(bench: Any, req: dict[str, Any]) -> None:
     except BaseException:
         traceback.print_exc()
     finally:
+        kill_descendants(os.getpid())
         try:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -103,6 +107,7 @@ def main(argv: list[str]) -> int:
     spec, options = argv[0], json.loads(argv[1])
     proto_out = os.dup(1)
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stray prints must not corrupt the protocol
+    become_subreaper()  # a rollout's orphans stay in this tree, where the parent finds and kills them
     bench = resolve_benchmark(spec, options)
     warm(bench)
     gc.freeze()  # children share these pages copy-on-write; keep the collector from touching them
