@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from benchmarks.opsdesk import TEMPLATE_DIR, OpsdeskBenchmark
-from saddler.benchmark import Benchmark, Task
+from saddler.benchmark import Benchmark, RolloutResult, Task
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = OpsdeskBenchmark()
@@ -131,3 +133,22 @@ def test_runner_cli_prints_the_result_json(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "benchmarks.opsdesk.runner", str(harness), "nope-01", "0"],
                          capture_output=True, text=True, env=env, cwd=ROOT)
     assert bad.returncode == 2 and "unknown task id 'nope-01'" in bad.stderr
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(index=st.integers(min_value=0, max_value=119), seed=st.integers(min_value=0, max_value=10_000))
+def test_result_and_trace_round_trip(tmp_path: Path, index: int, seed: int) -> None:
+    from benchmarks.opsdesk.runner import rollout_dict
+    from benchmarks.opsdesk.symptoms import extract, read_trace
+    from benchmarks.opsdesk.tasks import all_specs
+
+    spec = all_specs()[index]
+    raw = rollout_dict(TEMPLATE_DIR, spec, seed, tmp_path / "rt")
+    result = RolloutResult.from_dict(json.loads(json.dumps(raw)))
+    assert result.to_dict() == raw
+    events = read_trace(result.trace_path or "")
+    assert events[0]["task_id"] == spec.id and events[-1]["type"] == "grade"
+    assert events[-1]["passed"] == result.passed
+    symptoms = extract(events)
+    assert BENCH.symptoms(result) == symptoms
+    assert (result.failure_file == symptoms[0].file) if symptoms else (result.passed or result.failure_file is None)
