@@ -28,7 +28,8 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "dev_never": {"policies": {"dev_eval": "never", "evolution": "continue"}},
     "phases_off": {"policies": {"phases": "none"}},
     "greedy": {"policies": {"dev_eval": "never", "evolution": "continue", "phases": "none"}},
-    "full_batch": {"policies": {"sampler": "full", "dev_eval": "always"}},
+    # Meta-Harness style: every candidate on the whole train split and on dev, no phase schedule.
+    "full_batch": {"policies": {"sampler": "full", "dev_eval": "always", "phases": "none"}},
 }
 
 
