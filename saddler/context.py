@@ -92,7 +92,7 @@ class RunContext:
         comp = self.space.config.components
         return DiagnosisRequest(
             run_dir=str(self.paths.root), db_path=str(self.paths.db), worktree=str(worktree), iteration=it.number,
-            parent_node_id=parent.id, phase=it.phase,  # type: ignore[arg-type]
+            parent_node_id=parent.id, phase=it.phase,
             allowed_kinds=self.phases.allowed_kinds(it.phase),
             component_globs={"capability": comp.capability, "steering": comp.steering, "protected": comp.protected},
             evidence=evidence(rows, self.task_index), exploration=it.exploration,

@@ -133,7 +133,7 @@ class OfflineBackend(SessionBackend):
             overall = "uncertain"
         summary = (f"{origin} {request.decision}: fixed {fixed}, regressed {regressed} "
                    f"({true_fix} true fix, {true_reg} true regression){dev}")
-        lessons.append(LessonOut(category="general", attribution=overall, text=summary))  # type: ignore[arg-type]
+        lessons.append(LessonOut(category="general", attribution=overall, text=summary))
         return ReflectionResult(lessons=lessons, summary=summary, stats=_stats(started))
 
     @staticmethod
@@ -162,7 +162,7 @@ class OfflineBackend(SessionBackend):
         else:
             attribution = "uncertain"  # no transition: nothing to attribute
             text = f"{t.task_id} {category}: failure point {', '.join(sorted(where)) or 'none'}"
-        return LessonOut(task_id=t.task_id, category=category, attribution=attribution, text=text)  # type: ignore[arg-type]
+        return LessonOut(task_id=t.task_id, category=category, attribution=attribution, text=text)
 
     # evolution -----------------------------------------------------------------------------------
     def evolve(self, request: EvolutionRequest) -> EvolutionResult:
@@ -201,5 +201,5 @@ class OfflineBackend(SessionBackend):
                 action="cherry_pick", parent_node_id=base.node_id, edge_ids=[edge.edge_id], stats=_stats(started),
                 rationale=f"cherry-pick edge {edge.edge_id} ({edge.origin}) onto n{base.node_id}: its true fixes "
                 f"{sorted(failing & set(edge.true_fixes))} still fail there")
-        return EvolutionResult(action=action, parent_node_id=base.node_id, rationale=why,  # type: ignore[arg-type]
+        return EvolutionResult(action=action, parent_node_id=base.node_id, rationale=why,
                                stats=_stats(started))
