@@ -164,7 +164,8 @@ def register(app: typer.Typer) -> None:
 
         paths = _require_db(run_dir)
         with EvoDAG(paths.db, readonly=True) as store:
-            write_results_tsv(store, paths.root / "results.tsv")
+            if store.get_run().config.get("mode") != "fleet":  # a fleet's results.tsv is its own log
+                write_results_tsv(store, paths.root / "results.tsv")
             path = write_report(store, paths.root)
             if json_out:
                 print_json(build_report(store))

@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+from evodag.errors import UnknownRunError
 from evodag.store import EvoDAG
 from saddler.errors import ConfigError, RunStateError
 from saddler.gitcmd import git
@@ -94,7 +95,9 @@ def init_fleet(run_dir: Path, fleet_json: Path, *, bench_target: str | None = No
                  "plateau_threshold": paths.spec.search.plateau_threshold},
     }), encoding="utf-8")  # fmt: skip
     with EvoDAG(paths.db) as store:
-        if not store.conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone():
+        try:
+            store.get_run()
+        except UnknownRunError:
             store.create_run({"name": paths.spec.fleet_name, "mode": "fleet", "benchmark": "command",
                               "fleet": paths.spec.model_dump()}, paths.spec.seed)
     if not paths.state.is_file():
