@@ -29,13 +29,7 @@ from saddler.sessions import common
 from saddler.sessions.prompts import render, render_system
 from saddler.sessions.schema import (
     DiagnosisRequest,
-    DiagnosisResult,
-    EvolutionRequest,
-    EvolutionResult,
-    ReflectionRequest,
-    ReflectionResult,
     Role,
-    SessionBackend,
     SessionStats,
     result_schema,
 )
@@ -71,7 +65,7 @@ class _Attempt:
     timed_out: bool = False
 
 
-class ClaudeBackend(SessionBackend):
+class ClaudeBackend(common.LLMSessionBackend):
     """Optimizer sessions on claude-agent-sdk.
 
     `transport_factory` (tests, remote runners) supplies the SDK `Transport`; the default is the SDK's
@@ -99,23 +93,6 @@ class ClaudeBackend(SessionBackend):
         self.sleep = sleep
         self.clock = clock
         self.last_options: ClaudeAgentOptions | None = None
-
-    def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
-        start = common.head_commit(Path(request.worktree))
-        result = self._session("diagnosis_patch", request)
-        assert isinstance(result, DiagnosisResult)
-        common.undo_agent_commits(Path(request.worktree), start)
-        return common.finish_diagnosis(result, Path(request.worktree))
-
-    def reflect(self, request: ReflectionRequest) -> ReflectionResult:
-        result = self._session("reflection", request)
-        assert isinstance(result, ReflectionResult)
-        return result
-
-    def evolve(self, request: EvolutionRequest) -> EvolutionResult:
-        result = self._session("evolution", request)
-        assert isinstance(result, EvolutionResult)
-        return result
 
     # -- options -------------------------------------------------------------------------------
 

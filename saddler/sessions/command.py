@@ -31,13 +31,7 @@ from saddler.sessions import common
 from saddler.sessions.prompts import fill, render, render_system
 from saddler.sessions.schema import (
     DiagnosisRequest,
-    DiagnosisResult,
-    EvolutionRequest,
-    EvolutionResult,
-    ReflectionRequest,
-    ReflectionResult,
     Role,
-    SessionBackend,
     SessionStats,
 )
 
@@ -162,7 +156,7 @@ class _Run:
     timed_out: bool
 
 
-class CommandBackend(SessionBackend):
+class CommandBackend(common.LLMSessionBackend):
     """Optimizer sessions run by an external CLI coding agent (see module docstring).
 
     The agent runs in its own process group with stdin closed; the whole group is killed on timeout.
@@ -190,23 +184,6 @@ class CommandBackend(SessionBackend):
         self.clock = clock
         self.template, self.key_variable = resolve_command(config)
         self.last_argv: list[str] = []
-
-    def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
-        start = common.head_commit(Path(request.worktree))
-        result = self._session("diagnosis_patch", request)
-        assert isinstance(result, DiagnosisResult)
-        common.undo_agent_commits(Path(request.worktree), start)
-        return common.finish_diagnosis(result, Path(request.worktree))
-
-    def reflect(self, request: ReflectionRequest) -> ReflectionResult:
-        result = self._session("reflection", request)
-        assert isinstance(result, ReflectionResult)
-        return result
-
-    def evolve(self, request: EvolutionRequest) -> EvolutionResult:
-        result = self._session("evolution", request)
-        assert isinstance(result, EvolutionResult)
-        return result
 
     def web_search(self, role: Role, request: common.Request) -> bool:
         """Whether the exploration diagnosis may search the web: allowed by the config, and the template

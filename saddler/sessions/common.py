@@ -28,6 +28,7 @@ from saddler.sessions.schema import (
     ReflectionRequest,
     ReflectionResult,
     Role,
+    SessionBackend,
     SessionStats,
 )
 
@@ -351,3 +352,31 @@ if __name__ == "__main__":
     import sys
 
     raise SystemExit(guard_main(sys.argv[1:]))
+
+
+class LLMSessionBackend(SessionBackend):
+    """Shared shape of the LLM backends: each session kind is one `_session(role, request)` call.
+
+    Diagnosis additionally undoes any commit the agent made itself (keeping its edits), so the loop
+    commits and diffs the change, and checks the edit against the worktree (`finish_diagnosis`).
+    """
+
+    def _session(self, role: Role, request: Request) -> Result:
+        raise NotImplementedError
+
+    def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
+        start = head_commit(Path(request.worktree))
+        result = self._session("diagnosis_patch", request)
+        assert isinstance(result, DiagnosisResult)
+        undo_agent_commits(Path(request.worktree), start)
+        return finish_diagnosis(result, Path(request.worktree))
+
+    def reflect(self, request: ReflectionRequest) -> ReflectionResult:
+        result = self._session("reflection", request)
+        assert isinstance(result, ReflectionResult)
+        return result
+
+    def evolve(self, request: EvolutionRequest) -> EvolutionResult:
+        result = self._session("evolution", request)
+        assert isinstance(result, EvolutionResult)
+        return result
