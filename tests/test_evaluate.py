@@ -55,6 +55,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     child_can_import_fakes(monkeypatch)
     w = World(tmp_path)
     yield w
+    w.executor.close()
     w.store.close()
 
 
@@ -131,8 +132,9 @@ def test_shared_cache_is_reused_across_runs(tmp_path: Path, monkeypatch: pytest.
         assert [(r.score, r.passed, r.cache_key) for r in rows_two] == [
             (r.score, r.passed, r.cache_key) for r in rows_one
         ]
-        one.store.close()
-        two.store.close()
+        for world in (one, two):
+            world.executor.close()
+            world.store.close()
 
 
 class _Scripted:

@@ -252,3 +252,16 @@ def test_an_unmarked_orphan_in_its_own_session_is_killed(tmp_path: Path, mode: s
     ghost = int((tmp_path / "t" / f"{task_id}.pid").read_text())
     assert not pid_alive(ghost)
     runner.close()
+
+
+def test_a_dropped_runner_stops_its_fork_servers(tmp_path: Path) -> None:
+    import gc
+
+    runner = IsolatedRunner(executor_config(timeout_s=30), "fork")
+    runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", "ok-1"))
+    [server] = runner._idle
+    home = runner._home
+    del runner
+    gc.collect()
+    assert server.proc.poll() is not None
+    assert not home.exists()

@@ -50,6 +50,7 @@ def test_workers_run_in_parallel(tmp_path: Path) -> None:
     start = time.monotonic()
     executor.run(jobs, lambda job, result: results.append(result.disposition))
     elapsed = time.monotonic() - start
+    executor.close()
     assert results == ["timeout"] * 4
     assert elapsed < 2.2  # four 0.6 s timeouts side by side, not 2.4 s in a row
 
@@ -58,7 +59,9 @@ def test_completion_order_not_submission_order(tmp_path: Path) -> None:
     harness = make_harness(tmp_path / "h")
     jobs = [make_job(harness, tmp_path / "t", "sleep-slow", timeout_s=0.8), make_job(harness, tmp_path / "t", "ok-1")]
     order: list[str] = []
-    LocalExecutor(executor_config(workers=2, timeout_s=30)).run(jobs, lambda j, r: order.append(j.task.id))
+    executor = LocalExecutor(executor_config(workers=2, timeout_s=30))
+    executor.run(jobs, lambda j, r: order.append(j.task.id))
+    executor.close()
     assert order == ["ok-1", "sleep-slow"]
 
 
@@ -76,6 +79,7 @@ def test_a_failing_callback_stops_the_pool_and_kills_running_children(tmp_path: 
         executor.run(jobs, on_result)
     assert time.monotonic() - start < 10
     assert executor.runner._active == {}
+    executor.close()
 
 
 def test_a_system_fault_in_a_worker_is_an_executor_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

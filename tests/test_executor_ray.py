@@ -110,6 +110,7 @@ def test_ray_matches_local(cluster: None, tmp_path: Path, which: str, monkeypatc
             assert Path(row.trace_path).is_file()
     assert any(r.trace_path for r in remote_rows)
     ray_ex.close()
+    local_ex.close()
     assert ray.is_initialized()  # it did not own the cluster, so it left it running
 
 

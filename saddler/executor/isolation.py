@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from pathlib import Path
 
 from saddler.benchmark import RolloutResult
@@ -61,6 +62,8 @@ class IsolatedRunner:
         self._closed = False
         self._home = Path(tempfile.mkdtemp(prefix=private_prefix(), dir=private_base()))
         sweep_stale_private_dirs(private_base())
+        # a runner dropped without close() (or left at exit) still stops its fork servers
+        self._finalizer = weakref.finalize(self, _stop_servers, self._idle, self._home)
 
     def command(self, job_file: Path, result_file: Path, job: RolloutJob, private_dir: Path) -> list[str]:
         """The argv that spawns the child (wrapped in bubblewrap when configured)."""
@@ -217,11 +220,15 @@ class IsolatedRunner:
         self.kill_all()
         with self._lock:
             self._closed = True
-            idle, self._idle = self._idle, []
-        for zygote in idle:
-            kill_rollout(zygote.pid, zygote.marker, root=zygote.pid)
-            zygote.stop()
-        shutil.rmtree(self._home, ignore_errors=True)
+        self._finalizer()
+
+
+def _stop_servers(idle: list[Zygote], home: Path) -> None:
+    while idle:
+        zygote = idle.pop()
+        kill_rollout(zygote.pid, zygote.marker, root=zygote.pid)
+        zygote.stop()
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def _failure(job: RolloutJob, disposition: str, elapsed: float, tail: str) -> RolloutResult:
