@@ -7,6 +7,7 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -265,3 +266,33 @@ def test_a_dropped_runner_stops_its_fork_servers(tmp_path: Path) -> None:
     gc.collect()
     assert server.proc.poll() is not None
     assert not home.exists()
+
+
+def test_rollouts_die_with_a_killed_optimizer(tmp_path: Path) -> None:
+    """SIGKILL the process running the executor mid-rollout: its fork server kills the rollout's tree."""
+    traces = tmp_path / "t"
+    job = make_job(make_harness(tmp_path / "h"), traces, "ghost-3-hang")
+    script = (
+        "import sys\n"
+        "from saddler.config import ExecutorConfig\n"
+        "from saddler.executor.base import RolloutJob\n"
+        "from saddler.executor.isolation import IsolatedRunner\n"
+        "runner = IsolatedRunner(ExecutorConfig.model_validate({'timeout_s': 120}), 'fork')\n"
+        "runner.run(RolloutJob.from_json(sys.stdin.read()))\n"
+    )
+    optimizer = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, text=True)
+    assert optimizer.stdin is not None
+    optimizer.stdin.write(job.to_json())
+    optimizer.stdin.close()
+    pid_file = traces / "ghost-3-hang.pid"
+    deadline = time.monotonic() + 30
+    while not (pid_file.is_file() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ghost = int(pid_file.read_text())
+    assert pid_alive(ghost)
+    optimizer.kill()
+    optimizer.wait()
+    deadline = time.monotonic() + 10
+    while pid_alive(ghost) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(ghost)

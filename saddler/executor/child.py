@@ -1,11 +1,11 @@
 """Rollout child entry point: `python -m saddler.executor.child JOB_FILE RESULT_FILE [--memory-mb N]`.
 
-Reads one `RolloutJob` as JSON (from JOB_FILE, or stdin when it is `-`), becomes the subreaper of its
-descendants, applies its own memory limit (RLIMIT_AS) before importing the benchmark, runs the rollout,
-kills whatever the rollout left running, and writes the `RolloutResult` JSON to
-RESULT_FILE (stdout when `-`). Exit codes: 0 result written, 3 out of memory, 1 any other crash (the
-traceback goes to stderr, which the parent keeps the tail of). Import-light on purpose: stdlib,
-`saddler.benchmark` and the benchmark module only.
+Reads one `RolloutJob` as JSON (from JOB_FILE, or stdin when it is `-`), arranges to die with the thread
+that started it, becomes the subreaper of its descendants, applies its own memory limit (RLIMIT_AS)
+before importing the benchmark, runs the rollout, kills whatever the rollout left running, and writes
+the `RolloutResult` JSON to RESULT_FILE (stdout when `-`). Exit codes: 0 result written, 3 out of
+memory, 1 any other crash (the traceback goes to stderr, which the parent keeps the tail of).
+Import-light on purpose: stdlib, `saddler.benchmark` and the benchmark module only.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from saddler.benchmark import Benchmark, RolloutResult, Task, load_benchmark
-from saddler.executor.proctree import become_subreaper, kill_descendants
+from saddler.executor.proctree import become_subreaper, die_with_parent, kill_descendants
 
 EXIT_OOM = 3
 
@@ -70,6 +70,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.write("usage: python -m saddler.executor.child JOB_FILE|- RESULT_FILE|- [--memory-mb N]\n")
         return 2
     job_src, result_dst = args
+    die_with_parent()
     become_subreaper()
     if memory_mb:
         set_memory_limit(memory_mb)

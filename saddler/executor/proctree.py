@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 
+PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -23,6 +24,21 @@ def become_subreaper() -> bool:
         return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
     except (OSError, AttributeError):
         return False
+
+
+def die_with_parent() -> bool:
+    """SIGKILL this process when the thread that started it exits (Linux); False where unsupported. If the
+    parent is already gone (the race before the call), exit at once."""
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        ok = int(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != parent:
+        os._exit(1)
+    return ok
 
 
 def is_running(pid: int) -> bool:

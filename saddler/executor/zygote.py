@@ -20,6 +20,7 @@ import importlib
 import json
 import os
 import pkgutil
+import select
 import sys
 import tempfile
 import traceback
@@ -35,9 +36,32 @@ def _serve_one(bench: Any, req: dict[str, Any], proto_out: int) -> None:
         os.close(proto_out)
         _child(bench, req)  # never returns
     os.write(proto_out, (json.dumps({"pid": pid}) + "\n").encode())
+    _await_child_or_orphaning(pid)
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     os.write(proto_out, (json.dumps({"exit": code}) + "\n").encode())
+
+
+def _await_child_or_orphaning(pid: int) -> None:
+    """Block until the rollout child exits. The parent sends nothing while a rollout runs, so stdin turning
+    readable means it is gone (killed): then kill the rollout's whole tree and exit, leaving nothing behind."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    poller.register(0, select.POLLIN | select.POLLHUP)
+    try:
+        while True:
+            ready = {fd for fd, _ in poller.poll()}
+            if pidfd in ready:
+                return
+            if 0 in ready:
+                kill_descendants(os.getpid())
+                os._exit(0)
+    finally:
+        os.close(pidfd)
 
 
 def _child(bench: Any, req: dict[str, Any]) -> None:
