@@ -78,6 +78,11 @@ def test_harness_exceptions_become_failed_results(tmp_path: Path) -> None:
         "def files_read(env, path):\n    return 1 / 0\n")
     res = BENCH.run(broken_loop, _task("atlas-04"), 0, tmp_path / "t")
     assert (res.passed, res.disposition, res.failure_file) == (False, "task_failure", "tools/files.py")
+    exiting = _copy(tmp_path, "exit")
+    (exiting / "loop.py").write_text("import sys\n\n\ndef run(session):\n    print('noise')\n    sys.exit(3)\n")
+    quit_res = BENCH.run(exiting, _task("atlas-04"), 0, tmp_path / "t3")
+    assert (quit_res.passed, quit_res.disposition, quit_res.failure_file) == (False, "task_failure", "loop.py")
+    assert "SystemExit: 3" in quit_res.error_tail
     assert "ZeroDivisionError" in res.error_tail
     events = [json.loads(line) for line in Path(res.trace_path or "").read_text().splitlines()]
     assert any(e["type"] == "harness_error" and e["file"] == "tools/files.py" for e in events)

@@ -72,7 +72,7 @@ def rollout_dict(harness_dir: str | os.PathLike[str], spec: TaskSpec, seed: int,
                          seed, noise, log, plan_for(spec.family))
         session = Session(harness, env, agent, log)
         harness.run(session)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # harness code is untrusted: even sys.exit() is its failure
         import traceback
 
         tb = traceback.extract_tb(exc.__traceback__)
@@ -125,7 +125,11 @@ def main(argv: list[str]) -> int:
     except KeyError:
         print(f"unknown task id {args[1]!r}", file=sys.stderr)
         return 2
-    result = rollout_dict(args[0], spec, int(args[2]), opts["--trace-dir"], float(opts["--noise"]))
+    stdout, sys.stdout = sys.stdout, sys.stderr  # whatever harness code prints must not corrupt the JSON
+    try:
+        result = rollout_dict(args[0], spec, int(args[2]), opts["--trace-dir"], float(opts["--noise"]))
+    finally:
+        sys.stdout = stdout
     print(json.dumps(result, sort_keys=True))
     return 0
 
