@@ -13,6 +13,7 @@ from typing import Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 
+from evodag.errors import EvoDAGError
 from saddler.errors import SaddlerError
 
 P = ParamSpec("P")
@@ -26,7 +27,7 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
-        except SaddlerError as exc:
+        except (SaddlerError, EvoDAGError) as exc:  # an unknown node or a missing DB is the user's to fix
             fail(str(exc), exc.exit_code)
 
     return wrapper
