@@ -108,12 +108,17 @@ BENCHMARKS: dict[str, str] = {
 }
 
 
+def is_known_benchmark(name: str) -> bool:
+    """A registered short name, or a `package.module:Class` path to the user's own plugin."""
+    return name in BENCHMARKS or (":" in name and all(name.partition(":")[::2]))
+
+
 def load_benchmark(name: str, options: dict[str, Any] | None = None) -> Benchmark:
-    """Import the benchmark registered under `name` lazily and build it with `options`."""
-    if name not in BENCHMARKS:
+    """Import the benchmark registered under `name` (or given as `module:Class`) lazily; build it with `options`."""
+    if not is_known_benchmark(name):
         from saddler.errors import UnknownNameError
 
-        raise UnknownNameError("benchmark", name, list(BENCHMARKS))
-    module_name, _, attr = BENCHMARKS[name].partition(":")
+        raise UnknownNameError("benchmark", name, [*BENCHMARKS, "package.module:Class"])
+    module_name, _, attr = BENCHMARKS.get(name, name).partition(":")
     cls = getattr(importlib.import_module(module_name), attr)
     return cls(**(options or {}))

@@ -10,7 +10,7 @@ import typer
 from pydantic import ValidationError
 
 from saddler import resources
-from saddler.benchmark import BENCHMARKS
+from saddler.benchmark import BENCHMARKS, is_known_benchmark
 from saddler.cli_common import handle_errors, print_json
 from saddler.components import glob_regex
 from saddler.config import SaddlerFile, format_validation_error, read_toml
@@ -76,7 +76,7 @@ def _check_file(folder: Path, rel: str, report: FolderCheck) -> dict[str, Any] |
             ("run.benchmark", "benchmark", run.get("benchmark", "opsdesk"), BENCHMARKS),
             ("run.sessions.backend", "backend", backend, BACKENDS),
         ):
-            if isinstance(name, str) and name not in known:
+            if isinstance(name, str) and name not in known and not (kind == "benchmark" and is_known_benchmark(name)):
                 report.errors.append(f"{rel}: {dotted}: {UnknownNameError(kind, name, list(known))}")
     return data
 

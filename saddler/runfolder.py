@@ -104,7 +104,7 @@ def init_run(
     overrides: dict[str, Any] | None = None,
 ) -> Path:
     """Create a run folder from a bundled template or the user's harness repo; return its saddler.toml."""
-    from saddler.benchmark import BENCHMARKS
+    from saddler.benchmark import BENCHMARKS, is_known_benchmark
     from saddler.errors import ConfigError, UnknownNameError
     from saddler.harness import HarnessSpace
     from saddler.resources import template_path
@@ -122,8 +122,8 @@ def init_run(
     bench = benchmark or TEMPLATE_BENCHMARKS.get(template or "", "")
     if not bench:
         raise ConfigError("--benchmark NAME is required with --harness")
-    if bench not in BENCHMARKS:
-        raise UnknownNameError("benchmark", bench, list(BENCHMARKS))
+    if not is_known_benchmark(bench):
+        raise UnknownNameError("benchmark", bench, [*BENCHMARKS, "package.module:Class"])
     paths.root.mkdir(parents=True, exist_ok=True)
     HarnessSpace.create(source, paths.harness(), paths.worktrees, clock=lambda: 946684800)
     run: dict[str, Any] = {"name": paths.root.resolve().name, "seed": seed, "benchmark": bench, "harness": "harness"}
