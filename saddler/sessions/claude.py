@@ -159,16 +159,7 @@ class ClaudeBackend(common.LLMSessionBackend):
             self._add_usage(stats, outcome)
             return self._conclude(role, request, outcome, stats)
 
-        def on_retry(n: int, exc: Exception, delay: float) -> None:
-            transcript.write("retry", attempt=n, error=str(exc), delay_s=round(delay, 3))
-
-        try:
-            result = common.with_retries(
-                attempt, self.config.retries, sleep=self.sleep, rng=self.rng, on_retry=on_retry
-            )
-        except common.TransientError as exc:
-            stats.error = str(exc)
-            result = common.failed_result(role, request, stats, "transient")
+        result = self._with_retries(role, request, stats, transcript, attempt)
         duration = round(self.clock() - started, 3)
         result.stats.duration_s = duration
         transcript.write("outcome", outcome=result.stats.outcome, cost_usd=result.stats.cost_usd, duration_s=duration)

@@ -253,16 +253,7 @@ class CommandBackend(common.LLMSessionBackend):
             transcript.write("exit", returncode=run.returncode, timed_out=run.timed_out, stderr=run.stderr[-4000:])
             return self._conclude(role, request, run, result_file, stats)
 
-        def on_retry(n: int, exc: Exception, delay: float) -> None:
-            transcript.write("retry", attempt=n, error=str(exc), delay_s=round(delay, 3))
-
-        try:
-            result = common.with_retries(
-                attempt, self.config.retries, sleep=self.sleep, rng=self.rng, on_retry=on_retry
-            )
-        except common.TransientError as exc:
-            stats.error = str(exc)
-            result = common.failed_result(role, request, stats, "transient")
+        result = self._with_retries(role, request, stats, transcript, attempt)
         result.stats.duration_s = round(self.clock() - started, 3)
         transcript.write("outcome", outcome=result.stats.outcome, cost_usd=result.stats.cost_usd)
         return result

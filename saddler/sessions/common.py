@@ -361,8 +361,25 @@ class LLMSessionBackend(SessionBackend):
     commits and diffs the change, and checks the edit against the worktree (`finish_diagnosis`).
     """
 
+    config: Any
+    sleep: Callable[[float], None]
+    rng: random.Random
+
     def _session(self, role: Role, request: Request) -> Result:
         raise NotImplementedError
+
+    def _with_retries(self, role: Role, request: Request, stats: SessionStats, transcript: Transcript,
+                      attempt: Callable[[int], Result]) -> Result:
+        """Run `attempt` with backoff on transient errors; exhausted retries make a failed result."""
+
+        def on_retry(n: int, exc: Exception, delay: float) -> None:
+            transcript.write("retry", attempt=n, error=str(exc), delay_s=round(delay, 3))
+
+        try:
+            return with_retries(attempt, self.config.retries, sleep=self.sleep, rng=self.rng, on_retry=on_retry)
+        except TransientError as exc:
+            stats.error = str(exc)
+            return failed_result(role, request, stats, "transient")
 
     def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
         start = head_commit(Path(request.worktree))
