@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from saddler.errors import AuthenticationError, BackendError
-from saddler.sessions import common
+from saddler.sessions import common, guard
 from saddler.sessions.prompts import render, render_system
 from saddler.sessions.schema import (
     DiagnosisRequest,
@@ -116,7 +116,7 @@ class ClaudeBackend(common.LLMSessionBackend):
             worktree = Path(request.worktree)
             protected = request.component_globs.get("protected", ["saddler.toml"])
             check = request.check_command or check
-        prefixes = common.allowed_bash_prefixes(check)
+        prefixes = guard.allowed_bash_prefixes(check)
         tools = ["Read", "Glob", "Grep", "Bash"] + (["Edit", "Write"] if editing else [])
         if self.web_search(role, request):
             tools += ["WebSearch", "WebFetch"]
@@ -238,13 +238,13 @@ class ClaudeBackend(common.LLMSessionBackend):
 
 
 def make_guard(worktree: Path | None, protected: list[str], bash_prefixes: list[str]) -> Any:
-    """The PreToolUse hook callback: `common.guard_decision` (edits inside `worktree` only, never of a
+    """The PreToolUse hook callback: `guard.guard_decision` (edits inside `worktree` only, never of a
     protected path, no edits at all when `worktree` is None; Bash limited to `bash_prefixes`)."""
 
-    async def guard(hook_input: Any, tool_use_id: str | None, context: Any) -> dict[str, Any]:
-        return common.guard_decision(dict(hook_input), worktree, protected, bash_prefixes)
+    async def pre_tool_use(hook_input: Any, tool_use_id: str | None, context: Any) -> dict[str, Any]:
+        return guard.guard_decision(dict(hook_input), worktree, protected, bash_prefixes)
 
-    return guard
+    return pre_tool_use
 
 
 def _auth_message() -> str:

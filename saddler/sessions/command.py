@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from saddler.errors import AuthenticationError, BackendError, ConfigError
-from saddler.sessions import common
+from saddler.sessions import common, guard
 from saddler.sessions.prompts import fill, render, render_system
 from saddler.sessions.schema import (
     DiagnosisRequest,
@@ -160,7 +160,7 @@ class CommandBackend(common.LLMSessionBackend):
     """Optimizer sessions run by an external CLI coding agent (see module docstring).
 
     The agent runs in its own process group with stdin closed; the whole group is killed on timeout.
-    The claude preset also gets a PreToolUse command hook (`python -m saddler.sessions.common`) that
+    The claude preset also gets a PreToolUse command hook (`python -m saddler.sessions.guard`) that
     refuses edits of protected paths or outside the worktree. `sleep` and `clock` are injectable.
     """
 
@@ -201,11 +201,11 @@ class CommandBackend(common.LLMSessionBackend):
         """The agent's argv for one session."""
         worktree = Path(request.worktree) if isinstance(request, DiagnosisRequest) else None
         check = (request.check_command if isinstance(request, DiagnosisRequest) else "") or self.config.check_command
-        prefixes = common.allowed_bash_prefixes(check)
+        prefixes = guard.allowed_bash_prefixes(check)
         protected = request.component_globs.get("protected", []) if isinstance(request, DiagnosisRequest) else []
-        guard = {"worktree": str(worktree) if worktree else "", "protected": protected, "bash": prefixes,
-                 "writable": [str(result_file)]}  # fmt: skip
-        hook = shlex.join([sys.executable, "-m", "saddler.sessions.common", json.dumps(guard)])
+        guard_spec = {"worktree": str(worktree) if worktree else "", "protected": protected, "bash": prefixes,
+                      "writable": [str(result_file)]}  # fmt: skip
+        hook = shlex.join([sys.executable, "-m", "saddler.sessions.guard", json.dumps(guard_spec)])
         settings = {"hooks": {"PreToolUse": [{"matcher": "", "hooks": [{"type": "command", "command": hook}]}]}}
         tools = ["Read", "Glob", "Grep", "Edit", "Write", *(f"Bash({p}:*)" for p in prefixes)]
         if self.web_search(role, request):

@@ -8,10 +8,8 @@ claude backend's PreToolUse hook enforces (the post-hoc diff check stays the sec
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
-import shlex
 import subprocess
 import time
 from collections.abc import Callable
@@ -40,9 +38,7 @@ _RESULT_MODELS: dict[str, type[Result]] = {
     "reflection": ReflectionResult,
     "evolution": EvolutionResult,
 }
-EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n```", re.DOTALL)
-_SHELL_META = re.compile(r"[;&|<>`$()\n\\]")
 
 
 class OutputError(ValueError):
@@ -213,145 +209,6 @@ def with_retries(
                 on_retry(attempt, exc, delay)
             sleep(delay)
             attempt += 1
-
-
-def glob_to_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a component-map glob: `**` spans folders, `*` and `?` stay within one path segment;
-    a trailing `/` or `/**` matches everything below."""
-    pattern = pattern.strip()
-    if pattern.startswith("./"):
-        pattern = pattern[2:]
-    if pattern.endswith("/"):
-        pattern += "**"
-    out = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
-
-
-def matches_any(rel_path: str, patterns: list[str]) -> bool:
-    """Whether `rel_path` (posix, relative) matches one of the globs, or lies under a matching folder."""
-    parts = rel_path.split("/")
-    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-    return any(glob_to_regex(p).match(candidate) for p in patterns for candidate in prefixes)
-
-
-def edit_denial(file_path: str, worktree: Path, protected: list[str]) -> str | None:
-    """Why an edit of `file_path` must be refused (outside the worktree, in `.git`, protected), or None."""
-    root = Path(os.path.realpath(worktree))
-    target = Path(file_path)
-    if not target.is_absolute():
-        target = root / target
-    resolved = Path(os.path.realpath(target))
-    try:
-        rel = resolved.relative_to(root).as_posix()
-    except ValueError:
-        return f"{file_path} is outside the harness worktree {root}; edit files inside it only"
-    if rel == ".git" or rel.startswith(".git/"):
-        return f"{file_path} is git metadata; edit harness files only"
-    if matches_any(rel, protected):
-        return f"{rel} is a protected path (evaluation code, data or saddler.toml) and must not be edited"
-    return None
-
-
-def bash_denial(command: str, allowed_prefixes: list[str]) -> str | None:
-    """Why a Bash command must be refused, or None: only single commands (no pipes, chaining,
-    redirection or substitution) starting with an allowed prefix may run; an allowed entry given
-    verbatim (e.g. the harness's check command) may run as written."""
-    if command.strip() in (p.strip() for p in allowed_prefixes):
-        return None
-    if _SHELL_META.search(command):
-        return "only single commands are allowed here: no pipes, chaining, redirection or substitution"
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return "the command could not be parsed"
-    for prefix in allowed_prefixes:
-        pwords = shlex.split(prefix)
-        if pwords and words[: len(pwords)] == pwords:
-            return None
-    return f"Bash is limited to: {', '.join(allowed_prefixes)}"
-
-
-def guard_decision(
-    hook_input: dict[str, Any],
-    worktree: Path | None,
-    protected: list[str],
-    bash_prefixes: list[str],
-    writable_files: list[str] | None = None,
-) -> dict[str, Any]:
-    """PreToolUse hook output for one tool call: a deny decision with its reason, or `{}` (no opinion).
-
-    Edits are allowed inside `worktree` except protected paths (none when `worktree` is None), plus the
-    exact `writable_files` (e.g. the command backend's result file); Bash must pass `bash_denial`.
-    """
-    tool = str(hook_input.get("tool_name", ""))
-    args = hook_input.get("tool_input") or {}
-    reason: str | None = None
-    if tool in EDIT_TOOLS:
-        path = str(args.get("file_path") or args.get("notebook_path") or "")
-        writable = {os.path.realpath(f) for f in writable_files or []}
-        if os.path.realpath(path) in writable:
-            reason = None
-        elif worktree is None:
-            reason = "this session does not edit files"
-        else:
-            reason = edit_denial(path, worktree, protected)
-    elif tool == "Bash":
-        reason = bash_denial(str(args.get("command", "")), bash_prefixes)
-    if reason is None:
-        return {}
-    return {
-        "hookSpecificOutput": {
-            "hookEventName": "PreToolUse",
-            "permissionDecision": "deny",
-            "permissionDecisionReason": reason,
-        }
-    }
-
-
-def allowed_bash_prefixes(check_command: str = "") -> list[str]:
-    """The commands a session may run: the EvoDAG CLI, read-only git, and the harness's check command."""
-    prefixes = ["evo-dag", "git diff", "git status"]
-    if check_command.strip():
-        prefixes.append(check_command.strip())
-    return prefixes
-
-
-def guard_main(argv: list[str]) -> int:
-    """Command-hook entry point: `python -m saddler.sessions.common GUARD_JSON` reads the hook input
-    from stdin and prints `guard_decision` (GUARD_JSON: worktree, protected, bash, writable)."""
-    import sys
-
-    spec = json.loads(argv[0])
-    hook_input = json.loads(sys.stdin.read() or "{}")
-    worktree = Path(spec["worktree"]) if spec.get("worktree") else None
-    decision = guard_decision(
-        hook_input, worktree, spec.get("protected", []), spec.get("bash", []), spec.get("writable")
-    )
-    print(json.dumps(decision))
-    return 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    raise SystemExit(guard_main(sys.argv[1:]))
 
 
 class LLMSessionBackend(SessionBackend):
