@@ -1,7 +1,8 @@
 """Compare the full method with its ablations on opsdesk, offline, over several seeds.
 
 Prints per strategy the test Pass@1 (mean ± std over seeds of the returned harness) and the rollouts
-spent to first reach 90 % of the best dev score seen by any strategy:
+spent to first reach 90 % of the best dev score seen by any strategy (strategies that never evaluate dev
+get their kept nodes' dev scores measured after the run, uncharged, at the rollout count when each was kept):
 
     strategy_<name>_test: <mean>
     strategy_<name>_rollouts: <n>      (median over seeds; "inf" when never reached)
@@ -21,6 +22,7 @@ from typing import Any
 
 from evodag.store import EvoDAG
 from saddler.loop import Optimizer
+from saddler.manual import evaluate_node
 from saddler.runfolder import init_run
 
 STRATEGIES: dict[str, dict[str, Any]] = {
@@ -51,6 +53,23 @@ def dev_curve(db: Path) -> list[tuple[int, float]]:
     return curve
 
 
+def posthoc_dev_curve(run_dir: Path) -> list[tuple[int, float]]:
+    """For strategies that never look at dev: the dev score each kept node would have had, measured after
+    the run (not counted as spent), placed at the cumulative rollouts when the node was kept."""
+    with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
+        rows = sorted(store.rollouts(), key=lambda r: r.id)
+        kept = [n.id for n in store.nodes() if n.status in ("baseline", "accepted", "neutral")]
+    last_row = {}
+    for position, row in enumerate(rows, start=1):
+        last_row[row.node_id] = position
+    scored = sorted((last_row.get(n, 0), evaluate_node(run_dir, n, "dev", 1, quiet=True)["mean"]) for n in kept)
+    curve, best = [], -1.0
+    for position, dev in scored:
+        best = max(best, dev)
+        curve.append((position, best))
+    return curve
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
@@ -74,6 +93,8 @@ def main() -> None:
             best_test = outcome.best_test[0] if outcome.best_test else 0.0
             base_test = outcome.baseline_test[0] if outcome.baseline_test else 0.0
             curve = dev_curve(run_dir / "evodag.sqlite")
+            if overrides.get("policies", {}).get("dev_eval") == "never":
+                curve = posthoc_dev_curve(run_dir)
             results[name].append({"test": best_test, "baseline": base_test, "curve": curve, "rollouts": spent})
             print(f"# {name} seed {seed}: test {best_test:.3f} rollouts {spent} "
                   f"({time.monotonic() - started:.1f} s)", flush=True)
