@@ -4,9 +4,9 @@
 the seed. Task ids choose a behaviour: `ok-*` (graded), `crash-*` (raises), `exit-*` (hard exit 7),
 `oom-*` (allocates 4 GiB), `sleep-*` (sleeps forever), `daemon-*` (leaves a setsid process behind, then
 grades normally), `ghost-*` (leaves an orphan with an empty environment in its own session; `*-hang`
-then hangs), `patricide-*` (kills its fork server, then hangs), `hostile-*` (everything a bad rollout
-can do; its prompt is JSON with `outside`, a path to write to, and `token`, digits naming its `sleep`
-children).
+then hangs), `barrier-*` (waits until N rollouts have started), `patricide-*` (kills its fork server,
+then hangs), `hostile-*` (everything a bad rollout can do; its prompt is JSON with `outside`, a path to write to,
+and `token`, digits naming its `sleep` children).
 """
 
 from __future__ import annotations
@@ -65,6 +65,12 @@ class FakeBenchmark:
             time.sleep(10_000)
         if kind == "sleep":
             time.sleep(10_000)
+        if kind == "barrier":  # passes only if `parties` rollouts (prompt JSON: dir, parties) run at the same time
+            spec = json.loads(task.prompt)
+            Path(spec["dir"], task.id).touch()
+            while len(list(Path(spec["dir"]).iterdir())) < spec["parties"]:
+                time.sleep(0.01)
+            return RolloutResult(task.id, 1.0, True, "success")
         if kind == "hostile":
             _hostile(task, trace_dir)
         if kind == "ghost":  # no marker, own session, orphaned: only the process tree can find it

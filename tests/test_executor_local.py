@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -43,16 +44,16 @@ def test_every_job_is_delivered_once_in_the_calling_thread(tmp_path: Path) -> No
 
 
 def test_workers_run_in_parallel(tmp_path: Path) -> None:
+    """Four rollouts that each wait for all four to have started: only parallel workers let them pass."""
     harness = make_harness(tmp_path / "h")
-    jobs = [make_job(harness, tmp_path / "t", f"sleep-{i}", timeout_s=0.6) for i in range(4)]
+    (tmp_path / "barrier").mkdir()
+    prompt = json.dumps({"dir": str(tmp_path / "barrier"), "parties": 4})
+    jobs = [make_job(harness, tmp_path / "t", f"barrier-{i}", prompt=prompt, timeout_s=20) for i in range(4)]
     executor = LocalExecutor(executor_config(workers=4, timeout_s=30))
     results: list[str] = []
-    start = time.monotonic()
     executor.run(jobs, lambda job, result: results.append(result.disposition))
-    elapsed = time.monotonic() - start
     executor.close()
-    assert results == ["timeout"] * 4
-    assert elapsed < 2.2  # four 0.6 s timeouts side by side, not 2.4 s in a row
+    assert results == ["success"] * 4
 
 
 def test_completion_order_not_submission_order(tmp_path: Path) -> None:
