@@ -125,9 +125,10 @@ class Optimizer:
         cand = store.update_node(cand.id, status=status, status_reason=verdict.reason)
         # 7. reflection, accepted or not (dev only as aggregates)
         self._reflect(ctx, it, parent, cand, status, before, after)
+        best = ctx.best()
         self.say(f"iter {number:>3} [{phase}] n{parent.id} -> n{cand.id} {cand.origin}: {verdict.reason}"
                  + (f"; dev {cand.dev_mean:.3f}" if cand.dev_mean is not None else "")
-                 + f" | best dev {ctx.best().dev_mean}")
+                 + f" | best n{best.id} dev {best.dev_mean if best.dev_mean is None else round(best.dev_mean, 3)}")
         # 8. all in the EvoDAG before the next step
         self._finish_iteration(ctx, it, status, cand, stalls)
 
