@@ -166,9 +166,12 @@ class Optimizer:
         store, space = ctx.store, ctx.space
         excluded = sorted({n.origin for n in store.nodes(run_id=ctx.run_id)
                            if n.parent_id == parent.id and n.iteration < it.number})
-        store.log_event("diagnosis.evidence", {"iteration": it.number,
-                                               "trace_paths": [r.trace_path for r in before if r.trace_path]},
-                        run_id=ctx.run_id)
+        logged = any(e.kind == "diagnosis.evidence" and e.payload.get("iteration") == it.number
+                     for e in store.events(run_id=ctx.run_id))
+        if not logged:  # once per iteration, also when a resumed iteration diagnoses again
+            store.log_event("diagnosis.evidence", {"iteration": it.number,
+                                                   "trace_paths": [r.trace_path for r in before if r.trace_path]},
+                            run_id=ctx.run_id)
         node: Node | None = None
         for attempt in range(ctx.cfg.policies.max_patch_attempts):
             worktree = space.worktree(parent.commit, f"it{it.number}-a{attempt}")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from loop_helpers import dag_signature, git, make_run
 
+from evodag.store import EvoDAG
 from saddler.loop import Optimizer
 
 pytestmark = pytest.mark.slow
@@ -47,5 +48,8 @@ def test_killed_at_seeded_moments_the_run_resumes_to_the_same_result(tmp_path: P
     assert got["rollouts"] == expected["rollouts"]
     with sqlite3.connect(faulted / "evodag.sqlite") as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    with EvoDAG(faulted / "evodag.sqlite", readonly=True) as store:
+        evidence = [e.payload["iteration"] for e in store.events() if e.kind == "diagnosis.evidence"]
+    assert len(evidence) == len(set(evidence)), "traces used are counted once per iteration, even after a crash"
     fsck = git(faulted, "fsck", "--no-progress")
     assert fsck.returncode == 0, fsck.stderr
