@@ -7,7 +7,6 @@ Every float in the figures is rounded to 6 decimals so the dict is stable JSON.
 
 from __future__ import annotations
 
-import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from datetime import datetime
@@ -16,6 +15,7 @@ from typing import Any
 
 from evodag.models import Edge, Node, RolloutRow
 from evodag.store import EvoDAG
+from saddler import outcomes
 from saddler.policies.ranking import pick_best
 
 DIAGNOSIS_KINDS = ("capability", "steering", "mixed", "unclassified")
@@ -28,13 +28,11 @@ def _r(x: float | None) -> float | None:
 
 def pass_at_1(rows: Iterable[RolloutRow]) -> dict[str, Any]:
     """{"mean", "std", "runs"}: per repetition the mean of `passed`, then mean ± pstdev over repetitions."""
-    by_rep: dict[int, list[bool]] = defaultdict(list)
-    for row in rows:
-        by_rep[row.repetition].append(row.passed)
-    if not by_rep:
+    rows = list(rows)
+    if not rows:
         return {"mean": None, "std": None, "runs": 0}
-    runs = [sum(v) / len(v) for _, v in sorted(by_rep.items())]
-    return {"mean": _r(statistics.fmean(runs)), "std": _r(statistics.pstdev(runs)), "runs": len(runs)}
+    mean, std, runs = outcomes.pass_at_1(rows)
+    return {"mean": _r(mean), "std": _r(std), "runs": len(runs)}
 
 
 def hypothesis_summary(node: Node, limit: int = 100) -> str:
