@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import random
 import re
 import sys
 import time
@@ -85,13 +84,8 @@ class ClaudeBackend(common.LLMSessionBackend):
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.config = config
-        self.benchmark = benchmark
-        self.run_dir = Path(run_dir)
-        self.rng = random.Random(seed)
+        super().__init__(config, benchmark=benchmark, run_dir=run_dir, seed=seed, sleep=sleep, clock=clock)
         self.transport_factory = transport_factory
-        self.sleep = sleep
-        self.clock = clock
         self.last_options: ClaudeAgentOptions | None = None
 
     # -- options -------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import re
 import shlex
 import shutil
@@ -176,12 +175,7 @@ class CommandBackend(common.LLMSessionBackend):
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.config = config
-        self.benchmark = benchmark
-        self.run_dir = Path(run_dir)
-        self.rng = random.Random(seed)
-        self.sleep = sleep
-        self.clock = clock
+        super().__init__(config, benchmark=benchmark, run_dir=run_dir, seed=seed, sleep=sleep, clock=clock)
         self.template, self.key_variable = resolve_command(config)
         self.last_argv: list[str] = []
 

@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from saddler.benchmark import Benchmark
+from saddler.config import SessionConfig
 from saddler.sessions.schema import (
     DiagnosisRequest,
     DiagnosisResult,
@@ -218,9 +220,22 @@ class LLMSessionBackend(SessionBackend):
     commits and diffs the change, and checks the edit against the worktree (`finish_diagnosis`).
     """
 
-    config: Any
-    sleep: Callable[[float], None]
-    rng: random.Random
+    def __init__(
+        self,
+        config: SessionConfig,
+        *,
+        benchmark: Benchmark | None = None,
+        run_dir: Path,
+        seed: int,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.benchmark = benchmark
+        self.run_dir = Path(run_dir)
+        self.rng = random.Random(seed)
+        self.sleep = sleep
+        self.clock = clock
 
     def _session(self, role: Role, request: Request) -> Result:
         raise NotImplementedError
