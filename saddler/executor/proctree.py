@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
+from collections.abc import Callable
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -74,18 +76,26 @@ def descendants(root: int) -> list[int]:
     return [pid for pid in found if is_running(pid)]
 
 
-def kill_descendants(root: int, rounds: int = 50) -> list[int]:
-    """SIGKILL every descendant of `root` until none is left running; the pids killed."""
+def kill_until_gone(find: Callable[[], list[int]], rounds: int, pause_s: float = 0.0) -> list[int]:
+    """SIGKILL every pid `find()` returns, again and again (up to `rounds`) until it returns none;
+    the pids killed. New processes forked meanwhile are caught by the next round."""
     killed: list[int] = []
     for _ in range(rounds):
-        pids = descendants(root)
+        pids = find()
         if not pids:
             break
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
+        if pause_s:
+            time.sleep(pause_s)
     return killed
+
+
+def kill_descendants(root: int, rounds: int = 50) -> list[int]:
+    """SIGKILL every descendant of `root` until none is left running; the pids killed."""
+    return kill_until_gone(lambda: descendants(root), rounds)
 
 
 def reap_zombies() -> None:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from saddler.executor.environment import MARKER_VAR
-from saddler.executor.proctree import is_running, kill_descendants
+from saddler.executor.proctree import is_running, kill_descendants, kill_until_gone
 
 TAIL_BYTES = 2048
 
@@ -51,15 +51,7 @@ def kill_rollout(
         killed.update(kill_descendants(root))
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    for _ in range(rounds):
-        pids = [pid for pid in marked_pids(*markers) if pid != spare]
-        if not pids:
-            break
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                killed.add(pid)
-        time.sleep(0.005)
+    killed.update(kill_until_gone(lambda: [pid for pid in marked_pids(*markers) if pid != spare], rounds, 0.005))
     deadline = time.monotonic() + settle_s
     dying = [pid for pid in killed if is_running(pid)]
     while dying and time.monotonic() < deadline:
