@@ -16,18 +16,9 @@ from saddler.outcomes import failing_tasks
 from saddler.sessions.schema import EdgeInfo, EvolutionRequest, EvolutionResult, NodeInfo
 
 
-def lineage_ids(store: EvoDAG, node_id: int) -> list[int]:
-    """Node ids from the root to `node_id`."""
-    chain = []
-    current: int | None = node_id
-    while current is not None:
-        chain.append(current)
-        current = store.get_node(current).parent_id
-    return chain[::-1]
-
-
 def lineage_origins(store: EvoDAG, node_id: int) -> list[str]:
-    return [store.get_node(n).origin for n in lineage_ids(store, node_id)]
+    """Origins (e.g. `bank:<id>`) of every node from the root to `node_id`."""
+    return [n.origin for n in store.lineage(node_id)]
 
 
 def tried_actions(store: EvoDAG, run_id: int, before_iteration: int) -> list[str]:
@@ -59,7 +50,7 @@ def build_request(
     lineage_edges: dict[int, list[int]] = {}
     failing: dict[int, list[str]] = {}
     for node in {current.id: current, best.id: best}.values():
-        ids = lineage_ids(store, node.id)[1:]
+        ids = [n.id for n in store.lineage(node.id)[1:]]
         lineage_edges[node.id] = [e.id for e in (store.edge_into(i) for i in ids) if e is not None]
         failing[node.id] = failing_tasks(store.rollouts(node_id=node.id, split="train"))
     return EvolutionRequest(
