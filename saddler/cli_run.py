@@ -126,33 +126,30 @@ def register(app: typer.Typer) -> None:
             time.sleep(interval)
             typer.echo("")
 
-    def _sentinel(run_dir: Path, name: str, create: bool, message: str) -> None:
-        paths = _require_run(run_dir)
-        path = paths.root / name
-        if create:
-            path.write_text(time.strftime("%Y-%m-%dT%H:%M:%S"), encoding="utf-8")
-        else:
-            path.unlink(missing_ok=True)
+    def _sentinel(run_dir: Path, name: str, message: str) -> None:
+        (_require_run(run_dir).root / name).write_text(time.strftime("%Y-%m-%dT%H:%M:%S"), encoding="utf-8")
         typer.echo(message)
 
     @app.command()
     @handle_errors
     def pause(run_dir: Path = RUN_DIR) -> None:
         """Pause at the next iteration boundary (writes RUN/PAUSE)."""
-        _sentinel(run_dir, PAUSE_FILE, True, "pause requested: the run stops at the next iteration boundary")
+        _sentinel(run_dir, PAUSE_FILE, "pause requested: the run stops at the next iteration boundary")
 
     @app.command()
     @handle_errors
     def resume(run_dir: Path = RUN_DIR) -> None:
         """Clear PAUSE/STOP; then `saddler run DIR` continues where the run stopped."""
-        _sentinel(run_dir, STOP_FILE, False, "")
-        _sentinel(run_dir, PAUSE_FILE, False, f"resumable: run `saddler run {run_dir}` to continue")
+        paths = _require_run(run_dir)
+        for name in (STOP_FILE, PAUSE_FILE):
+            (paths.root / name).unlink(missing_ok=True)
+        typer.echo(f"resumable: run `saddler run {run_dir}` to continue")
 
     @app.command()
     @handle_errors
     def stop(run_dir: Path = RUN_DIR) -> None:
         """Stop at the next iteration boundary and finish (test evaluation, export, report)."""
-        _sentinel(run_dir, STOP_FILE, True, "stop requested: the run finishes after the current iteration")
+        _sentinel(run_dir, STOP_FILE, "stop requested: the run finishes after the current iteration")
 
     @app.command()
     @handle_errors
