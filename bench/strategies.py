@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from evodag.store import EvoDAG
-from saddler.loop import Optimizer
-from saddler.manual import evaluate_node
-from saddler.runfolder import init_run
+from saddler.run.folder import init_run
+from saddler.run.loop import Optimizer
+from saddler.run.ops import evaluate_node
 
 STRATEGIES: dict[str, dict[str, Any]] = {
     "full": {},

@@ -1,5 +1,5 @@
 """`python -m saddler`: the saddler CLI."""
 
-from saddler.cli import app
+from saddler.cli.app import app
 
 app()

@@ -40,7 +40,7 @@ def template_description(path: Path) -> str:
     frontmatter `description`; empty when neither says anything (never raises for a bad file)."""
     import tomllib
 
-    from saddler.structure import parse_frontmatter
+    from saddler.harness.structure import parse_frontmatter
 
     toml = path / "saddler.toml"
     if toml.is_file():

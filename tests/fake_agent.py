@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from saddler.components import matches as matches_any
+from saddler.harness.components import matches as matches_any
 
 
 def read_prompt(arg: str) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from evodag.store import EvoDAG
-from saddler.runfolder import init_run
+from saddler.run.folder import init_run
 
 SMALL: dict[str, Any] = {"loop": {"max_iterations": 6, "batch_size": 6, "test_runs": 2},
                          "executor": {"workers": 2}}

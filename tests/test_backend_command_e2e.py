@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from saddler import cli_run
-from saddler.cli import app
+from saddler.cli import run as cli_run
+from saddler.cli.app import app
 
 FAKE = Path(__file__).with_name("fake_agent.py")
 

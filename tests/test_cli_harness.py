@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from saddler import resources
 from saddler.benchmark import BENCHMARKS
-from saddler.cli import app
-from saddler.cli_common import handle_errors, print_json
+from saddler.cli.app import app
+from saddler.cli.common import handle_errors, print_json
 from saddler.errors import ConfigError, HarnessError, UnknownNameError
 
 runner = CliRunner()

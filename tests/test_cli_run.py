@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from saddler.cli import app
+from saddler.cli.app import app
 
 runner = CliRunner()
 

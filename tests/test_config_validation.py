@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from saddler.benchmark import BENCHMARKS
-from saddler.cli import app
+from saddler.cli.app import app
 from saddler.config import HarnessConfig, RunConfig, load_harness_config, load_run_config
 from saddler.errors import ConfigError
 from saddler.sessions.registry import BACKENDS

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from saddler.cli import app
+from saddler.cli.app import app
 from saddler.config import RunConfig, SessionConfig
 from saddler.doctor import healthy, run_checks
 

@@ -12,11 +12,11 @@ from fake_benchmarks import FakeBenchmark
 from evodag.models import Node
 from evodag.store import EvoDAG
 from saddler.benchmark import RolloutResult
-from saddler.evaluate import Evaluator
 from saddler.executor.base import ResultCallback, RolloutJob
 from saddler.executor.local import LocalExecutor
-from saddler.harness import HarnessSpace
-from saddler.progress import NullProgress
+from saddler.harness.space import HarnessSpace
+from saddler.reporting.progress import NullProgress
+from saddler.run.evaluate import Evaluator
 
 
 class World:

@@ -11,8 +11,8 @@ from report_fixture import build_run, open_store
 
 from evodag.store import EvoDAG
 from saddler.errors import HarnessError
-from saddler.export import export_harness
-from saddler.harness import HarnessSpace
+from saddler.harness.export import export_harness
+from saddler.harness.space import HarnessSpace
 
 TOML = '[harness]\nname = "demo"\n\n[harness.components]\ncapability = ["tools/**"]\nsteering = ["prompts/**"]\n'
 

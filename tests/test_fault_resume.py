@@ -13,7 +13,7 @@ import pytest
 from loop_helpers import dag_signature, git, make_run
 
 from evodag.store import EvoDAG
-from saddler.loop import Optimizer
+from saddler.run.loop import Optimizer
 
 pytestmark = pytest.mark.slow
 POINTS = ("rollout", "session", "commit", "write", "reflect")

@@ -13,10 +13,10 @@ from fleet_helpers import fleet_setup
 
 from benchmarks.command import CommandBenchmark, extract_metric, improved, run_eval
 from saddler.errors import ConfigError
-from saddler.modes.detect import Detection, detect_eval_command, write_bench_script
-from saddler.modes.fleet import init_fleet
-from saddler.modes.fleet_config import parse_fleet
-from saddler.modes.fleet_results import ResultRow, read_results, trailing_discards
+from saddler.modes.fleet.config import parse_fleet
+from saddler.modes.fleet.detect import Detection, detect_eval_command, write_bench_script
+from saddler.modes.fleet.loop import init_fleet
+from saddler.modes.fleet.results import ResultRow, read_results, trailing_discards
 
 
 def test_detection_order(tmp_path: Path) -> None:
@@ -126,8 +126,8 @@ def test_init_detects_the_eval_command_or_writes_bench_py(tmp_path: Path, monkey
 
 
 def test_agent_commands_and_descriptions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from saddler.modes.fleet_agent import agent_argv, description
-    from saddler.modes.fleet_config import FleetPaths
+    from saddler.modes.fleet.agent import agent_argv, description
+    from saddler.modes.fleet.config import FleetPaths
 
     spec = parse_fleet({"config": {"max_turns": 7, "budget_per_iter": 0.5}}, "fleet.json")
     claude = agent_argv(FleetPaths(tmp_path, spec), "PROMPT", tmp_path / "p.md")

@@ -15,13 +15,13 @@ from typer.testing import CliRunner
 
 from evodag.cli import app as evo_app
 from evodag.store import EvoDAG
-from saddler.cli import app
+from saddler.cli.app import app
 from saddler.errors import RunStateError
-from saddler.modes import fleet_ops
-from saddler.modes.fleet import FleetRun, init_fleet
-from saddler.modes.fleet_config import FleetPaths
-from saddler.modes.fleet_results import read_results
-from saddler.report import build_report
+from saddler.modes.fleet import ops as fleet_ops
+from saddler.modes.fleet.config import FleetPaths
+from saddler.modes.fleet.loop import FleetRun, init_fleet
+from saddler.modes.fleet.results import read_results
+from saddler.reporting.figures import build_report
 
 pytestmark = pytest.mark.slow
 

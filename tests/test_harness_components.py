@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from saddler.components import classify, glob_regex, matches, patch_kind, protected_paths
 from saddler.config import ComponentMap
 from saddler.errors import ConfigError
+from saddler.harness.components import classify, glob_regex, matches, patch_kind, protected_paths
 
 CMAP = ComponentMap(
     capability=["tools/**", "agent/loop.py", "middleware/*.py"],

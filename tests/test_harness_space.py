@@ -10,7 +10,7 @@ import pytest
 from harness_fixtures import FILES, make_source_repo, repo_snapshot, sh, write_files
 
 from saddler.errors import HarnessError
-from saddler.harness import BASELINE_REF, HarnessSpace
+from saddler.harness.space import BASELINE_REF, HarnessSpace
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from harness_fixtures import SKILL_MD, make_source_repo, write_files
 
-from saddler.harness import HarnessSpace
-from saddler.structure import check_skill_text, h2_headings, parse_frontmatter, var_refs
+from saddler.harness.space import HarnessSpace
+from saddler.harness.structure import check_skill_text, h2_headings, parse_frontmatter, var_refs
 
 SKILL = "skills/demo/SKILL.md"
 

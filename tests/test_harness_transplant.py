@@ -9,7 +9,7 @@ from harness_fixtures import FILES, make_source_repo, sh, write_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from saddler.harness import HarnessSpace
+from saddler.harness.space import HarnessSpace
 
 PROMPT = FILES["prompts/system.md"]
 

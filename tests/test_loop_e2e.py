@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from evodag.store import EvoDAG
 from evodag.views import graph
-from saddler.cli import app
-from saddler.loop import Optimizer
+from saddler.cli.app import app
+from saddler.run.loop import Optimizer
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
@@ -38,7 +38,7 @@ class CountingExecutor:
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     """One small finished run, driven through the real CLI, with an executor that counts."""
-    import saddler.context as context
+    import saddler.run.context as context
 
     run_dir = make_run(tmp_path_factory.mktemp("e2e") / "run")
     counters: list[CountingExecutor] = []
@@ -127,7 +127,7 @@ def test_same_seed_and_config_give_the_same_dag(finished: tuple[Path, int], tmp_
 
 
 def test_rerunning_a_finished_run_spends_nothing(finished: tuple[Path, int], monkeypatch: pytest.MonkeyPatch) -> None:
-    import saddler.context as context
+    import saddler.run.context as context
 
     run_dir, _ = finished
     before = dag_signature(run_dir)

@@ -8,7 +8,7 @@ import pytest
 from loop_helpers import make_run
 
 from evodag.store import EvoDAG
-from saddler.loop import Optimizer
+from saddler.run.loop import Optimizer
 from saddler.sessions import registry
 from saddler.sessions.offline import OfflineBackend
 from saddler.sessions.schema import DiagnosisRequest, DiagnosisResult, Hypothesis, SessionStats

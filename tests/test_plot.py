@@ -9,7 +9,7 @@ import pytest
 from report_fixture import Fixture, build_run, open_store
 
 from evodag.store import EvoDAG
-from saddler.plot import plot_progress, progress_series
+from saddler.reporting.plot import plot_progress, progress_series
 
 
 @pytest.fixture(scope="module")

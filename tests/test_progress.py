@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from saddler.progress import NullProgress, ProgressMeter, RichProgress, make_progress
+from saddler.reporting.progress import NullProgress, ProgressMeter, RichProgress, make_progress
 
 
 class FakeClock:

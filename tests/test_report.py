@@ -17,9 +17,9 @@ from report_fixture import FINISH, NO_PATCH_REASON, START, Fixture, build_run, f
 
 from evodag.models import Node, RolloutRow
 from evodag.store import EvoDAG
-from saddler.report import build_report, hypothesis_summary, pass_at_1, write_report
-from saddler.report_md import table
-from saddler.results_tsv import write_results_tsv
+from saddler.reporting.figures import build_report, hypothesis_summary, pass_at_1, write_report
+from saddler.reporting.markdown import table
+from saddler.reporting.results_tsv import write_results_tsv
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from session_helpers import evolution_request, make_worktree, reflection_request
 
-from saddler.components import matches as matches_any
+from saddler.harness.components import matches as matches_any
 from saddler.sessions.common import (
     OutputError,
     TransientError,

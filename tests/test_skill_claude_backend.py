@@ -12,8 +12,8 @@ from skill_helpers import skill_repo
 
 from evodag.store import EvoDAG
 from saddler.errors import BackendError
-from saddler.modes.skill import SkillRun
-from saddler.modes.skill_program import SkillOptions
+from saddler.modes.skill.loop import SkillRun
+from saddler.modes.skill.program import SkillOptions
 
 FAKE = Path(__file__).parent / "fixtures" / "skill_agent" / "fake_claude.py"
 

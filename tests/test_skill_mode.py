@@ -12,15 +12,15 @@ from skill_helpers import skill_repo
 from typer.testing import CliRunner
 
 from evodag.store import EvoDAG
-from saddler.cli import app
+from saddler.cli.app import app
 from saddler.errors import ConfigError
-from saddler.modes.skill import SkillRun
-from saddler.modes.skill_apply import apply_best
-from saddler.modes.skill_mutator import Mutation, MutationState, OfflineMutator
-from saddler.modes.skill_program import SkillOptions
-from saddler.modes.skill_workspace import report_from_files
-from saddler.report import build_report
-from saddler.results_tsv import result_rows
+from saddler.modes.skill.apply import apply_best
+from saddler.modes.skill.loop import SkillRun
+from saddler.modes.skill.mutator import Mutation, MutationState, OfflineMutator
+from saddler.modes.skill.program import SkillOptions
+from saddler.modes.skill.workspace import report_from_files
+from saddler.reporting.figures import build_report
+from saddler.reporting.results_tsv import result_rows
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,8 @@ from skill_helpers import FIXTURE
 from benchmarks.skill_evals.agent import OfflineSkillAgent
 from benchmarks.skill_evals.evals import load_evals
 from benchmarks.skill_evals.grading import CaseResult, offline_judge, run_case
-from saddler.modes.skill_mutator import (
+from saddler.harness.structure import check_skill_text
+from saddler.modes.skill.mutator import (
     MutationState,
     OfflineMutator,
     default_candidates,
@@ -20,9 +21,8 @@ from saddler.modes.skill_mutator import (
     focus_level,
     program_mutation,
 )
-from saddler.modes.skill_program import Exclusion, Program, SkillOptions, Strategy, load_program, parse_program
-from saddler.modes.skill_rules import decide, stop_reason
-from saddler.structure import check_skill_text
+from saddler.modes.skill.program import Exclusion, Program, SkillOptions, Strategy, load_program, parse_program
+from saddler.modes.skill.rules import decide, stop_reason
 
 SKILL = (FIXTURE / "code-review" / "SKILL.md").read_text(encoding="utf-8")
 SUITE = load_evals(FIXTURE / "code-review-workspace" / "evals" / "evals.json")

@@ -9,7 +9,7 @@ import pytest
 from report_fixture import build_run, fake_commit, open_store
 
 from evodag.store import EvoDAG
-from saddler.status import render_status, status_snapshot
+from saddler.reporting.status import render_status, status_snapshot
 
 
 def test_finished_run_snapshot_and_text(tmp_path: Path) -> None:

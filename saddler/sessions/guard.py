@@ -1,7 +1,7 @@
 """The tool guard of LLM sessions: which edits and Bash commands an optimizer agent may make.
 
 Used as the claude-agent-sdk PreToolUse hook and, for CLI agents, as a command hook
-(`python -m saddler.sessions.guard GUARD_JSON`). Globs are the component map's (`saddler.components`),
+(`python -m saddler.sessions.guard GUARD_JSON`). Globs are the component map's (`saddler.harness.components`),
 so the hook and the loop's post-hoc diff check agree on what is protected.
 """
 
@@ -14,7 +14,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from saddler.components import matches
+from saddler.harness.components import matches
 
 EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 _SHELL_META = re.compile(r"[;&|<>`$()\n\\]")

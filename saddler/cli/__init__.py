@@ -1,0 +1,1 @@
+"""The `saddler` command line: thin wrappers over the library (`saddler.cli.app:app`)."""

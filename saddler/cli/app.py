@@ -1,0 +1,15 @@
+"""`saddler` command line. Each command group lives in its own `cli_*` module and registers here."""
+
+from __future__ import annotations
+
+import typer
+
+from saddler.cli import doctor as cli_doctor
+from saddler.cli import modes as cli_modes
+from saddler.cli import run as cli_run
+from saddler.cli import setup as cli_harness
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Optimize an agent harness against a benchmark.")
+
+for module in (cli_harness, cli_run, cli_doctor, cli_modes):
+    module.register(app)

@@ -1,0 +1,208 @@
+"""`saddler init | run | status | pause | resume | stop | report | eval | export`: thin wrappers over the library."""
+
+from __future__ import annotations
+
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from saddler.cli.common import fail, handle_errors, print_json
+from saddler.policies.stopping import PAUSE_FILE, STOP_FILE
+from saddler.run.folder import RunPaths
+
+RUN_DIR = typer.Argument(..., help="the run folder")
+
+
+def _parse_sets(values: list[str]) -> dict[str, Any]:
+    """`loop.max_iterations=10` -> {"loop": {"max_iterations": 10}} (values parsed as TOML, else strings)."""
+    out: dict[str, Any] = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            fail(f"--set {item!r}: expected KEY=VALUE, e.g. loop.max_iterations=10", 2)
+        try:
+            value = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        *parents, leaf = key.split(".")
+        table = out
+        for part in parents:
+            table = table.setdefault(part, {})
+        table[leaf] = value
+    return out
+
+
+def _require_run(run_dir: Path) -> RunPaths:
+    paths = RunPaths(Path(run_dir))
+    if not paths.config.is_file():
+        fail(f"{run_dir} is not a run folder (no saddler.toml); create one with `saddler init`", 2)
+    return paths
+
+
+def _require_db(run_dir: Path) -> RunPaths:
+    paths = _require_run(run_dir)
+    if not paths.db.is_file():
+        fail(f"{run_dir} has not run yet (no evodag.sqlite); start it with `saddler run {run_dir}`", 2)
+    return paths
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    @handle_errors
+    def init(
+        run_dir: Path = RUN_DIR,
+        template: str = typer.Option(None, "--template", "-t", help="a bundled template (see `saddler list`)"),
+        harness: Path = typer.Option(None, "--harness", help="your harness git repo (cloned; never modified)"),
+        benchmark: str = typer.Option(None, "--benchmark", "-b", help="benchmark name (default: the template's)"),
+        backend: str = typer.Option("offline", "--backend", help="offline | claude | command"),
+        seed: int = typer.Option(0, "--seed"),
+        sets: list[str] = typer.Option([], "--set", help="override a [run] key: loop.max_iterations=10"),
+        force: bool = typer.Option(False, "--force", help="replace an existing run folder"),
+        from_fleet: Path = typer.Option(None, "--from-fleet", help="an autoresearch fleet.json: make a fleet root"),
+    ) -> None:
+        """Make a run folder: the run's own harness clone and its saddler.toml (or a fleet root, --from-fleet)."""
+        from saddler.run.folder import init_run
+
+        if from_fleet is not None:
+            from saddler.modes.fleet.setup import init_fleet
+
+            paths = init_fleet(run_dir, from_fleet)
+            typer.echo(f"created fleet root {paths.root}; run it with `saddler fleet run {run_dir}`")
+            return
+
+        path = init_run(run_dir, template=template, harness=harness, benchmark=benchmark, backend=backend, seed=seed,
+                        force=force, overrides=_parse_sets(sets))
+        typer.echo(f"created {path}")
+
+    @app.command()
+    @handle_errors
+    def run(
+        run_dir: Path = RUN_DIR,
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress output; only the final summary"),
+        json_out: bool = typer.Option(False, "--json", help="print the final summary as JSON"),
+    ) -> None:
+        """Run the optimization, or resume it from where it stopped."""
+        from rich.console import Console
+
+        from saddler.run.loop import Optimizer
+
+        _require_run(run_dir)
+        console = Console(stderr=True, highlight=False)
+        say = (lambda _t: None) if quiet or json_out else (lambda text: console.print(text, markup=False))
+        outcome = Optimizer(run_dir, quiet=quiet or json_out, say=say).run()
+        if json_out:
+            print_json({"termination": outcome.reason, "best_node": outcome.best_node, "best_dev": outcome.best_dev,
+                        "baseline_test": outcome.baseline_test, "best_test": outcome.best_test,
+                        "rollouts": outcome.rollouts, "report": str(outcome.report) if outcome.report else None})
+        else:
+            for line in outcome.metric_lines():
+                typer.echo(line)
+
+    @app.command()
+    @handle_errors
+    def status(
+        run_dir: Path = RUN_DIR,
+        watch: bool = typer.Option(False, "--watch", "-w", help="refresh until the run finishes (Ctrl-C to leave)"),
+        interval: float = typer.Option(2.0, "--interval"),
+        json_out: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """Where the run is: iteration, phase, best node, rollouts, cost, stalls."""
+        from evodag.store import EvoDAG
+        from saddler.reporting.status import render_status, status_snapshot
+
+        paths = _require_db(run_dir)
+        while True:
+            with EvoDAG(paths.db, readonly=True) as store:
+                snap = status_snapshot(store, paths.root)
+            if json_out:
+                print_json(snap)
+            else:
+                typer.echo(render_status(snap))
+            if not watch or snap.get("state") in ("finished",):
+                return
+            time.sleep(interval)
+            typer.echo("")
+
+    def _sentinel(run_dir: Path, name: str, message: str) -> None:
+        (_require_run(run_dir).root / name).write_text(time.strftime("%Y-%m-%dT%H:%M:%S"), encoding="utf-8")
+        typer.echo(message)
+
+    @app.command()
+    @handle_errors
+    def pause(run_dir: Path = RUN_DIR) -> None:
+        """Pause at the next iteration boundary (writes RUN/PAUSE)."""
+        _sentinel(run_dir, PAUSE_FILE, "pause requested: the run stops at the next iteration boundary")
+
+    @app.command()
+    @handle_errors
+    def resume(run_dir: Path = RUN_DIR) -> None:
+        """Clear PAUSE/STOP; then `saddler run DIR` continues where the run stopped."""
+        paths = _require_run(run_dir)
+        for name in (STOP_FILE, PAUSE_FILE):
+            (paths.root / name).unlink(missing_ok=True)
+        typer.echo(f"resumable: run `saddler run {run_dir}` to continue")
+
+    @app.command()
+    @handle_errors
+    def stop(run_dir: Path = RUN_DIR) -> None:
+        """Stop at the next iteration boundary and finish (test evaluation, export, report)."""
+        _sentinel(run_dir, STOP_FILE, "stop requested: the run finishes after the current iteration")
+
+    @app.command()
+    @handle_errors
+    def report(run_dir: Path = RUN_DIR, json_out: bool = typer.Option(False, "--json")) -> None:
+        """(Re)write report.md, results.tsv and progress.png from the EvoDAG."""
+        from evodag.store import EvoDAG
+        from saddler.reporting.figures import build_report, write_report
+        from saddler.reporting.results_tsv import write_results_tsv
+
+        paths = _require_db(run_dir)
+        with EvoDAG(paths.db, readonly=True) as store:
+            if store.get_run().config.get("mode") != "fleet":  # a fleet's results.tsv is its own log
+                write_results_tsv(store, paths.root / "results.tsv")
+            path = write_report(store, paths.root)
+            if json_out:
+                print_json(build_report(store))
+            else:
+                typer.echo(f"report: {path}")
+
+    @app.command("eval")
+    @handle_errors
+    def eval_(
+        run_dir: Path = RUN_DIR,
+        node: int = typer.Option(..., "--node", help="node id (see `evo-dag summary`)"),
+        split: str = typer.Option("dev", "--split", help="dev | test"),
+        runs: int = typer.Option(3, "--runs", min=1),
+        json_out: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """Evaluate one node on dev or test, k runs: Pass@1 mean ± std (cached rollouts reused)."""
+        from saddler.run.ops import evaluate_node
+
+        if split not in ("dev", "test"):
+            fail(f"--split {split!r}: expected dev or test", 2)
+        result = evaluate_node(_require_run(run_dir).root, node, split, runs)
+        if json_out:
+            print_json(result)
+        else:
+            typer.echo(f"node {node} {split} Pass@1: {result['mean']:.4f} ± {result['std']:.4f} "
+                       f"over {runs} run(s) {result['runs']} ({result['executed']} rollouts executed)")
+
+    @app.command()
+    @handle_errors
+    def export(
+        run_dir: Path = RUN_DIR,
+        node: int = typer.Option(None, "--node", help="node id (default: the run's best)"),
+        to: Path = typer.Option(..., "--to", help="destination folder"),
+        json_out: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """Export a node: clean harness tree, a patch against the baseline, a git bundle."""
+        from saddler.run.ops import export_node
+
+        info = export_node(_require_db(run_dir).root, node, to)
+        if json_out:
+            print_json(info)
+        else:
+            typer.echo(f"exported node {info.get('node_id')} to {to}")

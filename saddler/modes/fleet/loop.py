@@ -1,0 +1,211 @@
+"""Fleet mode: the 002 seed's single-metric autoresearch loop, with git as the state machine.
+
+`init_fleet(run_dir, fleet_json)` takes the seed's fleet.json as it is (eval command detected or a bench.py
+written when absent), makes the workdir a clean git repo, creates results.tsv, logs/ and the EvoDAG.
+`FleetRun(run_dir).run()` loops: count trailing discards in results.tsv (code, not the agent); at the plateau
+threshold the search prompt is used; the agent makes ONE change; saddler commits it, runs the fixed eval with
+a fresh SADDLER_BENCH_SEED, keeps the commit on a strict improvement and `git reset --hard`s otherwise, appends
+the results.tsv row and records everything in the EvoDAG. Stops on max_iterations or cost_cap_usd; waits at
+iteration boundaries while `.paused` exists. saddler evaluates itself rather than trusting the agent's report.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.command.metric import EvalRun, improved, run_eval
+from evodag.models import Node
+from evodag.store import EvoDAG
+from saddler.errors import RunStateError
+from saddler.modes.fleet import results as tsv
+from saddler.modes.fleet.agent import FLEET_ENV, agent_argv, build_prompt, description, run_session
+from saddler.modes.fleet.config import FleetPaths
+from saddler.modes.fleet.setup import init_fleet, run_git
+from saddler.run.folder import run_lock
+
+Say = Callable[[str], None]
+__all__ = ["FleetRun", "init_fleet", "next_session"]
+
+
+def next_session(paths: FleetPaths) -> dict[str, Any]:
+    """What the next iteration would run (the seed's `launch.sh --dry-run`): its number, search flag, argv, prompt."""
+    rows = tsv.read_results(paths.results)
+    with EvoDAG(paths.db, readonly=True) as store:
+        n = len(store.iterations()) + 1
+    discards = tsv.trailing_discards(rows)
+    search = paths.spec.search.enabled and discards >= paths.spec.search.plateau_threshold
+    prompt = build_prompt(paths, n, discards, search, [r.line() for r in rows])
+    argv = agent_argv(paths, prompt, paths.logs / f"prompt-iter-{n}.md")
+    return {"iteration": n, "search": search, "argv": [*argv[:-1], "<prompt>"], "prompt": prompt}
+class FleetRun:
+    """The fleet loop over one fleet root (see the module docstring). `sleep` is used while paused."""
+
+    def __init__(self, run_dir: Path, *, say: Say | None = None, sleep: Callable[[float], None] = time.sleep,
+                 poll_s: float = 5.0) -> None:
+        self.paths = FleetPaths.open(run_dir)
+        self.spec = self.paths.spec
+        self.say: Say = say or (lambda _t: None)
+        self.sleep, self.poll_s = sleep, poll_s
+
+    def run(self) -> dict[str, Any]:
+        paths = self.paths
+        with run_lock(paths.root), EvoDAG(paths.db) as store:
+            paths.pid.write_text(str(os.getpid()), encoding="utf-8")
+            try:
+                run_id = store.get_run().id
+                store.update_run(run_id, status="running", finished_at=None, termination_reason=None)
+                paths.write_state(status="running", pid=os.getpid(), started_at=store.clock())
+                reason = self._loop(store, run_id)
+                best = store.get_run(run_id).best_node_id
+                store.update_run(run_id, status="finished", termination_reason=reason, finished_at=store.clock(),
+                                 best_node_id=best)
+                return paths.write_state(status="finished", termination_reason=reason, pid=None)
+            finally:
+                paths.pid.unlink(missing_ok=True)
+
+    def _eval(self, iteration: int) -> tuple[EvalRun, int]:
+        seed = random.Random(f"{self.spec.seed}:bench:{iteration}").randrange(2**31)  # fresh inputs every run
+        result = run_eval(self.spec.problem.eval_command, self.paths.workdir, seed, self.spec.problem.metric_regex,
+                          self.spec.problem.eval_timeout_s, {FLEET_ENV: str(self.paths.root)})
+        (self.paths.logs / f"eval-iter-{iteration}.txt").write_text(
+            f"$ {self.spec.problem.eval_command}  (SADDLER_BENCH_SEED={seed})\n{result.stdout}\n--- stderr ---\n"
+            f"{result.stderr}\n--- metric: {result.metric} {result.error}\n", encoding="utf-8")
+        return result, seed
+
+    def _rollout(self, store: EvoDAG, run_id: int, node: Node, n: int, result: EvalRun, seed: int, ok: bool) -> None:
+        store.add_rollout(run_id=run_id, node_id=node.id, task_id="metric", split="train", seed=seed, repetition=0,
+                          score=result.metric if result.metric is not None else 0.0, passed=ok,
+                          disposition="success" if result.metric is not None else "task_failure",
+                          duration_s=round(result.duration_s, 3), error_tail=result.error, task_group="metric",
+                          trace_path=str(self.paths.logs / f"eval-iter-{n}.txt"), cache_key=f"fleet:{node.commit}:{n}")
+
+    def _baseline(self, store: EvoDAG, run_id: int) -> Node:
+        """The node to continue from: the best kept one after a restart, else the freshly measured baseline."""
+        run = store.get_run(run_id)
+        if run.baseline_node_id is not None:
+            return self._recover(store, run_id, store.get_node(run.best_node_id or run.baseline_node_id))
+        head = run_git(["rev-parse", "HEAD"], self.paths.workdir)
+        result, seed = self._eval(0)
+        if result.metric is None:
+            raise RunStateError(f"the eval command fails on the baseline ({result.error}); fix "
+                                f"`{self.spec.problem.eval_command}` (see logs/eval-iter-0.txt) before running")
+        node = store.add_node(run_id, head, None, 0, "none", "baseline", "baseline", status="baseline",
+                              status_reason="baseline")
+        node = store.update_node(node.id, batch_after=result.metric)
+        self._rollout(store, run_id, node, 0, result, seed, True)
+        store.update_run(run_id, baseline_node_id=node.id, best_node_id=node.id)
+        tsv.append_result(self.paths.results, tsv.ResultRow(head[:7], result.metric, "keep", "baseline"))
+        self.paths.write_state(baseline_metric=result.metric, best_metric=result.metric)
+        self.say(f"baseline: {result.metric:g}")
+        return node
+
+    def _recover(self, store: EvoDAG, run_id: int, best: Node) -> Node:
+        """After a kill: close the interrupted iteration (its candidate undecided -> crash) and put the workdir
+        back on the best kept commit, dropping whatever the interrupted experiment left."""
+        current = store.current_iteration(run_id)
+        if current is not None and current.finished_at is None:
+            for node in store.nodes(run_id, status="pending"):
+                store.update_node(node.id, status="invalid", status_reason="interrupted before its evaluation")
+            store.update_iteration(current.id, decision="invalid", step="done", finished_at=store.clock())
+            tsv.append_result(self.paths.results, tsv.ResultRow(
+                run_git(["rev-parse", "--short=7", "HEAD"], self.paths.workdir), 0.0, "crash",
+                f"interrupted experiment {current.number}"))
+            store.log_event("fleet.recovered", {"iteration": current.number, "reset_to": best.commit}, run_id=run_id)
+        if run_git(["rev-parse", "HEAD"], self.paths.workdir) != best.commit or run_git(["status", "--porcelain"],
+                                                                                   self.paths.workdir):
+            run_git(["reset", "-q", "--hard", best.commit], self.paths.workdir)
+        return best
+
+    def _loop(self, store: EvoDAG, run_id: int) -> str:
+        current = self._baseline(store, run_id)
+        stop = self.spec.stop_when
+        while True:
+            rows = tsv.read_results(self.paths.results)
+            done = len(store.iterations(run_id=run_id))
+            if done >= stop.max_iterations:
+                return "max_iterations"
+            if stop.cost_cap_usd and store.session_cost(run_id) >= stop.cost_cap_usd:
+                return "cost_cap"
+            if self.paths.paused.exists():
+                self.paths.write_state(status="paused")
+                store.log_event("fleet.paused", {"iteration": done}, run_id=run_id)
+                while self.paths.paused.exists():
+                    self.sleep(self.poll_s)
+                self.paths.write_state(status="running")
+                store.log_event("fleet.resumed", {"iteration": done}, run_id=run_id)
+            discards = tsv.trailing_discards(rows)
+            search = self.spec.search.enabled and discards >= self.spec.search.plateau_threshold
+            current = self._experiment(store, run_id, done + 1, current, rows, discards, search)
+
+    def _experiment(self, store: EvoDAG, run_id: int, n: int, parent: Node, rows: list[tsv.ResultRow],
+                    discards: int, search: bool) -> Node:
+        wd, direction = self.paths.workdir, self.spec.problem.metric_direction
+        it = store.start_iteration(run_id, n, 0, ["metric"], phase="none", parent_id=parent.id, exploration=search,
+                                   stall_count=discards)
+        self.paths.write_state(iteration=n, search=search)
+        prompt = build_prompt(self.paths, n, discards, search, [r.line() for r in rows])
+        session = run_session(self.paths, n, prompt, search)
+        from saddler.sessions.command import parse_usage
+
+        usage = parse_usage(session.stdout)
+        store.add_session(run_id, "diagnosis_patch", self.spec.config.provider, iteration=n, node_id=parent.id,
+                          model=self.spec.config.model, turns=usage["turns"], tokens_in=usage["tokens_in"],
+                          tokens_out=usage["tokens_out"], cost_usd=usage["cost_usd"],
+                          duration_s=round(session.duration_s, 3), transcript_path=str(session.log_path),
+                          outcome="timeout" if session.timed_out else f"exit_{session.returncode}")
+        self.paths.write_state(cost_usd=store.session_cost(run_id))
+        desc = description(session.stdout)
+        if run_git(["status", "--porcelain"], wd):
+            run_git(["add", "-A"], wd)
+            run_git(["commit", "-q", "--no-verify", "-m", f"fleet it{n}: {desc or 'experiment'}"], wd)
+        head = run_git(["rev-parse", "HEAD"], wd)
+        if head == parent.commit:
+            tsv.append_result(self.paths.results, tsv.ResultRow(head[:7], 0.0, "discard",
+                                                                f"no change: {desc or 'the agent changed nothing'}"))
+            store.update_iteration(it.id, decision="no_patch", step="done", finished_at=store.clock())
+            self.say(f"iter {n}: no change")
+            return parent
+        desc = desc or run_git(["log", "-1", "--format=%s", head], wd)
+        run_git(["update-ref", f"refs/saddler/c/{head}", head], wd)
+        diff = run_git(["diff", "--no-color", "--binary", parent.commit, head], wd)
+        files = [f for f in run_git(["diff", "--name-only", parent.commit, head], wd).splitlines() if f]
+        added = removed = 0
+        for line in run_git(["diff", "--numstat", parent.commit, head], wd).splitlines():
+            a, r, _ = line.split("\t", 2)
+            added, removed = added + (int(a) if a.isdigit() else 0), removed + (int(r) if r.isdigit() else 0)
+        origin = "search" if search else "agent"
+        hyp = {"diagnosis": desc, "plan": desc, "patch_kind": "mixed", "origin": origin, "files": files}
+        with store.transaction():
+            node = store.add_node(run_id, head, parent.id, n, "none", "mixed", origin, hypothesis=hyp,
+                                  lines_changed=added + removed)
+            store.add_edge(run_id, parent.id, node.id, "patch", diff, files, added, removed)
+        result, seed = self._eval(n)
+        best = parent.batch_after
+        keep = result.metric is not None and (best is None or improved(result.metric, best, direction))
+        status = "keep" if keep else ("crash" if result.metric is None else "discard")
+        if not keep:
+            run_git(["reset", "-q", "--hard", parent.commit], wd)
+        reason = f"metric {best} -> {result.metric} ({direction}): {status}" + (f"; {result.error}" if
+                                                                                 result.error else "")
+        node = store.update_node(node.id, status={"keep": "accepted", "discard": "rejected", "crash": "invalid"}[
+            status], status_reason=reason, batch_before=best, batch_after=result.metric)
+        self._rollout(store, run_id, node, n, result, seed, keep)
+        edge = store.edge_between(parent.id, node.id)
+        store.add_lesson(run_id, "fixed" if keep else ("regressed" if status == "discard" else "general"),
+                         "uncertain", f"iteration {n}: {desc}: {reason}", node_id=node.id, edge_id=edge.id,
+                         iteration=n, task_id="metric")
+        store.set_edge_transitions(edge.id, ["metric"] if keep else [], [] if keep else ["metric"], [], [])
+        store.update_iteration(it.id, candidate_id=node.id, decision="accepted" if keep else (
+            "rejected" if status == "discard" else "invalid"), step="done", finished_at=store.clock())
+        tsv.append_result(self.paths.results, tsv.ResultRow(head[:7], result.metric or 0.0, status, desc))
+        self.say(f"iter {n}{' [search]' if search else ''}: {status} {result.metric} ({desc})")
+        if keep:
+            store.update_run(run_id, best_node_id=node.id)
+            self.paths.write_state(best_metric=result.metric)
+            return node
+        return parent

@@ -1,0 +1,225 @@
+"""The 002 seed's operations on a fleet root: status, view, report, pause, resume, kill.
+
+`kill` ends the orchestrator (pid file), the agent's process group, and sweeps orphans: any process whose
+environment carries `SADDLER_FLEET_ROOT=<this fleet>` (every agent and eval saddler starts is tagged so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from saddler.errors import RunStateError
+from saddler.modes.fleet import results as tsv
+from saddler.modes.fleet.agent import FLEET_ENV
+from saddler.modes.fleet.config import FleetPaths
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
+
+
+def status(paths: FleetPaths) -> dict[str, Any]:
+    """Iteration, best metric, results.tsv rows, cost, plateau count (counted from results.tsv), run state."""
+    state = paths.read_state()
+    rows = tsv.read_results(paths.results)
+    direction = paths.spec.problem.metric_direction
+    orchestrator = _read_pid(paths.pid)
+    return {
+        "fleet": paths.spec.fleet_name, "workdir": str(paths.workdir), "status": state.get("status", "uninitialized"),
+        "running": _alive(orchestrator), "paused": paths.paused.exists(), "iteration": state.get("iteration", 0),
+        "max_iterations": paths.spec.stop_when.max_iterations, "direction": direction,
+        "baseline_metric": state.get("baseline_metric"), "best_metric": tsv.best_metric(rows, direction),
+        "cost_usd": state.get("cost_usd", 0.0), "cost_cap_usd": paths.spec.stop_when.cost_cap_usd,
+        "trailing_discards": tsv.trailing_discards(rows), "plateau_threshold": paths.spec.search.plateau_threshold,
+        "counts": {s: sum(r.status == s for r in rows) for s in tsv.STATUSES},
+        "termination_reason": state.get("termination_reason"),
+        "rows": [r.line() for r in rows],
+    }  # fmt: skip
+
+
+def render_status(info: dict[str, Any]) -> str:
+    lines = [
+        f"fleet {info['fleet']}: {info['status']}{' (paused)' if info['paused'] else ''}"
+        f"{' running' if info['running'] else ''}",
+        f"iteration {info['iteration']}/{info['max_iterations']}  best {info['best_metric']} ({info['direction']})"
+        f"  baseline {info['baseline_metric']}",
+        f"cost ${info['cost_usd']:.2f}" + (f" / ${info['cost_cap_usd']:.2f}" if info["cost_cap_usd"] else ""),
+        f"plateau: {info['trailing_discards']} trailing discard(s), search at {info['plateau_threshold']}",
+        f"keep {info['counts']['keep']}  discard {info['counts']['discard']}  crash {info['counts']['crash']}",
+        "", tsv.HEADER, *info["rows"][-15:],
+    ]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _event_text(obj: dict[str, Any]) -> list[str]:
+    kind = obj.get("type", "")
+    if kind == "saddler.prompt":
+        return [f"[prompt] iteration {obj.get('iteration')}{' (search)' if obj.get('search') else ''}: "
+                f"{obj.get('prompt_file', '')}"]
+    if kind == "saddler.exit":
+        tail = str(obj.get("stderr", "")).strip().splitlines()[-1:] or [""]
+        return [f"[exit] code {obj.get('returncode')}{' (timed out)' if obj.get('timed_out') else ''} {tail[0]}"]
+    if kind == "assistant" and isinstance(obj.get("message"), dict):
+        out = []
+        for part in obj["message"].get("content") or []:
+            if part.get("type") == "text":
+                out.append(f"[assistant] {part.get('text', '')}")
+            elif part.get("type") == "tool_use":
+                out.append(f"[tool] {part.get('name')} {json.dumps(part.get('input', {}), ensure_ascii=False)[:200]}")
+        return out
+    if kind == "user" and isinstance(obj.get("message"), dict):
+        return [f"[tool result] {str(p.get('content', ''))[:200]}" for p in obj["message"].get("content") or []
+                if isinstance(p, dict) and p.get("type") == "tool_result"]
+    if kind == "result":
+        return [f"[result] {obj.get('subtype', '')} turns={obj.get('num_turns', 0)} "
+                f"cost=${float(obj.get('total_cost_usd') or 0):.2f}: {str(obj.get('result', ''))[:300]}"]
+    if kind == "text":
+        return [str(obj.get("text", ""))]
+    return [f"[{kind or 'event'}] {json.dumps(obj, ensure_ascii=False)[:200]}"]
+
+
+def view(paths: FleetPaths, which: str) -> str:
+    """The parsed session events of iteration `which` (a number or `latest`)."""
+    logs = sorted(paths.logs.glob("session-iter-*.jsonl"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+    if not logs:
+        raise RunStateError(f"{paths.logs} has no session log yet; start the fleet with `saddler fleet run`")
+    if which == "latest":
+        path = logs[-1]
+    else:
+        if not which.isdigit():
+            raise RunStateError(f"iteration must be a number or 'latest', not {which!r}")
+        path = paths.session_log(int(which))
+        if not path.is_file():
+            raise RunStateError(f"no session log for iteration {which}; iterations logged: "
+                                f"{', '.join(p.stem.rsplit('-', 1)[1] for p in logs)}")
+    out = [f"== {path.name}"]
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            out.append(line)
+            continue
+        out += _event_text(obj) if isinstance(obj, dict) else [line]
+    return "\n".join(out) + "\n"
+
+
+def follow(paths: FleetPaths, which: str, emit: Callable[[str], None], sleep: Callable[[float], None] = time.sleep,
+           poll_s: float = 1.0, idle_limit: int = 0) -> None:
+    """Print iteration `which`'s events as they are logged until its `saddler.exit` event (or, with
+    `idle_limit`, after that many empty polls)."""
+    view(paths, which)  # the same errors for an unknown iteration
+    logs = sorted(paths.logs.glob("session-iter-*.jsonl"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+    path = logs[-1] if which == "latest" else paths.session_log(int(which))
+    emit(f"== {path.name}")
+    seen, idle = 0, 0
+    while True:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        fresh = lines[seen:]
+        seen = len(lines)
+        idle = 0 if fresh else idle + 1
+        for line in fresh:
+            obj = json.loads(line)
+            for text in _event_text(obj):
+                emit(text)
+            if obj.get("type") == "saddler.exit":
+                return
+        if idle_limit and idle >= idle_limit:
+            return
+        sleep(poll_s)
+
+
+def report(paths: FleetPaths) -> str:
+    """The Markdown summary of a fleet run."""
+    info = status(paths)
+    rows = tsv.read_results(paths.results)
+    base, best = info["baseline_metric"], info["best_metric"]
+    change = "—"
+    if base not in (None, 0) and best is not None:
+        change = f"{(best - base) / abs(base) * 100:+.1f}%"
+    spec = paths.spec
+    out = [
+        f"# Autoresearch fleet report: {spec.fleet_name}", "",
+        f"- Workdir: `{paths.workdir}`", f"- Eval: `{spec.problem.eval_command}` ({spec.problem.metric_direction})",
+        f"- Agent: {spec.config.provider} / {spec.config.model} (fallback {spec.config.fallback_model})",
+        f"- Status: {info['status']} ({info['termination_reason'] or 'running'})", "",
+        "| Metric | Baseline | Best | Change |", "|---|---|---|---|", f"| {spec.problem.metric_direction} | {base} | "
+        f"{best} | {change} |", "",
+        f"Experiments: {len(rows) - 1 if rows else 0} — keep {info['counts']['keep'] - (1 if rows else 0)}, "
+        f"discard {info['counts']['discard']}, crash {info['counts']['crash']}. Cost ${info['cost_usd']:.2f}.", "",
+        "## Kept changes", "", "| Commit | Metric | Description |", "|---|---|---|",
+    ]  # fmt: skip
+    out += [f"| `{r.commit}` | {r.metric:g} | {r.description} |" for r in rows if r.status == "keep"]
+    out += ["", "## All experiments", "", "| # | Commit | Metric | Status | Description |", "|---|---|---|---|---|"]
+    out += [f"| {i} | `{r.commit}` | {r.metric:g} | {r.status} | {r.description} |" for i, r in enumerate(rows)]
+    searches = [p for p in sorted(paths.logs.glob("session-iter-*.jsonl")) if '"search": true' in
+                p.read_text(encoding="utf-8").splitlines()[0]]
+    out += ["", f"Search prompts (plateau >= {spec.search.plateau_threshold}): "
+            f"{', '.join(p.stem.rsplit('-', 1)[1] for p in searches) or 'none'}", ""]
+    return "\n".join(out)
+
+
+def pause(paths: FleetPaths) -> str:
+    paths.paused.touch()
+    return "pausing at the next iteration boundary (`saddler fleet resume` continues)"
+
+
+def resume(paths: FleetPaths) -> str:
+    paths.paused.unlink(missing_ok=True)
+    if _alive(_read_pid(paths.pid)):
+        return "resumed"
+    return f"not running: start it with `saddler fleet run {paths.root}`"
+
+
+def _tagged(pid: int, root: str) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"{FLEET_ENV}={root}".encode() in environ
+
+
+def kill(paths: FleetPaths) -> dict[str, Any]:
+    """Force-stop: the orchestrator, the agent's process group, then every process tagged with this fleet."""
+    killed: list[int] = []
+    orchestrator = _read_pid(paths.pid)
+    if orchestrator and orchestrator != os.getpid() and _alive(orchestrator):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(orchestrator, signal.SIGTERM)
+            killed.append(orchestrator)
+    agent = _read_pid(paths.agent_pid)
+    if agent and _alive(agent):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(agent, signal.SIGKILL)
+            killed.append(agent)
+    proc = Path("/proc")
+    for entry in proc.iterdir() if proc.is_dir() else []:
+        if entry.name.isdigit() and int(entry.name) != os.getpid() and _tagged(int(entry.name), str(paths.root)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+    paths.pid.unlink(missing_ok=True)
+    paths.agent_pid.unlink(missing_ok=True)
+    paths.write_state(status="killed", termination_reason="killed", pid=None)
+    return {"killed": sorted(set(killed))}

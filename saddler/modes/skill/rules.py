@@ -1,0 +1,85 @@
+"""The 000 seed's rules as pure functions: Phase 0 checks, the decision table (2-6), the circuit breaker (2-7)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.skill_evals.grading import CaseResult
+from saddler.errors import ConfigError
+from saddler.harness.structure import parse_frontmatter
+from saddler.modes.skill.program import Program, SkillOptions
+
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Verdict:
+    decision: str  # KEEP | DISCARD | NEUTRAL
+    regressions: list[str]
+    gained: list[str]
+    reason: str
+
+
+def decide(new: float, best: float, new_map: dict[str, bool], best_map: dict[str, bool], from_program: bool) -> Verdict:
+    """The seed's table 2-6: KEEP only on a rise without assertion regression; NEUTRAL (approval needed) on an
+    equal rate from a program.md strategy without regression; DISCARD otherwise."""
+    regressions = sorted(a for a, ok in best_map.items() if ok and not new_map.get(a, False))
+    gained = sorted(a for a, ok in new_map.items() if ok and not best_map.get(a, False))
+    text = f"{best:.4f} -> {new:.4f}"
+    if new > best + EPS:
+        if regressions:
+            return Verdict("DISCARD", regressions, gained, f"{text}: assertion regression on {', '.join(regressions)}")
+        return Verdict("KEEP", [], gained, f"{text}: improved without regression")
+    if abs(new - best) <= EPS:
+        if from_program and not regressions:
+            return Verdict("NEUTRAL", [], gained, f"{text}: equal, program.md strategy, no regression")
+        why = f"regression on {', '.join(regressions)}" if regressions else "no improvement"
+        return Verdict("DISCARD", regressions, gained, f"{text}: equal pass rate, {why}")
+    return Verdict("DISCARD", regressions, gained, f"{text}: pass rate fell")
+
+
+def stop_reason(n: int, opts: SkillOptions, best: float, stalls: int, program: Program, tried: set[str]) -> str | None:
+    """The seed's circuit breaker (2-7), checked after every iteration (and before the first)."""
+    if stalls >= opts.stall_limit:
+        return "stall_limit"
+    if best >= opts.target_pass_rate - EPS:
+        if not program.force_at_least_one_iteration:
+            return "target_achieved"
+        if n >= 1 and all(s.key in tried for s in program.strategies):
+            return "target_achieved"
+    if n >= opts.max_iterations:
+        return "max_iterations"
+    return None
+
+
+def eval_seed(seed: int, name: str, run: int) -> int:
+    """The seed of eval `name`'s run `run`: the same in every iteration, so candidates face the same draws."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{name}:{run}".encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def resolve_skill(skill_dir: Path) -> tuple[Path, str]:
+    """(SKILL.md path, skill name) after the seed's Phase 0 checks (SKILL.md and EVAL.md are required)."""
+    skill_dir = Path(skill_dir).resolve()
+    skill_md = skill_dir / "SKILL.md"
+    if not skill_md.is_file():
+        raise ConfigError(f"{skill_md} not found: skill mode needs the skill folder holding SKILL.md")
+    if not (skill_dir / "EVAL.md").is_file():
+        raise ConfigError(f"{skill_dir / 'EVAL.md'} not found: EVAL.md를 먼저 작성하세요 (write EVAL.md first: the "
+                          "binary criteria the evals check)")
+    fields, problems = parse_frontmatter(skill_md.read_text(encoding="utf-8"))
+    if fields is None or not fields.get("name"):
+        raise ConfigError(f"{skill_md}: frontmatter must parse and name the skill: {'; '.join(problems) or 'no name'}")
+    return skill_md, fields["name"]
+
+
+@dataclass
+class Best:
+    """The current best SKILL.md: its text, grading, mean pass rate, node and commit."""
+
+    text: str
+    results: list[CaseResult]
+    rate: float
+    node_id: int
+    commit: str

@@ -1,0 +1,1 @@
+"""What a run tells people: figures, report.md, results.tsv, the progress plot, status and progress bars."""

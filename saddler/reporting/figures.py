@@ -1,0 +1,317 @@
+"""End-of-run figures (`build_report`) and `report.md` (`write_report`), read from the EvoDAG only.
+
+Test Pass@1 of one test run is the mean `passed` over the test tasks of that repetition; a node's test
+figure is the mean ± population std over its k runs. Dev figures are the node rows' `dev_mean`/`dev_std`.
+Every float in the figures is rounded to 6 decimals so the dict is stable JSON.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from evodag.models import Edge, Node, RolloutRow
+from evodag.store import EvoDAG
+from saddler.policies.ranking import pick_best
+from saddler.run import outcomes
+
+DIAGNOSIS_KINDS = ("capability", "steering", "mixed", "unclassified")
+EVOLUTION_KINDS = ("rebase", "cherry_pick", "revert", "merge")
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 6)
+
+
+def pass_at_1(rows: Iterable[RolloutRow]) -> dict[str, Any]:
+    """{"mean", "std", "runs"}: per repetition the mean of `passed`, then mean ± pstdev over repetitions."""
+    rows = list(rows)
+    if not rows:
+        return {"mean": None, "std": None, "runs": 0}
+    mean, std, runs = outcomes.pass_at_1(rows)
+    return {"mean": _r(mean), "std": _r(std), "runs": len(runs)}
+
+
+def hypothesis_summary(node: Node, limit: int = 100) -> str:
+    """One line: the hypothesis plan (else diagnosis, else evolution rationale), else the node's origin."""
+    hyp = node.hypothesis or {}
+    text = " ".join(str(hyp.get("plan") or hyp.get("diagnosis") or hyp.get("evolution") or "").split())
+    if not text:
+        return node.origin
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def lineage(nodes: dict[int, Node], node_id: int) -> list[Node]:
+    """The chain of primary parents from the root down to `node_id` (root first)."""
+    chain: list[Node] = []
+    current: int | None = node_id
+    while current is not None and current in nodes and all(n.id != current for n in chain):
+        chain.append(nodes[current])
+        current = nodes[current].parent_id
+    return chain[::-1]
+
+
+def best_node_id(store: EvoDAG, run_id: int) -> int | None:
+    """The run row's best node; while unset, the ranking policy's pick (`saddler.policies.ranking.pick_best`)."""
+    run = store.get_run(run_id)
+    if run.best_node_id is not None:
+        return run.best_node_id
+    best = pick_best(store.nodes(run.id))
+    return best.id if best else run.baseline_node_id
+
+
+def _dev_delta(nodes: dict[int, Node], node: Node) -> float | None:
+    """Dev mean minus the dev mean of the nearest ancestor that was evaluated on dev."""
+    if node.dev_mean is None:
+        return None
+    for ancestor in reversed(lineage(nodes, node.id)[:-1]):
+        if ancestor.dev_mean is not None:
+            return _r(node.dev_mean - ancestor.dev_mean)
+    return None
+
+
+def _mutation(nodes: dict[int, Node], node: Node) -> dict[str, Any]:
+    hyp = node.hypothesis or {}
+    delta = None
+    if node.batch_before is not None and node.batch_after is not None:
+        delta = _r(node.batch_after - node.batch_before)
+    return {
+        "node": node.id,
+        "iteration": node.iteration,
+        "commit": node.commit,
+        "status": node.status,
+        "patch_kind": node.patch_kind,
+        "subtype": hyp.get("subtype") or "",
+        "origin": node.origin,
+        "hypothesis": hypothesis_summary(node),
+        "batch_before": _r(node.batch_before),
+        "batch_after": _r(node.batch_after),
+        "batch_delta": delta,
+        "dev_mean": _r(node.dev_mean),
+        "dev_delta": _dev_delta(nodes, node),
+    }
+
+
+def _per_task(store: EvoDAG, run_id: int, chain: list[Node], base_id: int, best_id: int) -> list[dict[str, Any]]:
+    base_rows = store.rollouts(run_id, node_id=base_id, split="test")
+    best_rows = store.rollouts(run_id, node_id=best_id, split="test")
+    groups: dict[str, str] = {}
+    tally: dict[tuple[int, str], list[bool]] = defaultdict(list)
+    for which, rows in ((0, base_rows), (1, best_rows)):
+        for row in rows:
+            groups.setdefault(row.task_id, row.task_group)
+            tally[(which, row.task_id)].append(row.passed)
+    edges: list[tuple[Node, Edge | None]] = [(n, store.edge_into(n.id)) for n in chain[1:]]
+    out = []
+    for task in sorted(groups):
+        before, after = tally[(0, task)], tally[(1, task)]
+        b_rate = sum(before) / len(before) if before else None
+        a_rate = sum(after) / len(after) if after else None
+        change = "same"
+        if b_rate is not None and a_rate is not None and a_rate != b_rate:
+            change = "fixed" if a_rate > b_rate else "regressed"
+        changed_in = None
+        for node, edge in edges:
+            if edge is not None and task in (edge.fixed if change == "fixed" else edge.regressed):
+                changed_in = node.iteration
+        out.append(
+            {
+                "task": task,
+                "group": groups[task],
+                "baseline": _r(b_rate),
+                "baseline_passes": sum(before),
+                "baseline_runs": len(before),
+                "final": _r(a_rate),
+                "final_passes": sum(after),
+                "final_runs": len(after),
+                "change": change,
+                "changed_in": changed_in if change != "same" else None,
+            }
+        )
+    return out
+
+
+def _failed(store: EvoDAG, run_id: int, candidates: list[Node]) -> list[dict[str, Any]]:
+    out = []
+    for node in candidates:
+        if node.status in ("invalid", "rejected"):
+            out.append(
+                {
+                    "iteration": node.iteration,
+                    "node": node.id,
+                    "origin": node.origin,
+                    "patch_kind": node.patch_kind,
+                    "hypothesis": hypothesis_summary(node),
+                    "status": node.status,
+                    "reason": node.status_reason,
+                }
+            )
+    reasons = {
+        ev.payload.get("iteration"): str(ev.payload.get("reason", ""))
+        for ev in store.events(run_id=run_id)
+        if ev.kind == "diagnosis.no_patch"
+    }
+    for it in store.iterations(run_id):
+        if it.decision == "no_patch":
+            out.append(
+                {
+                    "iteration": it.number,
+                    "node": None,
+                    "origin": "",
+                    "patch_kind": "",
+                    "hypothesis": "",
+                    "status": "no_patch",
+                    "reason": reasons.get(it.number) or "diagnosis produced no patch",
+                }
+            )
+    return sorted(out, key=lambda f: (f["iteration"], f["node"] is None, f["node"] or 0))
+
+
+def _rate_table(nodes: list[Node], key: Any) -> dict[str, dict[str, Any]]:
+    total = len(nodes)
+    counts: Counter[str] = Counter(key(n) for n in nodes)
+    accepted: Counter[str] = Counter(key(n) for n in nodes if n.status == "accepted")
+    return {
+        name: {
+            "patches": c,
+            "share": _r(c / total),
+            "accepted": accepted[name],
+            "acceptance_rate": _r(accepted[name] / c),
+        }
+        for name, c in sorted(counts.items())
+    }
+
+
+def _patch_stats(candidates: list[Node]) -> dict[str, Any]:
+    decided = [n for n in candidates if n.status != "pending"]
+    patches = [n for n in decided if n.patch_kind in DIAGNOSIS_KINDS]
+    return {
+        "patches": len(patches),
+        "by_kind": _rate_table(patches, lambda n: n.patch_kind),
+        "by_subtype": _rate_table(patches, lambda n: (n.hypothesis or {}).get("subtype") or "unspecified"),
+        "evolution": dict(sorted(Counter(n.patch_kind for n in decided if n.patch_kind in EVOLUTION_KINDS).items())),
+    }
+
+
+def _cost(store: EvoDAG, run_id: int, wall: float | None) -> dict[str, Any]:
+    by_split = Counter(r.split for r in store.rollouts(run_id))
+    traces: list[str] = []
+    for ev in store.events(run_id=run_id):
+        if ev.kind == "diagnosis.evidence":
+            traces.extend(str(p) for p in ev.payload.get("trace_paths", []))
+    sessions = store.sessions(run_id)
+    by_role: dict[str, dict[str, Any]] = {}
+    for s in sessions:
+        role = by_role.setdefault(s.role, {"count": 0, "turns": 0, "cost_usd": 0.0})
+        role["count"] += 1
+        role["turns"] += s.turns
+        role["cost_usd"] = _r(role["cost_usd"] + s.cost_usd)
+    return {
+        "rollouts": {
+            "total": store.count_rollouts(run_id),
+            "by_split": {split: by_split.get(split, 0) for split in ("train", "dev", "test")},
+            "cost_usd": _r(store.rollout_cost(run_id)),
+        },
+        "traces_used": {"total": len(traces), "distinct": len(set(traces))},
+        "sessions": {
+            "count": len(sessions),
+            "turns": sum(s.turns for s in sessions),
+            "tokens_in": sum(s.tokens_in for s in sessions),
+            "tokens_out": sum(s.tokens_out for s in sessions),
+            "cost_usd": _r(sum(s.cost_usd for s in sessions)),
+            "by_role": dict(sorted(by_role.items())),
+        },
+        "wall_time_s": wall,
+    }
+
+
+def _wall_time(started: str, finished: str | None) -> float | None:
+    if not finished:
+        return None
+    try:
+        return _r((datetime.fromisoformat(finished) - datetime.fromisoformat(started)).total_seconds())
+    except ValueError:
+        return None
+
+
+def _delta(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else _r(b - a)
+
+
+def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
+    """All end-of-run figures of the run (latest when `run_id` is None) as a JSON-serialisable dict."""
+    run = store.get_run(run_id)
+    all_nodes = store.nodes(run.id)
+    nodes = {n.id: n for n in all_nodes}
+    base_id = run.baseline_node_id
+    if base_id is None:
+        base_id = next((n.id for n in all_nodes if n.status == "baseline"), None)
+    best_id = best_node_id(store, run.id) or base_id
+    base, best = nodes.get(base_id or -1), nodes.get(best_id or -1)
+    chain = lineage(nodes, best.id) if best else []
+    candidates = sorted((n for n in all_nodes if n.status != "baseline"), key=lambda n: (n.iteration, n.id))
+    statuses = Counter(n.status for n in candidates)
+    iterations = store.iterations(run.id)
+    test_base = pass_at_1(store.rollouts(run.id, node_id=base.id, split="test")) if base else pass_at_1([])
+    test_best = pass_at_1(store.rollouts(run.id, node_id=best.id, split="test")) if best else pass_at_1([])
+    dev_base = {"mean": _r(base.dev_mean), "std": _r(base.dev_std)} if base else {"mean": None, "std": None}
+    dev_best = {"mean": _r(best.dev_mean), "std": _r(best.dev_std)} if best else {"mean": None, "std": None}
+    wall = _wall_time(run.started_at, run.finished_at)
+    return {
+        "run": {
+            "id": run.id,
+            "name": run.config.get("name", "run"),
+            "benchmark": run.config.get("benchmark", ""),
+            "seed": run.seed,
+            "status": run.status,
+            "started_at": run.started_at,
+            "finished_at": run.finished_at,
+            "termination_reason": run.termination_reason,
+            "wall_time_s": wall,
+            "test_runs": run.config.get("loop", {}).get("test_runs"),
+        },
+        "baseline": {"node": base.id, "commit": base.commit} if base else None,
+        "best": {"node": best.id, "commit": best.commit, "status": best.status} if best else None,
+        "summary": {
+            "test": {"baseline": test_base, "final": test_best, "delta": _delta(test_base["mean"], test_best["mean"])},
+            "dev": {"baseline": dev_base, "final": dev_best, "delta": _delta(dev_base["mean"], dev_best["mean"])},
+        },
+        "counts": {
+            "iterations": len(iterations),
+            "candidates": len(candidates),
+            "kept": statuses["accepted"] + statuses["neutral"],
+            "accepted": statuses["accepted"],
+            "neutral": statuses["neutral"],
+            "discarded": statuses["rejected"],
+            "invalid": statuses["invalid"],
+            "pending": statuses["pending"],
+            "decisions": dict(sorted(Counter(it.decision or "unfinished" for it in iterations).items())),
+        },
+        "effective_mutations": {
+            "lineage": [_mutation(nodes, n) for n in chain[1:]],
+            "accepted": [_mutation(nodes, n) for n in candidates if n.status == "accepted"],
+        },
+        "per_task": _per_task(store, run.id, chain, base.id, best.id) if base and best else [],
+        "failed_mutations": _failed(store, run.id, candidates),
+        "patch_kinds": _patch_stats(candidates),
+        "cost": _cost(store, run.id, wall),
+    }
+
+
+def write_report(store: EvoDAG, run_dir: Path, run_id: int | None = None, *, plot: bool = True) -> Path:
+    """Write `run_dir/report.md` (and, with `plot`, `run_dir/progress.png`); returns the report path."""
+    from saddler.reporting.markdown import render_report
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    figures = build_report(store, run_id)
+    if plot:
+        from saddler.reporting.plot import plot_progress
+
+        plot_progress(store, run_dir / "progress.png", figures["run"]["id"])
+    path = run_dir / "report.md"
+    path.write_text(render_report(figures), encoding="utf-8")
+    return path

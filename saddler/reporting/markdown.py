@@ -1,0 +1,208 @@
+"""Markdown rendering of `saddler.reporting.figures.build_report` figures (the autoresearch report tables).
+
+Sections: Result summary (Baseline / Final / Delta), Effective mutations, Per-task (assertion-level)
+changes, Failed mutations, Patch kinds, Cost, and a closing block of grep-able `metric: value` lines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Row = list[Any]
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def _signed(x: float | None, digits: int = 3) -> str:
+    return "—" if x is None else f"{x:+.{digits}f}"
+
+
+def _score(figure: dict[str, Any]) -> str:
+    if figure.get("mean") is None:
+        return "—"
+    if figure.get("std") is None:
+        return _num(figure["mean"])
+    return f"{figure['mean']:.3f} ± {figure['std']:.3f}"
+
+
+def _cell(value: Any) -> str:
+    text = "—" if value is None or value == "" else str(value)
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def table(header: list[str], rows: list[Row]) -> list[str]:
+    """A GitHub-markdown table; `|` in cells escaped, newlines collapsed, empty cells shown as —."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    total = round(seconds)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s"
+
+
+def _summary(f: dict[str, Any]) -> list[str]:
+    test, dev, counts = f["summary"]["test"], f["summary"]["dev"], f["counts"]
+    k = test["final"]["runs"] or test["baseline"]["runs"]
+    rows: list[Row] = [
+        [f"Test Pass@1 (k={k})", _score(test["baseline"]), _score(test["final"]), _signed(test["delta"])],
+        ["Dev score", _score(dev["baseline"]), _score(dev["final"]), _signed(dev["delta"])],
+        ["Iterations", "—", counts["iterations"], "—"],
+        ["Kept", "—", counts["kept"], "—"],
+        ["Discarded", "—", counts["discarded"], "—"],
+        ["Invalid", "—", counts["invalid"], "—"],
+    ]
+    return ["## Result summary", "", *table(["Metric", "Baseline", "Final", "Delta"], rows)]
+
+
+def _mutations(rows: list[dict[str, Any]]) -> list[Row]:
+    return [
+        [
+            m["iteration"],
+            m["node"],
+            m["status"],
+            m["patch_kind"],
+            m["subtype"],
+            m["origin"],
+            m["hypothesis"],
+            _signed(m["batch_delta"]),
+            _signed(m["dev_delta"]),
+        ]
+        for m in rows
+    ]
+
+
+MUTATION_HEADER = ["Iteration", "Node", "Status", "Kind", "Subtype", "Origin", "Hypothesis", "Batch Δ", "Dev Δ"]
+
+
+def _effective(f: dict[str, Any]) -> list[str]:
+    eff = f["effective_mutations"]
+    best = f["best"]
+    out = ["## Effective mutations", ""]
+    if best:
+        out += [f"Lineage of the best node #{best['node']} (`{best['commit'][:7]}`), baseline first:", ""]
+    out += table(MUTATION_HEADER, _mutations(eff["lineage"])) if eff["lineage"] else ["The best node is the baseline."]
+    out += ["", "### All accepted candidates", ""]
+    out += table(MUTATION_HEADER, _mutations(eff["accepted"])) if eff["accepted"] else ["None."]
+    return out
+
+
+def _per_task(f: dict[str, Any]) -> list[str]:
+    tasks = f["per_task"]
+    changed = [t for t in tasks if t["change"] != "same"]
+    out = ["## Per-task (assertion-level) changes", ""]
+    if not tasks:
+        return [*out, "No test rollouts recorded."]
+    rows: list[Row] = [
+        [
+            t["task"],
+            t["group"],
+            f"{t['baseline_passes']}/{t['baseline_runs']}",
+            f"{t['final_passes']}/{t['final_runs']}",
+            t["change"],
+            f"iteration {t['changed_in']}" if t["changed_in"] is not None else "—",
+        ]
+        for t in changed
+    ]
+    out += table(["Task", "Group", "Baseline", "Final", "Change", "Changed in"], rows) if rows else ["No task changed."]
+    return [*out, "", f"{len(tasks) - len(changed)} of {len(tasks)} test tasks unchanged (passes / test runs)."]
+
+
+def _failed(f: dict[str, Any]) -> list[str]:
+    rows: list[Row] = [
+        [m["iteration"], m["node"], m["status"], m["origin"], m["hypothesis"], m["reason"]]
+        for m in f["failed_mutations"]
+    ]
+    out = ["## Failed mutations", ""]
+    return out + (table(["Iteration", "Node", "Status", "Origin", "Hypothesis", "Reason"], rows) if rows else ["None."])
+
+
+def _rates(title: str, stats: dict[str, dict[str, Any]]) -> list[str]:
+    rows: list[Row] = [
+        [name, s["patches"], f"{s['share']:.0%}", s["accepted"], f"{s['acceptance_rate']:.0%}"]
+        for name, s in stats.items()
+    ]
+    return table([title, "Patches", "Share", "Accepted", "Acceptance"], rows)
+
+
+def _patch_kinds(f: dict[str, Any]) -> list[str]:
+    pk = f["patch_kinds"]
+    out = ["## Patch kinds", "", f"{pk['patches']} diagnosis patches decided.", ""]
+    if pk["patches"]:
+        out += [*_rates("Kind", pk["by_kind"]), "", *_rates("Subtype", pk["by_subtype"])]
+    if pk["evolution"]:
+        ops = ", ".join(f"{k} {v}" for k, v in pk["evolution"].items())
+        out += ["", f"Evolution operations: {ops}."]
+    return out
+
+
+def _cost(f: dict[str, Any]) -> list[str]:
+    c = f["cost"]
+    ro, se, tr = c["rollouts"], c["sessions"], c["traces_used"]
+    split = ", ".join(f"{k} {v}" for k, v in ro["by_split"].items())
+    roles = ", ".join(f"{role} {v['count']}" for role, v in se["by_role"].items())
+    rows: list[Row] = [
+        ["Rollouts executed", f"{ro['total']} ({split})"],
+        ["Rollout cost (USD)", f"{ro['cost_usd']:.4f}"],
+        ["Traces used by diagnosis", f"{tr['total']} ({tr['distinct']} distinct)"],
+        ["Optimizer sessions", f"{se['count']} ({roles})" if roles else se["count"]],
+        ["Optimizer turns", se["turns"]],
+        ["Optimizer tokens in / out", f"{se['tokens_in']} / {se['tokens_out']}"],
+        ["Optimizer cost (USD)", f"{se['cost_usd']:.4f}"],
+        ["Wall time", _duration(c["wall_time_s"])],
+    ]
+    return ["## Cost", "", *table(["Item", "Value"], rows)]
+
+
+def _metric(x: float | None) -> str:
+    return "nan" if x is None else f"{x:.4f}"
+
+
+def metric_lines(f: dict[str, Any]) -> list[str]:
+    """The grep-able `metric: value` lines closing the report (`nan` when a figure is missing)."""
+    s = f["summary"]
+    return [
+        f"baseline_test: {_metric(s['test']['baseline']['mean'])}",
+        f"best_test: {_metric(s['test']['final']['mean'])}",
+        f"delta_test: {_metric(s['test']['delta'])}",
+        f"baseline_dev: {_metric(s['dev']['baseline']['mean'])}",
+        f"best_dev: {_metric(s['dev']['final']['mean'])}",
+        f"best_node: {f['best']['node'] if f['best'] else 'none'}",
+        f"iterations: {f['counts']['iterations']}",
+        f"rollouts: {f['cost']['rollouts']['total']}",
+        f"optimizer_cost_usd: {f['cost']['sessions']['cost_usd']:.4f}",
+    ]
+
+
+def render_report(f: dict[str, Any]) -> str:
+    """The whole report.md text for the figures `f`."""
+    run = f["run"]
+    head = [
+        f"# Saddler report: {run['name']}",
+        "",
+        f"**Run:** {run['id']} · benchmark `{run['benchmark']}` · seed {run['seed']} · status {run['status']}  ",
+        f"**Started – finished:** {run['started_at']} – {run['finished_at'] or '…'} "
+        f"(wall time {_duration(run['wall_time_s'])})  ",
+        f"**Termination:** {run['termination_reason'] or '—'}",
+    ]
+    if f["best"]:
+        head += ["", f"Best node (highest dev score): #{f['best']['node']} `{f['best']['commit']}`."]
+    sections = [
+        head,
+        _summary(f),
+        ["![progress](progress.png)"],
+        _effective(f),
+        _per_task(f),
+        _failed(f),
+        _patch_kinds(f),
+        _cost(f),
+        ["## Metrics", "", "```", *metric_lines(f), "```"],
+    ]
+    return "\n\n".join("\n".join(s) for s in sections) + "\n"

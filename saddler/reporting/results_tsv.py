@@ -1,0 +1,51 @@
+"""`results.tsv` in the autoresearch format: `commit  metric  status  description`, one row per node.
+
+The baseline comes first (status keep), then every decided candidate in iteration order. metric = dev mean
+when the node was evaluated on dev, else its batch score after the patch, else 0.0000 (autoresearch's
+value for a crash). status: keep (accepted / neutral), discard (rejected), crash (invalid). Pending nodes
+(not decided yet) are left out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evodag.models import Node
+from evodag.store import EvoDAG
+from saddler.reporting.figures import hypothesis_summary
+
+HEADER = ("commit", "metric", "status", "description")
+STATUS = {"baseline": "keep", "accepted": "keep", "neutral": "keep", "rejected": "discard", "invalid": "crash"}
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.replace("\t", " ").split())
+
+
+def describe(node: Node) -> str:
+    """`origin: hypothesis` on one line (just the origin when there is no hypothesis text)."""
+    if node.status == "baseline":
+        return "baseline"
+    summary = hypothesis_summary(node, limit=200)
+    return _one_line(summary if summary == node.origin else f"{node.origin}: {summary}")
+
+
+def result_rows(store: EvoDAG, run_id: int | None = None) -> list[tuple[str, str, str, str]]:
+    """The TSV rows (without header) of the run, latest run when `run_id` is None."""
+    run = store.get_run(run_id)
+    nodes = [n for n in store.nodes(run.id) if n.status in STATUS]
+    nodes.sort(key=lambda n: (n.status != "baseline", n.iteration, n.id))
+    rows = []
+    for node in nodes:
+        metric = node.dev_mean if node.dev_mean is not None else node.batch_after
+        rows.append((node.commit[:7], f"{metric or 0.0:.4f}", STATUS[node.status], describe(node)))
+    return rows
+
+
+def write_results_tsv(store: EvoDAG, path: Path, run_id: int | None = None) -> Path:
+    """Write the header and `result_rows` to `path` (tab-separated, newline-terminated); returns `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["\t".join(HEADER)] + ["\t".join(row) for row in result_rows(store, run_id)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,105 @@
+"""`saddler status`: a snapshot of a run read from its EvoDAG, and a few lines of plain text.
+
+The caller opens the store with `readonly=True` (a reader never blocks the loop). State: `finished` when
+the run row says so, else `stopping` when `run_dir/STOP` exists, `paused` when the run row says paused
+(status or termination reason) or `run_dir/PAUSE` exists, else `running`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from evodag.models import Run
+from evodag.store import EvoDAG
+from saddler.reporting.figures import best_node_id
+
+LAST_DECISIONS = 5
+
+
+def run_state(run: Run, run_dir: Path) -> str:
+    """finished | stopping | paused | running, from the run row and the sentinel files."""
+    if run.status == "finished":
+        return "finished"
+    if (run_dir / "STOP").exists():
+        return "stopping"
+    if "paused" in (run.status, run.termination_reason) or (run_dir / "PAUSE").exists():
+        return "paused"
+    return "running"
+
+
+def status_snapshot(store: EvoDAG, run_dir: Path, run_id: int | None = None) -> dict[str, Any]:
+    """Where the run (latest when `run_id` is None) stands, as a JSON-serialisable dict."""
+    run = store.get_run(run_id)
+    loop = run.config.get("loop", {})
+    current = store.current_iteration(run.id)
+    iterations = store.iterations(run.id)
+    best_id = best_node_id(store, run.id)
+    best = store.get_node(best_id) if best_id is not None else None
+    base = store.get_node(run.baseline_node_id) if run.baseline_node_id is not None else None
+    by_split = Counter(r.split for r in store.rollouts(run.id))
+    optimizer, rollouts = store.session_cost(run.id), store.rollout_cost(run.id)
+    return {
+        "run_id": run.id,
+        "name": run.config.get("name", "run"),
+        "benchmark": run.config.get("benchmark", ""),
+        "state": run_state(run, Path(run_dir)),
+        "termination_reason": run.termination_reason,
+        "iteration": current.number if current else None,
+        "max_iterations": loop.get("max_iterations"),
+        "step": current.step if current else None,
+        "phase": current.phase if current else None,
+        "epoch": current.epoch if current else None,
+        "batch": list(current.batch) if current else [],
+        "exploration": bool(current.exploration) if current else False,
+        "stall_count": current.stall_count if current else 0,
+        "stall_limit": loop.get("stall_limit"),
+        "last_decisions": [{"iteration": it.number, "decision": it.decision} for it in iterations[-LAST_DECISIONS:]],
+        "best_node": best.id if best else None,
+        "best_commit": best.commit[:7] if best else None,
+        "best_dev": best.dev_mean if best else None,
+        "baseline_dev": base.dev_mean if base else None,
+        "rollouts": store.count_rollouts(run.id),
+        "rollouts_by_split": {split: by_split.get(split, 0) for split in ("train", "dev", "test")},
+        "cost_usd": {
+            "optimizer": round(optimizer, 6),
+            "rollouts": round(rollouts, 6),
+            "total": round(optimizer + rollouts, 6),
+        },
+    }
+
+
+def _score(x: float | None) -> str:
+    return "—" if x is None else f"{x:.4f}"
+
+
+def render_status(snap: dict[str, Any]) -> str:
+    """A few plain-text lines for a terminal (no colour, no trailing newline)."""
+    head = f"run {snap['run_id']} {snap['name']} ({snap['benchmark']}): {snap['state']}"
+    if snap["termination_reason"]:
+        head += f" — {snap['termination_reason']}"
+    if snap["iteration"] is None:
+        where = "iteration —: not started"
+    else:
+        of = f"/{snap['max_iterations']}" if snap["max_iterations"] else ""
+        where = (
+            f"iteration {snap['iteration']}{of} · epoch {snap['epoch']} · phase {snap['phase'] or '—'} · "
+            f"step {snap['step']} · batch {', '.join(snap['batch']) or '—'}"
+        )
+    decisions = ", ".join(f"{d['iteration']} {d['decision'] or '…'}" for d in snap["last_decisions"]) or "—"
+    limit = f"/{snap['stall_limit']}" if snap["stall_limit"] else ""
+    best = "—" if snap["best_node"] is None else f"node {snap['best_node']} ({snap['best_commit']})"
+    split = ", ".join(f"{k} {v}" for k, v in snap["rollouts_by_split"].items())
+    cost = snap["cost_usd"]
+    return "\n".join(
+        [
+            head,
+            where,
+            f"last decisions: {decisions}",
+            f"best: {best} dev {_score(snap['best_dev'])} (baseline {_score(snap['baseline_dev'])})",
+            f"stall {snap['stall_count']}{limit} · exploration {'on' if snap['exploration'] else 'off'}",
+            f"rollouts {snap['rollouts']} ({split}) · cost ${cost['total']:.4f} "
+            f"(optimizer ${cost['optimizer']:.4f}, rollouts ${cost['rollouts']:.4f})",
+        ]
+    )

@@ -1,0 +1,181 @@
+"""Evaluate a node on tasks: reuse every rollout already known, execute only the misses, store as they land.
+
+A rollout's identity is `rollout_cache_key(tree, task, split, seed, repetition, benchmark fp, model fp)`.
+For each (task, repetition) the `Evaluator` reuses, in order: the node's own row with that key; any row in
+the run's store with that key (`find_rollout`); the shared cross-run cache (`cache_store.cache_get`). A
+reused row is copied for this node with cost 0 (nothing was spent) and the original trace path. Misses run
+through the executor; each result is inserted the moment it arrives (a crash loses nothing finished).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evodag.models import DISPOSITIONS, Node, RolloutRow
+from evodag.store import EvoDAG
+from saddler.benchmark import Benchmark, RolloutResult, Task
+from saddler.executor.base import Executor, RolloutJob, rollout_cache_key
+from saddler.harness.space import HarnessSpace
+from saddler.reporting.progress import NullProgress, Progress
+from saddler.run.faults import fault_point
+
+_COPIED = (
+    "score", "passed", "disposition", "llm_calls", "duration_s", "trace_path", "error_tail", "rationale",
+    "failure_file",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Planned:
+    task: Task
+    repetition: int
+    seed: int
+    key: str
+
+
+class Evaluator:
+    """Evaluates nodes of one run; `executed_count` counts rollouts actually executed (not reused)."""
+
+    def __init__(
+        self,
+        store: EvoDAG,
+        run_id: int,
+        space: HarnessSpace,
+        benchmark: Benchmark,
+        benchmark_name: str,
+        benchmark_options: dict[str, Any],
+        executor: Executor,
+        run_dir: Path,
+        cache_store: EvoDAG | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        self.store, self.run_id, self.space = store, run_id, space
+        self.benchmark_name, self.benchmark_options = benchmark_name, dict(benchmark_options)
+        self.executor, self.run_dir = executor, Path(run_dir)
+        self.cache_store = cache_store
+        self.progress: Progress = progress or NullProgress()
+        self.bench_fp = benchmark.fingerprint()
+        self.model_fp = benchmark.model_fingerprint()
+        self.executed_count = 0
+        self._trees: dict[str, str] = {}
+
+    def evaluate(self, node: Node, tasks: list[Task], split: str, seeds: list[int]) -> list[RolloutRow]:
+        """Rows for every (task, repetition r with seed `seeds[r]`), ordered by (task order, repetition)."""
+        plan = [self._plan(node, task, split, rep, seed) for task in tasks for rep, seed in enumerate(seeds)]
+        return self._evaluate(node, split, plan)
+
+    def evaluate_majority(self, node: Node, tasks: list[Task], split: str, seeds3: list[int]) -> list[RolloutRow]:
+        """Noise rule "2 runs, a third on disagreement": repetitions 0 and 1 for every task, repetition 2
+        (seed `seeds3[2]`) only for tasks whose first two runs disagree on `passed`."""
+        if len(seeds3) < 3:
+            raise ValueError(f"evaluate_majority needs 3 seeds, got {len(seeds3)}")
+        first = self.evaluate(node, tasks, split, list(seeds3[:2]))
+        passed: dict[str, set[bool]] = {}
+        for row in first:
+            passed.setdefault(row.task_id, set()).add(row.passed)
+        split_tasks = [t for t in tasks if len(passed.get(t.id, ())) > 1]
+        third = self._evaluate(node, split, [self._plan(node, t, split, 2, seeds3[2]) for t in split_tasks])
+        order = {t.id: i for i, t in enumerate(tasks)}
+        return sorted(first + third, key=lambda r: (order[r.task_id], r.repetition))
+
+    def _tree(self, commit: str) -> str:
+        if commit not in self._trees:
+            self._trees[commit] = self.space.tree_of(commit)
+        return self._trees[commit]
+
+    def _plan(self, node: Node, task: Task, split: str, rep: int, seed: int) -> _Planned:
+        key = rollout_cache_key(self._tree(node.commit), task.id, split, seed, rep, self.bench_fp, self.model_fp)
+        return _Planned(task, rep, seed, key)
+
+    def _evaluate(self, node: Node, split: str, plan: list[_Planned]) -> list[RolloutRow]:
+        own = {r.cache_key: r for r in self.store.rollouts(run_id=self.run_id, node_id=node.id, split=split)}
+        rows: dict[str, RolloutRow] = {}
+        misses: dict[str, _Planned] = {}
+        for item in plan:
+            if item.key in rows or item.key in misses:
+                continue
+            row = own.get(item.key) or self._reuse(node, split, item)
+            if row is not None:
+                rows[item.key] = row
+            else:
+                misses[item.key] = item
+        reused = len(rows) - sum(1 for r in rows.values() if r.cache_key in own)
+        if reused:
+            self.progress.note(f"n{node.id} {split}: {reused} rollout(s) reused from the cache")
+        if misses:
+            self._execute(node, split, list(misses.values()), rows)
+        return [rows[item.key] for item in plan]
+
+    def _reuse(self, node: Node, split: str, item: _Planned) -> RolloutRow | None:
+        """Copy a known rollout with the same key for this node, or None if it is nowhere."""
+        found = self.store.find_rollout(item.key)
+        fields: dict[str, Any] | None = None
+        if found is not None:
+            fields = {name: getattr(found, name) for name in _COPIED}
+        elif self.cache_store is not None:
+            payload = self.cache_store.cache_get(item.key)
+            if payload is not None:
+                fields = {name: payload[name] for name in _COPIED if name in payload}
+                fields.setdefault("trace_path", None)
+        if fields is None:
+            return None
+        return self.store.add_rollout(**self._identity(node, split, item), **fields, cost=0.0)
+
+    def _identity(self, node: Node, split: str, item: _Planned) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id, "node_id": node.id, "task_id": item.task.id, "split": split, "seed": item.seed,
+            "repetition": item.repetition, "task_group": item.task.group, "cache_key": item.key,
+        }  # fmt: skip
+
+    def _execute(self, node: Node, split: str, misses: list[_Planned], rows: dict[str, RolloutRow]) -> None:
+        harness_dir = str(self.space.checkout(node.commit))
+        trace_dir = str(self.run_dir / "traces" / f"n{node.id}" / split)
+        tree = self._tree(node.commit)
+        by_key = {item.key: item for item in misses}
+        jobs = [
+            RolloutJob(
+                benchmark=self.benchmark_name,
+                benchmark_options=self.benchmark_options,
+                harness_dir=harness_dir,
+                commit=node.commit,
+                tree=tree,
+                task=item.task,
+                split=split,
+                seed=item.seed,
+                repetition=item.repetition,
+                trace_dir=trace_dir,
+                cache_key=item.key,
+            )
+            for item in misses
+        ]
+
+        def on_result(job: RolloutJob, result: RolloutResult) -> None:
+            if job.cache_key in rows:  # a retried task delivered twice: the first result stands
+                return
+            fault_point("rollout")
+            result = _sanitize(result)
+            fields = {name: getattr(result, name) for name in _COPIED}
+            rows[job.cache_key] = self.store.add_rollout(
+                **self._identity(node, split, by_key[job.cache_key]), **fields, cost=result.cost
+            )
+            if self.cache_store is not None:
+                self.cache_store.cache_put(job.cache_key, {**result.to_dict(), "task_group": job.task.group})
+            self.executed_count += 1
+            self.progress.advance()
+
+        self.progress.start(len(jobs), f"n{node.id} {split}")
+        try:
+            self.executor.run(jobs, on_result)
+        finally:
+            self.progress.finish()
+
+
+def _sanitize(result: RolloutResult) -> RolloutResult:
+    """A result the store accepts: an unknown disposition becomes `infra_error`, the score is clamped to 0..1."""
+    if result.disposition not in DISPOSITIONS:
+        result.error_tail = f"[saddler] unknown disposition {result.disposition!r}\n{result.error_tail}"[-2048:]
+        result.disposition, result.passed = "infra_error", False
+    result.score = min(1.0, max(0.0, float(result.score)))
+    return result

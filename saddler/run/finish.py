@@ -1,0 +1,70 @@
+"""The end of a run: the best node by dev, baseline and best on test (k runs, Pass@1 mean ± std),
+the best harness exported, report.md, results.tsv and the progress plot.
+
+Test is opened here and nowhere else. Re-running a finished run repeats nothing: test rollouts are
+cached like every other rollout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from evodag.models import Node
+from saddler.run.context import RunContext
+from saddler.run.outcomes import pass_at_1
+
+
+@dataclass
+class RunOutcome:
+    """What `saddler run` prints at the end, also as grep-able `metric: value` lines."""
+
+    reason: str
+    best_node: int
+    baseline_test: tuple[float, float] | None
+    best_test: tuple[float, float] | None
+    best_dev: float | None
+    rollouts: int
+    report: Path | None
+
+    def metric_lines(self) -> list[str]:
+        lines = [f"termination: {self.reason}", f"best_node: {self.best_node}"]
+        if self.best_dev is not None:
+            lines.append(f"best_dev: {self.best_dev:.4f}")
+        if self.baseline_test and self.best_test:
+            lines += [f"baseline_test: {self.baseline_test[0]:.4f}", f"baseline_test_std: {self.baseline_test[1]:.4f}",
+                      f"best_test: {self.best_test[0]:.4f}", f"best_test_std: {self.best_test[1]:.4f}",
+                      f"delta_test: {self.best_test[0] - self.baseline_test[0]:+.4f}"]
+        lines.append(f"rollouts: {self.rollouts}")
+        if self.report:
+            lines.append(f"report: {self.report}")
+        return lines
+
+
+def evaluate_test(ctx: RunContext, node: Node) -> Node:
+    """k test runs of `node` (distinct seeds), stored as its test mean ± std."""
+    rows = ctx.evaluator.evaluate(node, ctx.tasks["test"], "test", ctx.test_seeds)
+    mean, std, _ = pass_at_1(rows)
+    return ctx.store.update_node(node.id, test_mean=mean, test_std=std)
+
+
+def finish_run(ctx: RunContext, baseline: Node, reason: str, say: Callable[[str], None]) -> RunOutcome:
+    from saddler.harness.export import export_harness
+    from saddler.reporting.figures import write_report
+    from saddler.reporting.results_tsv import write_results_tsv
+
+    store = ctx.store
+    best = ctx.best()
+    say(f"search over ({reason}); best node n{best.id} (dev {best.dev_mean}); evaluating baseline and best on test "
+        f"× {len(ctx.test_seeds)}")
+    base = evaluate_test(ctx, store.get_node(baseline.id))
+    best = base if best.id == base.id else evaluate_test(ctx, best)
+    export_harness(ctx.space, store, best.id, ctx.paths.best)
+    store.update_run(ctx.run_id, status="finished", termination_reason=reason, best_node_id=best.id,
+                     finished_at=store.clock())
+    write_results_tsv(store, ctx.paths.root / "results.tsv", run_id=ctx.run_id)
+    report = write_report(store, ctx.paths.root, run_id=ctx.run_id)
+    return RunOutcome(reason, best.id, (base.test_mean or 0.0, base.test_std or 0.0),
+                      (best.test_mean or 0.0, best.test_std or 0.0), best.dev_mean,
+                      store.count_rollouts(ctx.run_id), report)

@@ -1,0 +1,45 @@
+"""Operations a person runs on a run folder outside the loop: evaluate a node, export a node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from evodag.store import EvoDAG
+from saddler.config import load_run_config
+from saddler.errors import RunStateError
+from saddler.reporting.progress import make_progress
+from saddler.run.context import open_context
+from saddler.run.folder import RunPaths
+from saddler.run.outcomes import pass_at_1, split_seeds
+
+
+def evaluate_node(run_dir: Path, node_id: int, split: str, runs: int, quiet: bool = False) -> dict[str, Any]:
+    """Pass@1 of node `node_id` on `split` over `runs` seeded runs; rollouts are stored (and reused)."""
+    paths = RunPaths(Path(run_dir).resolve())
+    cfg = load_run_config(paths.root)
+    with EvoDAG(paths.db) as store:
+        ctx = open_context(paths, cfg, store, make_progress(quiet))
+        try:
+            node = store.get_node(node_id)
+            rows = ctx.evaluator.evaluate(node, ctx.tasks[split], split, split_seeds(cfg.seed, split, runs))
+            mean, std, per_run = pass_at_1(rows)
+            return {"node_id": node_id, "split": split, "mean": mean, "std": std, "runs": per_run,
+                    "executed": ctx.evaluator.executed_count}
+        finally:
+            ctx.executor.close()
+
+
+def export_node(run_dir: Path, node_id: int | None, dest: Path) -> dict[str, Any]:
+    """Export `node_id` (default: the run's best node) with `saddler.harness.export.export_harness`."""
+    from saddler.harness.export import export_harness
+    from saddler.harness.space import HarnessSpace
+
+    paths = RunPaths(Path(run_dir).resolve())
+    cfg = load_run_config(paths.root)
+    with EvoDAG(paths.db, readonly=True) as store:
+        target = node_id if node_id is not None else store.get_run().best_node_id
+        if target is None:
+            raise RunStateError("the run has no best node yet; run it first with `saddler run DIR`")
+        space = HarnessSpace(paths.harness(cfg.harness), paths.worktrees)
+        return export_harness(space, store, store.get_node(target).id, Path(dest))
