@@ -34,8 +34,13 @@ SPLITS = ("train", "dev", "test")
 
 
 def git(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-c", "user.name=calibrate", "-c", "user.email=calibrate@localhost", *args],
-                          cwd=cwd, input=stdin, capture_output=True, text=True)
+    return subprocess.run(
+        ["git", "-c", "user.name=calibrate", "-c", "user.email=calibrate@localhost", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+    )
 
 
 def build_variant(dest: Path, patch_ids: list[str], diffs: dict[str, str]) -> Path:
@@ -62,16 +67,27 @@ def rollout(harness: Path, task_id: str, seed: int, trace_dir: Path) -> tuple[di
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # keep the .pyc cache
     env["PYTHONPATH"] = str(ROOT)
     start = time.perf_counter()
-    proc = subprocess.run([*child_command(), str(harness), task_id, str(seed), "--trace-dir", str(trace_dir)],
-                          capture_output=True, text=True, env=env, cwd=ROOT)
+    proc = subprocess.run(
+        [*child_command(), str(harness), task_id, str(seed), "--trace-dir", str(trace_dir)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"runner crashed on {task_id}: {proc.stderr[-2000:]}")
     return json.loads(proc.stdout), elapsed
 
 
-def evaluate(harness: Path, tasks: list[tuple[str, str, str]], seeds: int, pool: ThreadPoolExecutor,
-             trace_root: Path, times: list[float]) -> dict[str, dict[int, list[bool]]]:
+def evaluate(
+    harness: Path,
+    tasks: list[tuple[str, str, str]],
+    seeds: int,
+    pool: ThreadPoolExecutor,
+    trace_root: Path,
+    times: list[float],
+) -> dict[str, dict[int, list[bool]]]:
     """{split or group: {seed: [passed...]}} for every task × seed."""
     jobs = [(tid, split, group, seed) for tid, split, group in tasks for seed in range(seeds)]
     futures = [pool.submit(rollout, harness, tid, seed, trace_root) for tid, _, _, seed in jobs]
@@ -119,30 +135,44 @@ def main() -> int:
             results[name] = evaluate(harness, tasks, args.seeds, pool, Path(tmp) / "traces" / name, times)
     wall = time.perf_counter() - started
     base = results["baseline"]
-    print(f"opsdesk calibration: {len(tasks)} tasks x {args.seeds} seeds, {len(times)} rollouts in {wall:.0f}s "
-          f"({args.workers} parallel child processes)")
-    print(f"{'variant':24s} {'effect':15s} " + " ".join(f"{s + ' Pass@1':>16s}" for s in SPLITS)
-          + "   Δtrain  Δdev   Δtest  harmful")
+    print(
+        f"opsdesk calibration: {len(tasks)} tasks x {args.seeds} seeds, {len(times)} rollouts in {wall:.0f}s "
+        f"({args.workers} parallel child processes)"
+    )
+    print(
+        f"{'variant':24s} {'effect':15s} "
+        + " ".join(f"{s + ' Pass@1':>16s}" for s in SPLITS)
+        + "   Δtrain  Δdev   Δtest  harmful"
+    )
     harmful = 0
     for name, _ids in variants:
         res = results[name]
         cells = " ".join(f"{m:7.3f} ± {s:5.3f} " for m, s in (mean_std(res[sp]) for sp in SPLITS))
         deltas = [overall(res[sp]) - overall(base[sp]) for sp in SPLITS]
         groups = [g for g in res if g not in SPLITS]
-        up_train = [g for g in groups if g in {t[2] for t in tasks if t[1] == "train"}
-                    and overall(res[g]) > overall(base[g]) + 1e-9]
+        up_train = [
+            g
+            for g in groups
+            if g in {t[2] for t in tasks if t[1] == "train"} and overall(res[g]) > overall(base[g]) + 1e-9
+        ]
         is_harmful = name in bank and bool(up_train) and (deltas[1] < -1e-9 or deltas[2] < -1e-9)
         harmful += is_harmful
         effect = meta[name]["effect"] if name in meta else ""
-        print(f"{name:24s} {effect:15s} {cells} {deltas[0]:+.3f} {deltas[1]:+.3f} {deltas[2]:+.3f}  "
-              f"{'yes (raises ' + ','.join(up_train) + ')' if is_harmful else ''}")
+        print(
+            f"{name:24s} {effect:15s} {cells} {deltas[0]:+.3f} {deltas[1]:+.3f} {deltas[2]:+.3f}  "
+            f"{'yes (raises ' + ','.join(up_train) + ')' if is_harmful else ''}"
+        )
     print("baseline per group: " + ", ".join(f"{g} {overall(v):.2f}" for g, v in base.items() if g not in SPLITS))
     if "best" in results:
-        print("best per group:     " + ", ".join(f"{g} {overall(v):.2f}" for g, v in results["best"].items()
-                                                 if g not in SPLITS))
+        print(
+            "best per group:     "
+            + ", ".join(f"{g} {overall(v):.2f}" for g, v in results["best"].items() if g not in SPLITS)
+        )
     ms = sorted(t * 1000 for t in times)
-    print(f"child wall per rollout: median {statistics.median(ms):.1f} ms, p90 {ms[int(len(ms) * 0.9)]:.1f} ms; "
-          f"amortised {wall * 1000 / len(times):.1f} ms/rollout with {args.workers} workers")
+    print(
+        f"child wall per rollout: median {statistics.median(ms):.1f} ms, p90 {ms[int(len(ms) * 0.9)]:.1f} ms; "
+        f"amortised {wall * 1000 / len(times):.1f} ms/rollout with {args.workers} workers"
+    )
     print(f"opsdesk_baseline_test: {overall(base['test']):.3f}")
     print(f"opsdesk_best_test: {overall(results['best']['test']) if 'best' in results else float('nan'):.3f}")
     print(f"opsdesk_harmful_patches: {harmful}")

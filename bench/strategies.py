@@ -96,8 +96,10 @@ def main() -> None:
             if overrides.get("policies", {}).get("dev_eval") == "never":
                 curve = posthoc_dev_curve(run_dir)
             results[name].append({"test": best_test, "baseline": base_test, "curve": curve, "rollouts": spent})
-            print(f"# {name} seed {seed}: test {best_test:.3f} rollouts {spent} "
-                  f"({time.monotonic() - started:.1f} s)", flush=True)
+            print(
+                f"# {name} seed {seed}: test {best_test:.3f} rollouts {spent} ({time.monotonic() - started:.1f} s)",
+                flush=True,
+            )
     best_dev = max((d for runs in results.values() for r in runs for _, d in r["curve"]), default=0.0)
     threshold = 0.9 * best_dev
     print(f"# best dev seen by any strategy: {best_dev:.3f}; threshold {threshold:.3f}")
@@ -106,8 +108,10 @@ def main() -> None:
         reach = [next((p for p, d in r["curve"] if d >= threshold), float("inf")) for r in runs]
         median_reach = statistics.median(reach)
         std = statistics.pstdev(tests) if len(tests) > 1 else 0.0
-        print(f"# {name}: test {statistics.mean(tests):.3f} ± {std:.3f}, rollouts to 90% of best dev "
-              f"(per seed) {reach}, total rollouts {[r['rollouts'] for r in runs]}")
+        print(
+            f"# {name}: test {statistics.mean(tests):.3f} ± {std:.3f}, rollouts to 90% of best dev "
+            f"(per seed) {reach}, total rollouts {[r['rollouts'] for r in runs]}"
+        )
         print(f"strategy_{name}_test: {statistics.mean(tests):.4f}")
         gain = statistics.mean(r["test"] - r["baseline"] for r in runs)
         print(f"strategy_{name}_gain: {gain:.4f}")

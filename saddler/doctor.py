@@ -154,8 +154,9 @@ def _task_key(config: RunConfig, env: Mapping[str, str]) -> Check:
     passed = [v for v in ("ANTHROPIC_API_KEY", OAUTH_VARIABLE) if v in config.executor.env_allow and env.get(v)]
     if passed:
         return Check("rollout key", True, True, f"{passed[0]} is passed to rollouts")
-    return Check("rollout key", False, True,
-                 "claude-tasks rollouts need ANTHROPIC_API_KEY set and listed in executor.env_allow")
+    return Check(
+        "rollout key", False, True, "claude-tasks rollouts need ANTHROPIC_API_KEY set and listed in executor.env_allow"
+    )
 
 
 def _evo_dag(which: Callable[[str], str | None]) -> Check:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Full set-up + every check on a fresh machine: a fresh venv, a non-editable install with the dev
-# and ray extras, smoke checks of the installed console scripts, ruff, mypy, then pytest.
+# and ray extras, smoke checks of the installed console scripts, ruff (lint + format), mypy, the import
+# layer contracts, then pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${SADDLER_TEST_VENV:-.venv-test}
@@ -13,6 +14,8 @@ export PATH="$PWD/$VENV/bin:$PATH"
 # The installed (non-editable) package must find its bundled benchmarks and templates.
 ( cd /tmp && saddler --help >/dev/null && evo-dag --help >/dev/null && saddler list --json )
 ruff check saddler evodag benchmarks tests bench
+ruff format --check saddler evodag benchmarks tests bench
 mypy
+lint-imports   # the layer contracts in pyproject.toml [tool.importlinter]
 # Exit 5 (no tests collected) is non-zero: set -e makes it fail the run.
 python -m pytest "$@"

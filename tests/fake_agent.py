@@ -62,8 +62,15 @@ def pick_file(prompt: str, root: Path) -> Path | None:
 def diagnose(prompt: str, root: Path) -> dict:
     if os.environ.get("FAKE_AGENT_MODE") == "protected":
         (root / "saddler.toml").write_text((root / "saddler.toml").read_text() + "\n# edited by the agent\n")
-        return {"status": "patched", "hypothesis": {"diagnosis": "config", "plan": "edit config",
-                                                    "patch_kind": "capability", "files": ["saddler.toml"]}}
+        return {
+            "status": "patched",
+            "hypothesis": {
+                "diagnosis": "config",
+                "plan": "edit config",
+                "patch_kind": "capability",
+                "files": ["saddler.toml"],
+            },
+        }
     target = pick_file(prompt, root)
     if target is None:
         return {"status": "no_patch", "reason": "no editable file of an allowed kind"}
@@ -78,8 +85,9 @@ def diagnose(prompt: str, root: Path) -> dict:
         note = f"\nBefore you answer, re-check every tool result (fake agent, iteration {iteration}).\n"
     target.write_text(target.read_text(encoding="utf-8") + note, encoding="utf-8")
     if os.environ.get("FAKE_AGENT_MODE") == "commits":  # an agent that commits its own work
-        subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@a", "commit", "-qam", "agent"], cwd=root,
-                       check=True)
+        subprocess.run(
+            ["git", "-c", "user.name=a", "-c", "user.email=a@a", "commit", "-qam", "agent"], cwd=root, check=True
+        )
     failing = re.findall(r"^- `([^`]+)` .*FAIL", prompt, re.MULTILINE)
     history = "no history yet"
     db = os.environ.get("EVODAG_DB", "")
@@ -108,8 +116,14 @@ def reflect(prompt: str) -> dict:
         category = {(False, True): "fixed", (True, False): "regressed", (False, False): "still_failing"}.get(
             (was, now), "still_passing"
         )
-        lessons.append({"task_id": task, "category": category, "attribution": "uncertain",
-                        "text": f"{task}: {before} -> {after}; one repetition cannot separate the change from noise"})
+        lessons.append(
+            {
+                "task_id": task,
+                "category": category,
+                "attribution": "uncertain",
+                "text": f"{task}: {before} -> {after}; one repetition cannot separate the change from noise",
+            }
+        )
     return {"lessons": lessons, "summary": f"{len(lessons)} task outcome(s) reviewed"}
 
 
@@ -133,8 +147,18 @@ def main() -> int:
     if mode == "hang":
         time.sleep(60)
     if mode == "max_turns":
-        print(json.dumps({"type": "result", "subtype": "error_max_turns", "is_error": True, "num_turns": 40,
-                          "total_cost_usd": 0.5, "usage": {"input_tokens": 9000, "output_tokens": 900}}))
+        print(
+            json.dumps(
+                {
+                    "type": "result",
+                    "subtype": "error_max_turns",
+                    "is_error": True,
+                    "num_turns": 40,
+                    "total_cost_usd": 0.5,
+                    "usage": {"input_tokens": 9000, "output_tokens": 900},
+                }
+            )
+        )
         return 1
     if prompt.startswith("# Diagnosis-Patch"):
         answer = diagnose(prompt, Path.cwd())
@@ -147,9 +171,19 @@ def main() -> int:
         return 2
     if mode != "no_result":
         result_file(prompt).write_text(json.dumps(answer), encoding="utf-8")
-    print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "num_turns": 3,
-                      "total_cost_usd": 0.0125, "usage": {"input_tokens": 1200, "output_tokens": 340},
-                      "result": "done"}))
+    print(
+        json.dumps(
+            {
+                "type": "result",
+                "subtype": "success",
+                "is_error": False,
+                "num_turns": 3,
+                "total_cost_usd": 0.0125,
+                "usage": {"input_tokens": 1200, "output_tokens": 340},
+                "result": "done",
+            }
+        )
+    )
     return 0
 
 

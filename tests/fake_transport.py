@@ -157,12 +157,32 @@ class FakeTransport(Transport):
             return {"subtype": "mcp_message", "server_name": step.server, "message": message}
 
         if step.server not in self._mcp_ready:
-            await self._request(msg({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fake", "version": "0"}}}))
+            await self._request(
+                msg(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 0,
+                        "method": "initialize",
+                        "params": {
+                            "protocolVersion": "2025-06-18",
+                            "capabilities": {},
+                            "clientInfo": {"name": "fake", "version": "0"},
+                        },
+                    }
+                )
+            )
             await self._request(msg({"jsonrpc": "2.0", "method": "notifications/initialized"}))
             self._mcp_ready.add(step.server)
-        response = await self._request(msg({"jsonrpc": "2.0", "id": self._counter, "method": "tools/call",
-                                            "params": {"name": step.tool, "arguments": step.args}}))
+        response = await self._request(
+            msg(
+                {
+                    "jsonrpc": "2.0",
+                    "id": self._counter,
+                    "method": "tools/call",
+                    "params": {"name": step.tool, "arguments": step.args},
+                }
+            )
+        )
         self.mcp_responses.append(response["response"]["mcp_response"])
 
     def read_messages(self):  # type: ignore[override]

@@ -9,8 +9,7 @@ from typing import Any
 from evodag.store import EvoDAG
 from saddler.run.folder import init_run
 
-SMALL: dict[str, Any] = {"loop": {"max_iterations": 6, "batch_size": 6, "test_runs": 2},
-                         "executor": {"workers": 2}}
+SMALL: dict[str, Any] = {"loop": {"max_iterations": 6, "batch_size": 6, "test_runs": 2}, "executor": {"workers": 2}}
 
 
 def make_run(path: Path, seed: int = 0, **overrides: Any) -> Path:
@@ -25,15 +24,35 @@ def dag_signature(run_dir: Path) -> dict[str, Any]:
     """What must be identical between two runs with the same seed and config."""
     with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
         commits = {n.id: n.commit for n in store.nodes()}
-        nodes = [(n.commit, commits.get(n.parent_id) if n.parent_id else None, n.status, n.origin, n.patch_kind,
-                  n.batch_before, n.batch_after, n.dev_mean, n.test_mean) for n in store.nodes()]
-        edges = [(commits[e.parent_id], commits[e.child_id], e.kind, e.diff_sha, e.fixed, e.regressed)
-                 for e in store.edges()]
-        iterations = [(i.number, i.batch, commits.get(i.parent_id or -1), commits.get(i.candidate_id or -1),
-                       i.phase, i.decision) for i in store.iterations()]
+        nodes = [
+            (
+                n.commit,
+                commits.get(n.parent_id) if n.parent_id else None,
+                n.status,
+                n.origin,
+                n.patch_kind,
+                n.batch_before,
+                n.batch_after,
+                n.dev_mean,
+                n.test_mean,
+            )
+            for n in store.nodes()
+        ]
+        edges = [
+            (commits[e.parent_id], commits[e.child_id], e.kind, e.diff_sha, e.fixed, e.regressed) for e in store.edges()
+        ]
+        iterations = [
+            (i.number, i.batch, commits.get(i.parent_id or -1), commits.get(i.candidate_id or -1), i.phase, i.decision)
+            for i in store.iterations()
+        ]
         run = store.get_run()
-        return {"nodes": nodes, "edges": edges, "iterations": iterations,
-                "best": commits.get(run.best_node_id or -1), "rollouts": store.count_rollouts()}
+        return {
+            "nodes": nodes,
+            "edges": edges,
+            "iterations": iterations,
+            "best": commits.get(run.best_node_id or -1),
+            "rollouts": store.count_rollouts(),
+        }
 
 
 def git(run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:

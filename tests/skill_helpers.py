@@ -15,6 +15,10 @@ def skill_repo(tmp_path: Path, git: bool = True) -> Path:
     shutil.copytree(FIXTURE, repo)
     if git:
         for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "skill"]):
-            subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *args],
-                           cwd=repo, check=True, capture_output=True)
+            subprocess.run(
+                ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *args],
+                cwd=repo,
+                check=True,
+                capture_output=True,
+            )
     return repo / "code-review"

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from session_helpers import diagnosis_request, evolution_request, make_worktree, reflection_request
 
+from saddler.agentcli import build_argv, parse_usage
 from saddler.config import SessionConfig
 from saddler.errors import AuthenticationError, BackendError, ConfigError
-from saddler.sessions.command import PRESETS, CommandBackend, build_argv, parse_usage, resolve_command
+from saddler.sessions.command import PRESETS, CommandBackend, resolve_command
 from saddler.sessions.common import changed_files
 
 FAKE = Path(__file__).with_name("fake_agent.py")
@@ -39,12 +40,21 @@ def test_diagnosis_edits_the_worktree_and_reads_the_result_file(tmp_path: Path) 
     assert out.hypothesis is not None and out.hypothesis.files == ["tools/search.py"]
     hyp = out.hypothesis
     assert (hyp.patch_kind, hyp.origin, hyp.target_tasks) == (
-        "capability", "llm:add-a-verification-step-to-tools-search-py-iteration-3", ["t1"])
+        "capability",
+        "llm:add-a-verification-step-to-tools-search-py-iteration-3",
+        ["t1"],
+    )
     assert changed_files(wt) == ["tools/search.py"]
     assert "verify results" in (wt / "tools" / "search.py").read_text()
     stats = out.stats
     assert (stats.backend, stats.turns, stats.tokens_in, stats.tokens_out, stats.cost_usd, stats.outcome) == (
-        "command", 3, 1200, 340, 0.0125, "ok")
+        "command",
+        3,
+        1200,
+        340,
+        0.0125,
+        "ok",
+    )
     transcript = [json.loads(x) for x in Path(stats.transcript_path or "").read_text().splitlines()]
     assert [t["kind"] for t in transcript] == ["prompt", "attempt", "stdout", "exit", "outcome"]
     assert transcript[3]["returncode"] == 0
@@ -56,7 +66,9 @@ def test_reflection_and_evolution_through_the_command(tmp_path: Path) -> None:
     b = make_backend(tmp_path)
     refl = b.reflect(reflection_request(tmp_path / "run"))
     assert [(x.task_id, x.category, x.attribution) for x in refl.lessons] == [
-        ("t1", "fixed", "uncertain"), ("t2", "still_passing", "uncertain")]
+        ("t1", "fixed", "uncertain"),
+        ("t2", "still_passing", "uncertain"),
+    ]
     evo = b.evolve(evolution_request(tmp_path / "run"))
     assert (evo.action, evo.parent_node_id, evo.stats.outcome) == ("continue", 3, "ok")
     assert Path(tmp_path / "run" / "sessions" / "3-evolution.result.json").is_file()
@@ -114,7 +126,11 @@ def test_missing_cli_is_a_backend_error(tmp_path: Path) -> None:
 
 def test_templates_and_presets() -> None:
     assert build_argv("agent --msg {prompt} -x={model}", {"prompt": "two words {x}", "model": "m"}) == [
-        "agent", "--msg", "two words {x}", "-x=m"]
+        "agent",
+        "--msg",
+        "two words {x}",
+        "-x=m",
+    ]
     with pytest.raises(ConfigError, match=r"\{nope\}"):
         build_argv("agent {nope}", {"prompt": "p"})
     with pytest.raises(ConfigError, match=r"sessions\.command is empty"):
@@ -141,29 +157,60 @@ def test_claude_preset_argv_carries_limits_and_the_guard_hook(tmp_path: Path) ->
     assert explore_argv[explore_argv.index("--allowedTools") + 1].endswith(",WebSearch,WebFetch")
     hook = json.loads(flags["--settings"])["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
     # run the hook exactly as the CLI would: the hook input on stdin, the decision on stdout
-    deny = subprocess.run(hook, shell=True, capture_output=True, text=True, check=True, input=json.dumps(
-        {"tool_name": "Edit", "tool_input": {"file_path": str(wt / "eval" / "grader.py")}}))
+    deny = subprocess.run(
+        hook,
+        shell=True,
+        capture_output=True,
+        text=True,
+        check=True,
+        input=json.dumps({"tool_name": "Edit", "tool_input": {"file_path": str(wt / "eval" / "grader.py")}}),
+    )
     assert json.loads(deny.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
-    allow = subprocess.run(hook, shell=True, capture_output=True, text=True, check=True, input=json.dumps(
-        {"tool_name": "Write", "tool_input": {"file_path": str(tmp_path / "r.json")}}))
+    allow = subprocess.run(
+        hook,
+        shell=True,
+        capture_output=True,
+        text=True,
+        check=True,
+        input=json.dumps({"tool_name": "Write", "tool_input": {"file_path": str(tmp_path / "r.json")}}),
+    )
     assert json.loads(allow.stdout) == {}
 
 
 def test_parse_usage_shapes() -> None:
-    codex = "\n".join(json.dumps(x) for x in [
-        {"type": "thread.started"},
-        {"type": "turn.completed", "usage": {"input_tokens": 100, "cached_input_tokens": 50, "output_tokens": 10}},
-        {"type": "turn.completed", "usage": {"input_tokens": 200, "output_tokens": 20}},
-    ])
+    codex = "\n".join(
+        json.dumps(x)
+        for x in [
+            {"type": "thread.started"},
+            {"type": "turn.completed", "usage": {"input_tokens": 100, "cached_input_tokens": 50, "output_tokens": 10}},
+            {"type": "turn.completed", "usage": {"input_tokens": 200, "output_tokens": 20}},
+        ]
+    )
     assert {k: v for k, v in parse_usage(codex).items() if k != "final"} == {
-        "turns": 2, "tokens_in": 300, "tokens_out": 30, "cost_usd": 0.0}
-    pi = "\n".join(json.dumps(x) for x in [
-        {"type": "message_end", "message": {"role": "user"}},
-        {"type": "message_end", "message": {"role": "assistant", "usage": {
-            "input": 10, "cacheRead": 5, "output": 3, "cost": {"total": 0.002}}}},
-    ])
+        "turns": 2,
+        "tokens_in": 300,
+        "tokens_out": 30,
+        "cost_usd": 0.0,
+    }
+    pi = "\n".join(
+        json.dumps(x)
+        for x in [
+            {"type": "message_end", "message": {"role": "user"}},
+            {
+                "type": "message_end",
+                "message": {
+                    "role": "assistant",
+                    "usage": {"input": 10, "cacheRead": 5, "output": 3, "cost": {"total": 0.002}},
+                },
+            },
+        ]
+    )
     assert {k: v for k, v in parse_usage(pi).items() if k != "final"} == {
-        "turns": 1, "tokens_in": 15, "tokens_out": 3, "cost_usd": 0.002}
+        "turns": 1,
+        "tokens_in": 15,
+        "tokens_out": 3,
+        "cost_usd": 0.002,
+    }
     assert parse_usage("plain text output")["turns"] == 0
 
 
@@ -185,8 +232,9 @@ def test_claude_preset_against_the_real_bundled_cli_without_credentials(
     b = make_backend(tmp_path, command="claude")
     with pytest.raises(AuthenticationError, match="set ANTHROPIC_API_KEY"):
         b.diagnose_patch(diagnosis_request(tmp_path / "run", wt))
-    transcript = [json.loads(x) for x in (tmp_path / "run" / "sessions" / "3-diagnosis_patch.jsonl").read_text()
-                  .splitlines()]
+    transcript = [
+        json.loads(x) for x in (tmp_path / "run" / "sessions" / "3-diagnosis_patch.jsonl").read_text().splitlines()
+    ]
     final = json.loads(next(t["line"] for t in transcript if t["kind"] == "stdout"))
     assert (final["type"], final["is_error"], final["total_cost_usd"]) == ("result", True, 0)
     assert "unknown option" not in next(t for t in transcript if t["kind"] == "exit")["stderr"]

@@ -36,12 +36,29 @@ def test_saddler_run_with_the_command_backend_records_every_session(tmp_path: Pa
     run_dir = tmp_path / "run"
     command = f"{sys.executable} {FAKE} {{prompt_file}}"
     runner = CliRunner()
-    init = runner.invoke(app, [
-        "init", str(run_dir), "--template", "opsdesk", "--backend", "command", "--seed", "1",
-        "--set", f"sessions.command={json.dumps(command)}",
-        "--set", "loop.max_iterations=2", "--set", "loop.batch_size=3", "--set", "loop.test_runs=1",
-        "--set", "executor.workers=1",
-    ])
+    init = runner.invoke(
+        app,
+        [
+            "init",
+            str(run_dir),
+            "--template",
+            "opsdesk",
+            "--backend",
+            "command",
+            "--seed",
+            "1",
+            "--set",
+            f"sessions.command={json.dumps(command)}",
+            "--set",
+            "loop.max_iterations=2",
+            "--set",
+            "loop.batch_size=3",
+            "--set",
+            "loop.test_runs=1",
+            "--set",
+            "executor.workers=1",
+        ],
+    )
     assert init.exit_code == 0, init.output
     result = runner.invoke(app, ["run", str(run_dir), "--json"])
     assert result.exit_code == 0, result.output
@@ -84,9 +101,25 @@ def test_saddler_run_with_the_claude_backend_stops_at_the_first_session_without_
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     run_dir = tmp_path / "run"
     runner = CliRunner()
-    init = runner.invoke(app, ["init", str(run_dir), "--template", "opsdesk", "--backend", "claude",
-                               "--set", "loop.max_iterations=3", "--set", "loop.batch_size=3",
-                               "--set", "sessions.retries=0", "--set", "executor.workers=1"])
+    init = runner.invoke(
+        app,
+        [
+            "init",
+            str(run_dir),
+            "--template",
+            "opsdesk",
+            "--backend",
+            "claude",
+            "--set",
+            "loop.max_iterations=3",
+            "--set",
+            "loop.batch_size=3",
+            "--set",
+            "sessions.retries=0",
+            "--set",
+            "executor.workers=1",
+        ],
+    )
     assert init.exit_code == 0, init.output
     result = runner.invoke(app, ["run", str(run_dir)])
     assert result.exit_code == 1

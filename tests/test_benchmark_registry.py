@@ -18,6 +18,7 @@ def test_short_name_and_module_path_load_the_same_class() -> None:
 def test_unknown_benchmark_names_the_choices() -> None:
     with pytest.raises(UnknownNameError) as err:
         load_benchmark("nope")
-    assert str(err.value) == ("unknown benchmark 'nope'; available: claude-tasks, command, opsdesk, "
-                              "package.module:Class, skill-evals")
+    assert str(err.value) == (
+        "unknown benchmark 'nope'; available: claude-tasks, command, opsdesk, package.module:Class, skill-evals"
+    )
     assert err.value.exit_code == 2

@@ -54,12 +54,14 @@ def test_agent_submits_through_its_mcp_tool_and_passes(harness: Path, tmp_path: 
     bench, made = bench_with([])
     task = next(t for t in bench.tasks("train") if t.family == "policy_limit")
     expected = next(q.expected for q in questions(task.group) if q.task_id == task.id)
-    made_scripts = [[
-        McpCall("workspace", "read_file", {"name": "policy.md"}),
-        McpCall("workspace", "submit_answer", {"answer": expected}),
-        assistant("Submitted."),
-        result(cost=0.003, turns=3),
-    ]]
+    made_scripts = [
+        [
+            McpCall("workspace", "read_file", {"name": "policy.md"}),
+            McpCall("workspace", "submit_answer", {"answer": expected}),
+            assistant("Submitted."),
+            result(cost=0.003, turns=3),
+        ]
+    ]
     bench, made = bench_with(made_scripts)
     out = bench.run(harness, task, seed=5, trace_dir=tmp_path / "traces")
     assert (out.passed, out.score, out.disposition, out.cost, out.llm_calls) == (True, 1.0, "success", 0.003, 3)
@@ -73,9 +75,15 @@ def test_agent_submits_through_its_mcp_tool_and_passes(harness: Path, tmp_path: 
 
 
 def test_truncating_read_tool_makes_totals_fail_with_a_rationale(harness: Path, tmp_path: Path) -> None:
-    bench, made = bench_with([[McpCall("workspace", "read_file", {"name": "ledger.csv"}),
-                               McpCall("workspace", "submit_answer", {"answer": "1.00"}),
-                               result(cost=0.01)]])
+    bench, made = bench_with(
+        [
+            [
+                McpCall("workspace", "read_file", {"name": "ledger.csv"}),
+                McpCall("workspace", "submit_answer", {"answer": "1.00"}),
+                result(cost=0.01),
+            ]
+        ]
+    )
     task = next(t for t in bench.tasks("train") if t.family == "total_category")
     out = bench.run(harness, task, seed=0, trace_dir=tmp_path / "traces")
     assert len(made[0].mcp_responses[0]["result"]["content"][0]["text"].splitlines()) == 20  # the baseline's gap
@@ -97,8 +105,9 @@ def test_no_answer_and_broken_harness_are_failed_rollouts(harness: Path, tmp_pat
     assert (broken.passed, broken.disposition) == (False, "task_failure") and "SyntaxError" in broken.error_tail
 
 
-def test_without_a_key_a_rollout_is_an_infra_error(harness: Path, tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_key_a_rollout_is_an_infra_error(
+    harness: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("CLAUDE_CODE_OAUTH_TOKEN", raising=False)
     bench = ClaudeTasksBenchmark()

@@ -21,8 +21,17 @@ def _init(path: Path, *extra: str) -> None:
 
 def test_init_writes_a_valid_config_with_overrides(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    _init(run, "--seed", "7", "--set", "loop.max_iterations=3", "--set", "policies.dev_eval=never",
-          "--set", 'executor.env_allow=["PATH"]')
+    _init(
+        run,
+        "--seed",
+        "7",
+        "--set",
+        "loop.max_iterations=3",
+        "--set",
+        "policies.dev_eval=never",
+        "--set",
+        'executor.env_allow=["PATH"]',
+    )
     cfg = tomllib.loads((run / "saddler.toml").read_text())["run"]
     assert cfg["seed"] == 7 and cfg["benchmark"] == "opsdesk" and cfg["loop"]["max_iterations"] == 3
     assert cfg["policies"] == {"capability_epochs": 2.0, "dev_eval": "never"}
@@ -56,8 +65,9 @@ def test_commands_on_something_that_is_not_a_run(tmp_path: Path) -> None:
     for cmd in (["run"], ["status"], ["pause"], ["report"], ["export", "--to", str(tmp_path / "x")]):
         result = runner.invoke(app, [*cmd[:1], str(tmp_path), *cmd[1:]])
         assert result.exit_code == 2, cmd
-        assert result.output == (f"error: {tmp_path} is not a run folder (no saddler.toml); "
-                                 "create one with `saddler init`\n")
+        assert result.output == (
+            f"error: {tmp_path} is not a run folder (no saddler.toml); create one with `saddler init`\n"
+        )
 
 
 def test_status_before_the_first_run(tmp_path: Path) -> None:
@@ -85,8 +95,10 @@ def test_eval_and_export_unknown_node(tmp_path: Path) -> None:
     assert done.exit_code == 0, done.output
     summary = json.loads(done.output)
     assert summary["termination"] == "max_iterations" and summary["best_node"] == 1
-    for cmd in (["eval", str(run), "--node", "99", "--split", "dev"], ["export", str(run), "--node", "99", "--to",
-                                                                        str(tmp_path / "out")]):
+    for cmd in (
+        ["eval", str(run), "--node", "99", "--split", "dev"],
+        ["export", str(run), "--node", "99", "--to", str(tmp_path / "out")],
+    ):
         result = runner.invoke(app, cmd)
         assert result.exit_code == 2
         assert result.output.startswith("error: unknown node 99; `evo-dag summary` lists nodes")

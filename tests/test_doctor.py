@@ -19,7 +19,7 @@ from saddler.doctor import healthy, run_checks
 
 def write_run(run_dir: Path, sessions: str, executor: str = "") -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "saddler.toml").write_text(f"[run]\nname = \"r\"\n[run.sessions]\n{sessions}\n{executor}")
+    (run_dir / "saddler.toml").write_text(f'[run]\nname = "r"\n[run.sessions]\n{sessions}\n{executor}')
     return run_dir
 
 
@@ -73,8 +73,12 @@ def test_missing_cli_and_key_fail_the_doctor(tmp_path: Path, path_with, monkeypa
     assert out["ok"] is False
     assert out["checks"][2:4] == [
         {"name": "codex", "ok": False, "required": True, "detail": "codex not found on PATH; install it"},
-        {"name": "env:OPENAI_API_KEY", "ok": False, "required": True,
-         "detail": "OPENAI_API_KEY is not set; export OPENAI_API_KEY=... before running"},
+        {
+            "name": "env:OPENAI_API_KEY",
+            "ok": False,
+            "required": True,
+            "detail": "OPENAI_API_KEY is not set; export OPENAI_API_KEY=... before running",
+        },
     ]
 
 
@@ -90,8 +94,12 @@ def test_claude_backend_names_the_key_variable(tmp_path: Path, path_with, monkey
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-used")
     ok = CliRunner().invoke(app, ["doctor", str(run), "--json"])
     checks = {c["name"]: c for c in json.loads(ok.stdout)["checks"]}
-    assert checks["env:ANTHROPIC_API_KEY"] == {"name": "env:ANTHROPIC_API_KEY", "ok": True, "required": True,
-                                               "detail": "ANTHROPIC_API_KEY is set"}
+    assert checks["env:ANTHROPIC_API_KEY"] == {
+        "name": "env:ANTHROPIC_API_KEY",
+        "ok": True,
+        "required": True,
+        "detail": "ANTHROPIC_API_KEY is set",
+    }
     assert checks["claude-agent-sdk"]["ok"] and checks["claude-cli (bundled)"]["required"]
     assert ok.exit_code == (0 if checks["claude-cli (bundled)"]["ok"] else 1)
 
@@ -99,12 +107,17 @@ def test_claude_backend_names_the_key_variable(tmp_path: Path, path_with, monkey
 def test_sandbox_and_ray_are_checked_only_when_configured(path_with) -> None:
     versions = {"bwrap": "bubblewrap 0.8.0"}
     config = RunConfig.model_validate({"executor": {"sandbox": "bwrap"}, "sessions": {"backend": "offline"}})
-    checks = run_checks(config, env={}, which=lambda n: f"/x/{n}" if n != "bwrap" else None,
-                        version=lambda argv: versions.get(Path(argv[0]).name, "v1"))
+    checks = run_checks(
+        config,
+        env={},
+        which=lambda n: f"/x/{n}" if n != "bwrap" else None,
+        version=lambda argv: versions.get(Path(argv[0]).name, "v1"),
+    )
     assert [c.name for c in checks] == ["python", "git", "bwrap"]
     assert not healthy(checks)
-    offline = run_checks(RunConfig(sessions=SessionConfig()), env={}, which=lambda n: f"/x/{n}",
-                         version=lambda argv: "v1")
+    offline = run_checks(
+        RunConfig(sessions=SessionConfig()), env={}, which=lambda n: f"/x/{n}", version=lambda argv: "v1"
+    )
     assert [c.name for c in offline] == ["python", "git"] and healthy(offline)
 
 
@@ -116,12 +129,14 @@ def test_unknown_run_folder_is_a_clean_error(tmp_path: Path) -> None:
 
 def test_claude_tasks_rollouts_need_the_key_passed_through() -> None:
     def names(config: RunConfig, env: dict[str, str]) -> list[tuple[str, bool]]:
-        return [(c.name, c.ok) for c in run_checks(config, env=env, which=lambda n: f"/x/{n}",
-                                                  version=lambda argv: "v1")]
+        return [
+            (c.name, c.ok) for c in run_checks(config, env=env, which=lambda n: f"/x/{n}", version=lambda argv: "v1")
+        ]
 
     closed = RunConfig.model_validate({"benchmark": "claude-tasks"})
     assert names(closed, {"ANTHROPIC_API_KEY": "k"})[-1] == ("rollout key", False)
-    opened = RunConfig.model_validate({"benchmark": "claude-tasks",
-                                       "executor": {"env_allow": ["PATH", "ANTHROPIC_API_KEY"]}})
+    opened = RunConfig.model_validate(
+        {"benchmark": "claude-tasks", "executor": {"env_allow": ["PATH", "ANTHROPIC_API_KEY"]}}
+    )
     assert names(opened, {"ANTHROPIC_API_KEY": "k"})[-1] == ("rollout key", True)
     assert names(opened, {})[-1] == ("rollout key", False)

@@ -12,9 +12,10 @@ from fake_benchmarks import FakeBenchmark
 from evodag.models import Node
 from evodag.store import EvoDAG
 from saddler.benchmark import RolloutResult
-from saddler.executor.base import ResultCallback, RolloutJob
+from saddler.executor.base import RolloutJob
 from saddler.executor.local import LocalExecutor
 from saddler.harness.space import HarnessSpace
+from saddler.ports import ResultCallback
 from saddler.reporting.progress import NullProgress
 from saddler.run.evaluate import Evaluator
 

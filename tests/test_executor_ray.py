@@ -15,9 +15,9 @@ from executor_helpers import TESTS_DIR, executor_config, make_harness, make_job
 
 from evodag.store import EvoDAG
 from saddler.benchmark import Benchmark, load_benchmark
-from saddler.executor.base import Executor
 from saddler.executor.local import LocalExecutor
 from saddler.harness.space import HarnessSpace
+from saddler.ports import Executor
 from saddler.run.evaluate import Evaluator
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'saddler[ray]')")

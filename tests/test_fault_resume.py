@@ -23,8 +23,13 @@ def _saddler_run(run_dir: Path, fault: str | None) -> int:
     env = {k: v for k, v in os.environ.items() if k != "SADDLER_FAULT"}
     if fault:
         env["SADDLER_FAULT"] = fault
-    proc = subprocess.run([sys.executable, "-m", "saddler", "run", str(run_dir), "--quiet"], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "saddler", "run", str(run_dir), "--quiet"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode in (0, -9), proc.stderr[-3000:]
     return proc.returncode
 
@@ -34,8 +39,10 @@ def test_killed_at_seeded_moments_the_run_resumes_to_the_same_result(tmp_path: P
     Optimizer(reference, quiet=True).run()
     faulted = make_run(tmp_path / "faulted")
     rng = random.Random(20261129)
-    moments = [f"{POINTS[i % len(POINTS)]}:{rng.randint(1, 12 if POINTS[i % len(POINTS)] == 'rollout' else 2)}"
-               for i in range(12)]
+    moments = [
+        f"{POINTS[i % len(POINTS)]}:{rng.randint(1, 12 if POINTS[i % len(POINTS)] == 'rollout' else 2)}"
+        for i in range(12)
+    ]
     kills = 0
     for moment in moments:
         if _saddler_run(faulted, moment) == -9:

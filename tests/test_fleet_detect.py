@@ -26,8 +26,9 @@ def test_detection_order(tmp_path: Path) -> None:
     assert detect_eval_command(tmp_path) == Detection("python3 bench/speed.py", "bench/ folder")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_perf.py").write_text("import pytest\n\n@pytest.mark.benchmark\ndef test_x(): pass\n")
-    assert detect_eval_command(tmp_path) == Detection("python3 -m pytest -m benchmark -q",
-                                                      "pytest benchmark marker in test_perf.py")
+    assert detect_eval_command(tmp_path) == Detection(
+        "python3 -m pytest -m benchmark -q", "pytest benchmark marker in test_perf.py"
+    )
     (tmp_path / "package.json").write_text(json.dumps({"scripts": {"test": "jest", "bench:api": "node b.js"}}))
     assert detect_eval_command(tmp_path) == Detection("npm run bench:api", "package.json script bench:api")
     (tmp_path / "Makefile").write_text("CC := gcc\nbuild:\n\tcc x.c\nperf: build\n\t./perf\n")
@@ -70,8 +71,9 @@ def test_command_benchmark(tmp_path: Path) -> None:
     result = bench.run(tmp_path, bench.tasks("train")[0], 25, tmp_path / "trace")
     assert result.score == 0.25 and result.passed and result.disposition == "success"
     assert json.loads(Path(result.trace_path or "").read_text())["metric"] == 0.25
-    crash = CommandBenchmark(f"{sys.executable} -c 'raise SystemExit(2)'").run(tmp_path, bench.tasks("train")[0], 1,
-                                                                             tmp_path / "t2")
+    crash = CommandBenchmark(f"{sys.executable} -c 'raise SystemExit(2)'").run(
+        tmp_path, bench.tasks("train")[0], 1, tmp_path / "t2"
+    )
     assert not crash.passed and crash.disposition == "task_failure" and crash.error_tail.startswith("exit 2")
     assert CommandBenchmark("x", metric_direction="minimize").score(0.0) == 1.0
     with pytest.raises(ConfigError, match="eval_command"):
@@ -83,12 +85,17 @@ def test_fleet_json_validation() -> None:
     assert (spec.config.model, spec.config.fallback_model, spec.config.provider) == ("sonnet", "haiku", "claude")
     assert (spec.config.budget_per_iter, spec.config.max_turns) == (1.0, 0)
     assert (spec.problem.metric_direction, spec.problem.results_file, spec.problem.program_md) == (
-        "minimize", "results.tsv", "program.md")
+        "minimize",
+        "results.tsv",
+        "program.md",
+    )
     assert (spec.stop_when.max_iterations, spec.stop_when.cost_cap_usd) == (50, 0.0)
     assert (spec.search.enabled, spec.search.plateau_threshold) == (True, 3)
     with pytest.raises(ConfigError) as err:
-        parse_fleet({"config": {"model": "x", "fallback_model": "x", "provider": "gpt"},
-                     "problem": {"metric_direction": "up"}}, "fleet.json")
+        parse_fleet(
+            {"config": {"model": "x", "fallback_model": "x", "provider": "gpt"}, "problem": {"metric_direction": "up"}},
+            "fleet.json",
+        )
     assert "config.provider" in str(err.value) and "problem.metric_direction" in str(err.value)
     with pytest.raises(ConfigError, match="fallback_model must differ from model"):
         parse_fleet({"config": {"model": "haiku"}}, "fleet.json")
@@ -96,11 +103,16 @@ def test_fleet_json_validation() -> None:
 
 def test_results_tsv_plateau_count(tmp_path: Path) -> None:
     path = tmp_path / "results.tsv"
-    path.write_text("commit\tmetric\tstatus\tdescription\na\t1.0\tkeep\tbaseline\nb\t2.0\tdiscard\tx\n"
-                    "garbage line\nc\t0.000000\tcrash\ty\n")
+    path.write_text(
+        "commit\tmetric\tstatus\tdescription\na\t1.0\tkeep\tbaseline\nb\t2.0\tdiscard\tx\n"
+        "garbage line\nc\t0.000000\tcrash\ty\n"
+    )
     rows = read_results(path)
-    assert rows == [ResultRow("a", 1.0, "keep", "baseline"), ResultRow("b", 2.0, "discard", "x"),
-                    ResultRow("c", 0.0, "crash", "y")]
+    assert rows == [
+        ResultRow("a", 1.0, "keep", "baseline"),
+        ResultRow("b", 2.0, "discard", "x"),
+        ResultRow("c", 0.0, "crash", "y"),
+    ]
     assert trailing_discards(rows) == 2 and trailing_discards(rows[:1]) == 0
 
 
@@ -111,8 +123,11 @@ def test_init_detects_the_eval_command_or_writes_bench_py(tmp_path: Path, monkey
     written = json.loads((tmp_path / "root" / "fleet.json").read_text())
     assert written["problem"]["eval_command_source"] == "Makefile target benchmark"
     (tmp_path / "my-project" / "Makefile").unlink()
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "no make"],
-                   cwd=tmp_path / "my-project", check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "no make"],
+        cwd=tmp_path / "my-project",
+        check=True,
+    )
     with pytest.raises(ConfigError, match="--bench-target"):
         init_fleet(tmp_path / "root2", fleet_json)
     paths = init_fleet(tmp_path / "root3", fleet_json, bench_target="python3 bench.py")
@@ -120,8 +135,13 @@ def test_init_detects_the_eval_command_or_writes_bench_py(tmp_path: Path, monkey
     assert paths.spec.problem.eval_command == "python3 saddler_bench.py"
     assert "TARGET = 'python3 bench.py'" in (tmp_path / "my-project" / "saddler_bench.py").read_text()
     assert "Immutable eval harness" in (tmp_path / "my-project" / "bench.py").read_text()  # untouched
-    log = subprocess.run(["git", "log", "-1", "--name-only", "--format=%s"], cwd=tmp_path / "my-project",
-                         capture_output=True, text=True, check=True).stdout.split()
+    log = subprocess.run(
+        ["git", "log", "-1", "--name-only", "--format=%s"],
+        cwd=tmp_path / "my-project",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert log[-1] == "saddler_bench.py" and "written" in log
 
 
@@ -133,14 +153,33 @@ def test_agent_commands_and_descriptions(tmp_path: Path, monkeypatch: pytest.Mon
     claude = agent_argv(FleetPaths(tmp_path, spec), "PROMPT", tmp_path / "p.md")
     assert claude[-4:] == ["--max-turns", "7", "--", "PROMPT"] and "0.5" in claude
     codex = agent_argv(FleetPaths(tmp_path, parse_fleet({"config": {"provider": "codex"}}, "f")), "P", tmp_path)
-    assert codex == ["codex", "exec", "--json", "--sandbox", "workspace-write", "--skip-git-repo-check", "--model",
-                     "sonnet", "P"]
+    assert codex == [
+        "codex",
+        "exec",
+        "--json",
+        "--sandbox",
+        "workspace-write",
+        "--skip-git-repo-check",
+        "--model",
+        "sonnet",
+        "P",
+    ]
     custom = parse_fleet({"config": {"command": "my-agent --file {prompt_file} --m {model}"}}, "f")
     assert agent_argv(FleetPaths(tmp_path, custom), "P", tmp_path / "p.md") == [
-        "my-agent", "--file", str(tmp_path / "p.md"), "--m", "sonnet"]
-    stream = "\n".join([json.dumps({"type": "assistant", "message": {"content": [
-        {"type": "text", "text": "DESCRIPTION: first idea"}]}}), json.dumps(
-        {"type": "result", "result": "All done.\nDESCRIPTION: cache the \"parsed\" config"})])
+        "my-agent",
+        "--file",
+        str(tmp_path / "p.md"),
+        "--m",
+        "sonnet",
+    ]
+    stream = "\n".join(
+        [
+            json.dumps(
+                {"type": "assistant", "message": {"content": [{"type": "text", "text": "DESCRIPTION: first idea"}]}}
+            ),
+            json.dumps({"type": "result", "result": 'All done.\nDESCRIPTION: cache the "parsed" config'}),
+        ]
+    )
     assert description(stream) == 'cache the "parsed" config'
     assert description("plain output\nDESCRIPTION:  inline   the loop \n") == "inline the loop"
     assert description("no description") == ""

@@ -43,8 +43,14 @@ def test_fleet_keeps_improvements_and_resets_regressions(tmp_path: Path, monkeyp
     assert text[0] == "commit\tmetric\tstatus\tdescription"
     assert [r.status for r in rows] == ["keep", "keep", "discard", "crash", "discard", "keep", "discard"]
     assert [r.description for r in rows] == [
-        "baseline", "OPT_LEVEL 0 -> 1", "SLOWDOWN 0 -> 1", "rewrite the hot loop", "SLOWDOWN 0 -> 1",
-        "OPT_LEVEL 1 -> 2 (technique found with WebSearch)", "no change: nothing worth changing"]
+        "baseline",
+        "OPT_LEVEL 0 -> 1",
+        "SLOWDOWN 0 -> 1",
+        "rewrite the hot loop",
+        "SLOWDOWN 0 -> 1",
+        "OPT_LEVEL 1 -> 2 (technique found with WebSearch)",
+        "no change: nothing worth changing",
+    ]
     base, first, worse, crash, worse2, second, _ = rows
     assert 100 <= base.metric < 100.5 and 90 <= first.metric < 90.5 and 80 <= second.metric < 80.5
     assert worse.metric > first.metric and worse2.metric > first.metric and crash.metric == 0.0
@@ -52,7 +58,10 @@ def test_fleet_keeps_improvements_and_resets_regressions(tmp_path: Path, monkeyp
     # git is the state machine: only the baseline and the two improvements remain
     log = _git(work, "log", "--format=%h %s").splitlines()
     assert [line.split(" ", 1)[1] for line in log] == [
-        "fleet it5: OPT_LEVEL 1 -> 2 (technique found with WebSearch)", "agent: OPT_LEVEL 0 -> 1", "fleet: baseline"]
+        "fleet it5: OPT_LEVEL 1 -> 2 (technique found with WebSearch)",
+        "agent: OPT_LEVEL 0 -> 1",
+        "fleet: baseline",
+    ]
     assert [line.split(" ")[0] for line in log] == [second.commit, first.commit, base.commit]
     assert "OPT_LEVEL = 2\nSLOWDOWN = 0\n" in (work / "solution.py").read_text(encoding="utf-8")
     assert _git(work, "status", "--porcelain") == ""
@@ -68,8 +77,14 @@ def test_fleet_keeps_improvements_and_resets_regressions(tmp_path: Path, monkeyp
         assert statuses == ["baseline", "accepted", "rejected", "invalid", "rejected", "accepted"]
         assert store.session_cost(run.id) == pytest.approx(1.5)
         assert [it.exploration for it in store.iterations(run.id)] == [False, False, False, False, True, False]
-        assert [it.decision for it in store.iterations(run.id)] == ["accepted", "rejected", "invalid", "rejected",
-                                                                     "accepted", "no_patch"]
+        assert [it.decision for it in store.iterations(run.id)] == [
+            "accepted",
+            "rejected",
+            "invalid",
+            "rejected",
+            "accepted",
+            "no_patch",
+        ]
         rollouts = store.rollouts(run.id)
         assert [r.score for r in rollouts] == [r.metric for r in rows[:6]]
         assert len({r.seed for r in rollouts}) == 6  # every timed run had fresh inputs
@@ -87,8 +102,11 @@ def test_fleet_keeps_improvements_and_resets_regressions(tmp_path: Path, monkeyp
     view = CliRunner().invoke(app, ["fleet", "view", str(root), "5"])
     assert view.exit_code == 0
     assert view.output.splitlines()[:4] == [
-        "== session-iter-5.jsonl", f"[prompt] iteration 5 (search): {root / 'logs' / 'prompt-iter-5.md'}",
-        "[system] {\"type\": \"system\", \"subtype\": \"init\", \"model\": \"fake\"}", "[assistant] Plan: improve"]
+        "== session-iter-5.jsonl",
+        f"[prompt] iteration 5 (search): {root / 'logs' / 'prompt-iter-5.md'}",
+        '[system] {"type": "system", "subtype": "init", "model": "fake"}',
+        "[assistant] Plan: improve",
+    ]
     latest = CliRunner().invoke(app, ["fleet", "view", str(root), "latest"])
     assert latest.output.startswith("== session-iter-6.jsonl")
     out_md = tmp_path / "fleet-report.md"
@@ -168,12 +186,19 @@ def test_cli_init_json_and_broken_baseline(tmp_path: Path, monkeypatch: pytest.M
     fleet_json = fleet_setup(tmp_path, monkeypatch, **{"problem.metric_regex": "^nothing: ([0-9]+)"})
     res = CliRunner().invoke(app, ["fleet", "init", str(tmp_path / "root"), "--from-fleet", str(fleet_json), "--json"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output) == {"root": str(tmp_path / "root"), "workdir": str(tmp_path / "my-project"),
-                                      "eval_command": "make benchmark",
-                                      "results": str(tmp_path / "my-project" / "results.tsv"), "warnings": []}
+    assert json.loads(res.output) == {
+        "root": str(tmp_path / "root"),
+        "workdir": str(tmp_path / "my-project"),
+        "eval_command": "make benchmark",
+        "results": str(tmp_path / "my-project" / "results.tsv"),
+        "warnings": [],
+    }
     (tmp_path / "my-project" / "program.md").write_text("# autoresearch\nMake one change.\n")
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "p"], cwd=tmp_path /
-                   "my-project", check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "p"],
+        cwd=tmp_path / "my-project",
+        check=True,
+    )
     again = CliRunner().invoke(app, ["fleet", "init", str(tmp_path / "root"), "--from-fleet", str(fleet_json)])
     assert again.exit_code == 0 and "does not say NEVER STOP" in again.output
     run = CliRunner().invoke(app, ["fleet", "run", str(tmp_path / "root")])
@@ -200,8 +225,11 @@ def test_a_killed_fleet_recovers_on_the_best_commit(tmp_path: Path, monkeypatch:
     assert state["termination_reason"] == "max_iterations"
     rows = read_results(work / "results.tsv")
     assert [(r.status, r.description) for r in rows] == [
-        ("keep", "baseline"), ("keep", "OPT_LEVEL 0 -> 1"), ("crash", "interrupted experiment 2"),
-        ("crash", "rewrite the hot loop")]
+        ("keep", "baseline"),
+        ("keep", "OPT_LEVEL 0 -> 1"),
+        ("crash", "interrupted experiment 2"),
+        ("crash", "rewrite the hot loop"),
+    ]
     assert "OPT_LEVEL = 1\nSLOWDOWN = 0\n" in (work / "solution.py").read_text()
     assert _git(work, "status", "--porcelain") == ""
     with EvoDAG(root / "evodag.sqlite", readonly=True) as store:
@@ -216,24 +244,47 @@ def test_dry_run_and_follow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert res.exit_code == 0, res.output
     plan = json.loads(res.output)
     assert plan["iteration"] == 1 and plan["search"] is False
-    assert plan["argv"] == ["claude", "-p", "--output-format", "stream-json", "--verbose", "--model", "sonnet",
-                            "--fallback-model", "haiku", "--max-budget-usd", "2", "--permission-mode", "acceptEdits",
-                            "--allowedTools", "Bash,Read,Edit,Write,Glob,Grep,WebSearch,WebFetch", "--", "<prompt>"]
+    assert plan["argv"] == [
+        "claude",
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--model",
+        "sonnet",
+        "--fallback-model",
+        "haiku",
+        "--max-budget-usd",
+        "2",
+        "--permission-mode",
+        "acceptEdits",
+        "--allowedTools",
+        "Bash,Read,Edit,Write,Glob,Grep,WebSearch,WebFetch",
+        "--",
+        "<prompt>",
+    ]
     assert "Goal: minimize the metric printed by `make benchmark`" in plan["prompt"]
     assert "**NEVER STOP.**" in plan["prompt"]  # program.md, read from the workdir
     assert not (tmp_path / "my-project" / "results.tsv").read_text().splitlines()[1:]  # nothing ran
     paths = FleetPaths.open(root)
-    paths.session_log(1).write_text(json.dumps({"type": "saddler.prompt", "iteration": 1, "search": False,
-                                                "prompt_file": "p.md"}) + "\n" + json.dumps({"type": "text",
-                                                                                             "text": "working"}) + "\n")
+    paths.session_log(1).write_text(
+        json.dumps({"type": "saddler.prompt", "iteration": 1, "search": False, "prompt_file": "p.md"})
+        + "\n"
+        + json.dumps({"type": "text", "text": "working"})
+        + "\n"
+    )
     seen: list[str] = []
     fleet_ops.follow(paths, "1", seen.append, sleep=lambda _s: None, idle_limit=2)
     assert seen == ["== session-iter-1.jsonl", "[prompt] iteration 1: p.md", "working"]
     with paths.session_log(1).open("a") as fh:
         fh.write(json.dumps({"type": "saddler.exit", "returncode": 0, "timed_out": False, "stderr": ""}) + "\n")
     res = CliRunner().invoke(app, ["fleet", "view", str(root), "latest", "--follow"])
-    assert res.output.splitlines() == ["== session-iter-1.jsonl", "[prompt] iteration 1: p.md", "working",
-                                       "[exit] code 0 "]
+    assert res.output.splitlines() == [
+        "== session-iter-1.jsonl",
+        "[prompt] iteration 1: p.md",
+        "working",
+        "[exit] code 0 ",
+    ]
 
 
 def _wait(predicate: Callable[[], bool], timeout: float = 30.0) -> None:

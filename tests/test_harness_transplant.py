@@ -99,8 +99,14 @@ def test_cherry_pick_merges_nearby_edits_three_way(space: HarnessSpace) -> None:
 def test_cherry_pick_conflict_returns_the_file(space: HarnessSpace) -> None:
     base = space.baseline_commit()
     a = edit(space, base, {"prompts/system.md": PROMPT.replace("Answer briefly.", "Answer A.")})
-    b = edit(space, base, {"prompts/system.md": PROMPT.replace("Answer briefly.", "Answer B."),
-                           "loop.py": "def run(task):\n    return 2\n"})
+    b = edit(
+        space,
+        base,
+        {
+            "prompts/system.md": PROMPT.replace("Answer briefly.", "Answer B."),
+            "loop.py": "def run(task):\n    return 2\n",
+        },
+    )
     refs_before = sh("for-each-ref", "--format=%(refname)", cwd=space.repo_dir)
     result = space.cherry_pick(a, base, b, "pick")
     assert not result.ok and result.commit is None

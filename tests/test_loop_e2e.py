@@ -133,8 +133,9 @@ def test_rerunning_a_finished_run_spends_nothing(finished: tuple[Path, int], mon
     before = dag_signature(run_dir)
     counters: list[CountingExecutor] = []
     real = context.make_executor
-    monkeypatch.setattr(context, "make_executor", lambda cfg: counters.append(CountingExecutor(real(cfg))) or
-                        counters[-1])
+    monkeypatch.setattr(
+        context, "make_executor", lambda cfg: counters.append(CountingExecutor(real(cfg))) or counters[-1]
+    )
     result = runner.invoke(app, ["run", str(run_dir), "--json"])
     assert result.exit_code == 0, result.output
     assert counters[0].executed == 0

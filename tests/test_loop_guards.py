@@ -24,8 +24,9 @@ class ProtectedPathBackend(OfflineBackend):
         toml = Path(request.worktree) / "saddler.toml"
         toml.write_text(toml.read_text() + "\n# widened by the optimizer\n")
         if result.hypothesis is None:
-            hyp = Hypothesis(diagnosis="tamper", plan="edit the component map", patch_kind="capability",
-                             origin="tamper")
+            hyp = Hypothesis(
+                diagnosis="tamper", plan="edit the component map", patch_kind="capability", origin="tamper"
+            )
             return DiagnosisResult(status="patched", hypothesis=hyp, stats=SessionStats(backend="offline"))
         return result
 

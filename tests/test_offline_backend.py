@@ -58,10 +58,12 @@ class BankBenchmark:
 
     def patch_bank(self) -> list[BankPatch]:
         return [
-            BankPatch("pages", "capability", "tool", ("pagination_truncated",), "follow pagination", PATCH_A,
-                      ("tools.py",)),
-            BankPatch("verify", "steering", "reminder", ("finished_unverified",), "remind to verify", PATCH_B,
-                      ("prompt.md",)),
+            BankPatch(
+                "pages", "capability", "tool", ("pagination_truncated",), "follow pagination", PATCH_A, ("tools.py",)
+            ),
+            BankPatch(
+                "verify", "steering", "reminder", ("finished_unverified",), "remind to verify", PATCH_B, ("prompt.md",)
+            ),
         ]
 
 
@@ -78,13 +80,23 @@ def _repo(tmp_path: Path) -> Path:
 def _evidence(tmp_path: Path, task: str, codes: list[str], passed: bool = False) -> TaskEvidence:
     trace = tmp_path / f"{task}.json"
     trace.write_text(json.dumps(codes))
-    return TaskEvidence(task_id=task, score=float(passed), passed=passed, disposition="task_failure",
-                        trace_path=str(trace))
+    return TaskEvidence(
+        task_id=task, score=float(passed), passed=passed, disposition="task_failure", trace_path=str(trace)
+    )
 
 
 def _request(tmp_path: Path, repo: Path, evidence: list[TaskEvidence], **kw: object) -> DiagnosisRequest:
-    base = dict(run_dir=str(tmp_path), db_path="x", worktree=str(repo), iteration=1, parent_node_id=1,
-                phase="capability", allowed_kinds=["capability"], component_globs={}, evidence=evidence)
+    base = dict(
+        run_dir=str(tmp_path),
+        db_path="x",
+        worktree=str(repo),
+        iteration=1,
+        parent_node_id=1,
+        phase="capability",
+        allowed_kinds=["capability"],
+        component_globs={},
+        evidence=evidence,
+    )
     base.update(kw)
     return DiagnosisRequest(**base)  # type: ignore[arg-type]
 
@@ -95,8 +107,10 @@ def _backend(tmp_path: Path) -> OfflineBackend:
 
 def test_diagnosis_applies_the_matching_patch_allowed_by_the_phase(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
-    ev = [_evidence(tmp_path, "t1", ["pagination_truncated", "finished_unverified"]),
-          _evidence(tmp_path, "t2", ["finished_unverified"])]
+    ev = [
+        _evidence(tmp_path, "t1", ["pagination_truncated", "finished_unverified"]),
+        _evidence(tmp_path, "t2", ["finished_unverified"]),
+    ]
     result = _backend(tmp_path).diagnose_patch(_request(tmp_path, repo, ev))
     assert result.status == "patched" and result.hypothesis is not None
     assert result.hypothesis.origin == "bank:pages" and result.hypothesis.target_tasks == ["t1"]
@@ -110,35 +124,59 @@ def test_diagnosis_without_a_matching_patch_is_a_stall_not_an_invention(tmp_path
     assert result.status == "no_patch" and "finished_unverified×1" in result.reason
     assert subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout == ""
     lineage = _backend(tmp_path).diagnose_patch(
-        _request(tmp_path, repo, [_evidence(tmp_path, "t1", ["pagination_truncated"])], lineage_origins=["bank:pages"]))
+        _request(tmp_path, repo, [_evidence(tmp_path, "t1", ["pagination_truncated"])], lineage_origins=["bank:pages"])
+    )
     assert lineage.status == "no_patch"
 
 
 def test_exploration_tries_untried_patches_without_symptoms(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
     result = _backend(tmp_path).diagnose_patch(
-        _request(tmp_path, repo, [_evidence(tmp_path, "t1", [])], phase="steering", allowed_kinds=["steering"],
-                 exploration=True))
+        _request(
+            tmp_path,
+            repo,
+            [_evidence(tmp_path, "t1", [])],
+            phase="steering",
+            allowed_kinds=["steering"],
+            exploration=True,
+        )
+    )
     assert result.status == "patched" and result.hypothesis and result.hypothesis.origin == "bank:verify"
 
 
 def _reflect(transitions: list[TaskTransition], files: list[str]) -> dict[str, tuple[str, str]]:
-    req = ReflectionRequest(run_dir="r", db_path="d", iteration=2, parent_node_id=1, candidate_node_id=2,
-                            decision="accepted", hypothesis=None, diff="", files_changed=files,
-                            transitions=transitions, parent_dev_mean=0.4, candidate_dev_mean=0.5, best_dev_mean=0.5)
+    req = ReflectionRequest(
+        run_dir="r",
+        db_path="d",
+        iteration=2,
+        parent_node_id=1,
+        candidate_node_id=2,
+        decision="accepted",
+        hypothesis=None,
+        diff="",
+        files_changed=files,
+        transitions=transitions,
+        parent_dev_mean=0.4,
+        candidate_dev_mean=0.5,
+        best_dev_mean=0.5,
+    )
     out = OfflineBackend.reflect(_backend(Path(".")), req)
     return {(lesson.task_id or "general"): (lesson.category, lesson.attribution) for lesson in out.lessons}
 
 
 def test_reflection_attributes_by_failure_point_and_repetitions() -> None:
-    lessons = _reflect([
-        TaskTransition(task_id="fix", before=[False, False], after=[True, True], before_failure_files=["tools.py"]),
-        TaskTransition(task_id="luck", before=[False, False], after=[True, True], before_failure_files=["loop.py"]),
-        TaskTransition(task_id="mixed", before=[False, False], after=[True, False],
-                       before_failure_files=["tools.py"]),
-        TaskTransition(task_id="reg", before=[True], after=[False], after_failure_files=["tools.py"]),
-        TaskTransition(task_id="same", before=[True], after=[True]),
-    ], ["tools.py"])
+    lessons = _reflect(
+        [
+            TaskTransition(task_id="fix", before=[False, False], after=[True, True], before_failure_files=["tools.py"]),
+            TaskTransition(task_id="luck", before=[False, False], after=[True, True], before_failure_files=["loop.py"]),
+            TaskTransition(
+                task_id="mixed", before=[False, False], after=[True, False], before_failure_files=["tools.py"]
+            ),
+            TaskTransition(task_id="reg", before=[True], after=[False], after_failure_files=["tools.py"]),
+            TaskTransition(task_id="same", before=[True], after=[True]),
+        ],
+        ["tools.py"],
+    )
     assert lessons["fix"] == ("fixed", "true_fix")
     assert lessons["luck"] == ("fixed", "stochastic")
     assert lessons["mixed"] == ("still_failing", "uncertain")
@@ -147,24 +185,47 @@ def test_reflection_attributes_by_failure_point_and_repetitions() -> None:
     assert lessons["general"][0] == "general"
 
 
-def _evolve(nodes: list[NodeInfo], edges: list[EdgeInfo], current: int, best: int,
-            lineage: dict[int, list[int]], failing: dict[int, list[str]], tried: list[str] | None = None):
-    req = EvolutionRequest(run_dir="r", db_path="d", iteration=5, current_node_id=current, best_node_id=best,
-                           nodes=nodes, edges=edges, lineage_edge_ids=lineage, failing_train_tasks=failing,
-                           tried_actions=tried or [])
+def _evolve(
+    nodes: list[NodeInfo],
+    edges: list[EdgeInfo],
+    current: int,
+    best: int,
+    lineage: dict[int, list[int]],
+    failing: dict[int, list[str]],
+    tried: list[str] | None = None,
+):
+    req = EvolutionRequest(
+        run_dir="r",
+        db_path="d",
+        iteration=5,
+        current_node_id=current,
+        best_node_id=best,
+        nodes=nodes,
+        edges=edges,
+        lineage_edge_ids=lineage,
+        failing_train_tasks=failing,
+        tried_actions=tried or [],
+    )
     return _backend(Path(".")).evolve(req)
 
 
-NODES = [NodeInfo(node_id=1, parent_id=None, status="baseline", dev_mean=0.4),
-         NodeInfo(node_id=2, parent_id=1, status="accepted", dev_mean=0.6, origin="bank:a"),
-         NodeInfo(node_id=3, parent_id=2, status="accepted", dev_mean=0.5, origin="bank:b"),
-         NodeInfo(node_id=4, parent_id=1, status="accepted", dev_mean=0.45, origin="bank:c")]
-EDGES = [EdgeInfo(edge_id=10, parent_id=1, child_id=2, kind="patch", origin="bank:a", child_status="accepted",
-                  true_fixes=["x"]),
-         EdgeInfo(edge_id=11, parent_id=2, child_id=3, kind="patch", origin="bank:b", child_status="accepted",
-                  true_fixes=["y"]),
-         EdgeInfo(edge_id=12, parent_id=1, child_id=4, kind="patch", origin="bank:c", child_status="accepted",
-                  true_fixes=["z"])]
+NODES = [
+    NodeInfo(node_id=1, parent_id=None, status="baseline", dev_mean=0.4),
+    NodeInfo(node_id=2, parent_id=1, status="accepted", dev_mean=0.6, origin="bank:a"),
+    NodeInfo(node_id=3, parent_id=2, status="accepted", dev_mean=0.5, origin="bank:b"),
+    NodeInfo(node_id=4, parent_id=1, status="accepted", dev_mean=0.45, origin="bank:c"),
+]
+EDGES = [
+    EdgeInfo(
+        edge_id=10, parent_id=1, child_id=2, kind="patch", origin="bank:a", child_status="accepted", true_fixes=["x"]
+    ),
+    EdgeInfo(
+        edge_id=11, parent_id=2, child_id=3, kind="patch", origin="bank:b", child_status="accepted", true_fixes=["y"]
+    ),
+    EdgeInfo(
+        edge_id=12, parent_id=1, child_id=4, kind="patch", origin="bank:c", child_status="accepted", true_fixes=["z"]
+    ),
+]
 
 
 def test_evolution_rebases_to_best_then_cherry_picks_a_true_fix_it_lacks() -> None:

@@ -18,8 +18,13 @@ META = bank_metadata()
 
 
 def _git(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, input=stdin,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+    )
 
 
 @pytest.fixture()
@@ -64,8 +69,9 @@ def test_metadata_is_consistent_with_the_component_map() -> None:
             assert not any(fnmatch.fnmatch(path, g) for g in components["protected"]), (p["id"], path)
             assert any(fnmatch.fnmatch(path, g) for g in components[p["kind"]]), (p["id"], path, p["kind"])
     assert set(META["best_combination"]) <= set(BANK)
-    assert not {"harmful", "placebo"} & {next(p["effect"] for p in META["patches"] if p["id"] == i)
-                                         for i in META["best_combination"]}
+    assert not {"harmful", "placebo"} & {
+        next(p["effect"] for p in META["patches"] if p["id"] == i) for i in META["best_combination"]
+    }
 
 
 def test_every_patch_applies_cleanly_to_the_baseline(repo: Path) -> None:
@@ -84,8 +90,9 @@ def test_best_combination_applies_in_any_order(repo: Path, order: str) -> None:
         assert _git(repo, "apply", "--check", "-R", "-", stdin=BANK[pid].diff).returncode == 0, pid
 
 
-@pytest.mark.parametrize("pair", [("calendar_tz_aware", "calendar_tz_hardcode"),
-                                  ("loop_retry_backoff", "loop_retry_all")])
+@pytest.mark.parametrize(
+    "pair", [("calendar_tz_aware", "calendar_tz_hardcode"), ("loop_retry_backoff", "loop_retry_all")]
+)
 def test_conflicting_pairs_really_conflict(repo: Path, pair: tuple[str, str]) -> None:
     assert _apply_all(repo, [pair[0]]) == []
     assert _apply_all(repo, [pair[1]]) == [pair[1]]

@@ -16,16 +16,22 @@ def _spec(family: str, group: str | None = None) -> TaskSpec:
 
 def _env(spec: TaskSpec) -> Env:
     g = GROUP_BY_ID[spec.group]
-    return Env(copy.deepcopy(group_world(spec.group)[0]), transient=0.0, send_limit=g.send_limit,
-               rng_key="grader-test", log=lambda event: None)
+    return Env(
+        copy.deepcopy(group_world(spec.group)[0]),
+        transient=0.0,
+        send_limit=g.send_limit,
+        rng_key="grader-test",
+        log=lambda event: None,
+    )
 
 
 def test_schedule_confirm_pass_and_each_failure() -> None:
     spec = _spec("schedule_confirm")
     p = spec.params
     env = _env(spec)
-    env.db_events.append({"id": "new", "title": p["title"], "start": p["start_utc"], "minutes": 30,
-                          "attendees": [p["email"]]})
+    env.db_events.append(
+        {"id": "new", "title": p["title"], "start": p["start_utc"], "minutes": 30, "attendees": [p["email"]]}
+    )
     assert grade(spec, env, "done").passed is False  # confirmation missing
     env.outbox.append({"to": p["email"], "subject": f"Confirmed: {p['title']}", "body": "ok"})
     ok = grade(spec, env, "done")
@@ -33,16 +39,18 @@ def test_schedule_confirm_pass_and_each_failure() -> None:
     env.db_events[-1]["start"] = "2026-03-09T00:00Z"
     bad = grade(spec, env, "done")
     assert not bad.passed and bad.score == 0.75
-    assert bad.rationale == (f"event_time: event starts 2026-03-09T00:00Z, expected {p['start_utc']} "
-                             f"({p['local_time']} local)")
+    assert bad.rationale == (
+        f"event_time: event starts 2026-03-09T00:00Z, expected {p['start_utc']} ({p['local_time']} local)"
+    )
 
 
 def test_quiet_universe_forbids_unrequested_mail() -> None:
     spec = _spec("schedule", "greyfield")
     p = spec.params
     env = _env(spec)
-    env.db_events.append({"id": "new", "title": p["title"], "start": p["start_utc"], "minutes": 30,
-                          "attendees": [p["email"]]})
+    env.db_events.append(
+        {"id": "new", "title": p["title"], "start": p["start_utc"], "minutes": 30, "attendees": [p["email"]]}
+    )
     assert grade(spec, env, "done").passed
     env.outbox.append({"to": p["email"], "subject": "Invitation", "body": "hi"})
     result = grade(spec, env, "done")
@@ -55,8 +63,15 @@ def test_expense_fields_are_checked_exactly() -> None:
     p = spec.params
     env = _env(spec)
     assert grade(spec, env, "").rationale == "expense_filed: 0 expense(s) filed, expected 1"
-    env.db_expenses.append({"id": "x1", "amount_cents": p["amount_cents"], "currency": p["currency"],
-                            "category": p["category"], "date": p["date"]})
+    env.db_expenses.append(
+        {
+            "id": "x1",
+            "amount_cents": p["amount_cents"],
+            "currency": p["currency"],
+            "category": p["category"],
+            "date": p["date"],
+        }
+    )
     assert grade(spec, env, "").passed
     env.db_expenses[-1]["amount_cents"] += 1
     assert not grade(spec, env, "").passed

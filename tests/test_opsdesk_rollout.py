@@ -49,8 +49,13 @@ def test_same_seed_same_trace_and_score(tmp_path: Path) -> None:
         a = BENCH.run(harness, _task(task_id), 7, tmp_path / "a")
         b = BENCH.run(harness, _task(task_id), 7, tmp_path / "b")
         assert Path(a.trace_path or "").read_bytes() == Path(b.trace_path or "").read_bytes()
-        assert (a.score, a.passed, a.rationale, a.llm_calls, a.cost) == (b.score, b.passed, b.rationale, b.llm_calls,
-                                                                        b.cost)
+        assert (a.score, a.passed, a.rationale, a.llm_calls, a.cost) == (
+            b.score,
+            b.passed,
+            b.rationale,
+            b.llm_calls,
+            b.cost,
+        )
         outcomes[task_id] = a.passed
     assert len({BENCH.run(harness, _task("atlas-01"), s, tmp_path / "s").trace_path for s in range(2)}) == 2
 
@@ -72,10 +77,11 @@ def test_harness_exceptions_become_failed_results(tmp_path: Path) -> None:
     assert "SyntaxError" in res.error_tail and res.rationale.startswith("harness error: SyntaxError")
     broken_loop = _copy(tmp_path, "loop")
     loop = broken_loop / "loop.py"
-    loop.write_text(loop.read_text().replace("    session.stop(\"max_turns\")", "    raise RuntimeError('boom')"))
+    loop.write_text(loop.read_text().replace('    session.stop("max_turns")', "    raise RuntimeError('boom')"))
     (broken_loop / "tools" / "files.py").write_text(
         "from benchmarks.opsdesk.sdk import tool\n\n\n@tool('files_read', 'Read a text file by path.')\n"
-        "def files_read(env, path):\n    return 1 / 0\n")
+        "def files_read(env, path):\n    return 1 / 0\n"
+    )
     res = BENCH.run(broken_loop, _task("atlas-04"), 0, tmp_path / "t")
     assert (res.passed, res.disposition, res.failure_file) == (False, "task_failure", "tools/files.py")
     exiting = _copy(tmp_path, "exit")
@@ -127,16 +133,35 @@ def test_runner_cli_prints_the_result_json(tmp_path: Path) -> None:
     harness = _copy(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.opsdesk.runner", str(harness), "northwind-01", "0",
-                           "--trace-dir", str(tmp_path / "cli")], capture_output=True, text=True, env=env, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.opsdesk.runner",
+            str(harness),
+            "northwind-01",
+            "0",
+            "--trace-dir",
+            str(tmp_path / "cli"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     in_proc = BENCH.run(harness, _task("northwind-01"), 0, tmp_path / "in").to_dict()
     for key in ("task_id", "score", "passed", "disposition", "rationale", "failure_file", "llm_calls", "cost"):
         assert data[key] == in_proc[key]
     assert Path(data["trace_path"]).is_file() and not list(harness.rglob("__pycache__"))
-    bad = subprocess.run([sys.executable, "-m", "benchmarks.opsdesk.runner", str(harness), "nope-01", "0"],
-                         capture_output=True, text=True, env=env, cwd=ROOT)
+    bad = subprocess.run(
+        [sys.executable, "-m", "benchmarks.opsdesk.runner", str(harness), "nope-01", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     assert bad.returncode == 2 and "unknown task id 'nope-01'" in bad.stderr
 
 

@@ -47,7 +47,9 @@ def test_phase_schedule_capability_then_steering() -> None:
     assert sched.allowed_kinds("capability") == ["capability"]
     assert sched.allowed_kinds("steering") == ["steering"]
     assert make_phase_schedule("capability_then_steering", 10, 1.0, True).allowed_kinds("steering") == [
-        "steering", "capability"]
+        "steering",
+        "capability",
+    ]
     none = make_phase_schedule("none", 10, 1.0, False)
     assert none.phase(100) == "none" and none.allowed_kinds("none") == ["capability", "steering"]
 
@@ -84,13 +86,28 @@ def test_majority_of_repetitions() -> None:
 
 
 def _node(i: int, status: str, dev: float | None, lines: int = 0) -> Node:
-    return Node(id=i, run_id=1, commit=f"c{i}", parent_id=None, iteration=i, phase="none", patch_kind="x",
-                origin="o", status=status, dev_mean=dev, lines_changed=lines)
+    return Node(
+        id=i,
+        run_id=1,
+        commit=f"c{i}",
+        parent_id=None,
+        iteration=i,
+        phase="none",
+        patch_kind="x",
+        origin="o",
+        status=status,
+        dev_mean=dev,
+        lines_changed=lines,
+    )
 
 
 def test_ranking_best_dev_ties_to_smaller_change() -> None:
-    nodes = [_node(1, "baseline", 0.4), _node(2, "accepted", 0.7, 30), _node(3, "accepted", 0.7, 10),
-             _node(4, "rejected", 0.9)]
+    nodes = [
+        _node(1, "baseline", 0.4),
+        _node(2, "accepted", 0.7, 30),
+        _node(3, "accepted", 0.7, 10),
+        _node(4, "rejected", 0.9),
+    ]
     best = pick_best(nodes)
     assert best is not None and best.id == 3
     no_dev = [_node(1, "baseline", None), _node(2, "accepted", None), _node(3, "rejected", None)]
@@ -114,9 +131,15 @@ def test_stop_conditions(tmp_path: Path) -> None:
     assert stop.check(ok) == "stop_requested"
 
 
-@pytest.mark.parametrize(("decisions", "expected"), [
-    ([], 0), (["accepted"], 0), (["accepted", "rejected", "no_patch"], 2), (["rejected", "neutral"], 0),
-    (["invalid", "rejected", "rejected"], 3),
-])
+@pytest.mark.parametrize(
+    ("decisions", "expected"),
+    [
+        ([], 0),
+        (["accepted"], 0),
+        (["accepted", "rejected", "no_patch"], 2),
+        (["rejected", "neutral"], 0),
+        (["invalid", "rejected", "rejected"], 3),
+    ],
+)
 def test_trailing_stalls(decisions: list[str], expected: int) -> None:
     assert trailing_stalls(list(decisions)) == expected

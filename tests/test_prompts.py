@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from session_helpers import diagnosis_request, evolution_request, reflection_request
 
+from saddler.agentcli import fill
 from saddler.errors import ConfigError
-from saddler.sessions.prompts import TEMPLATES, fill, load_template, render, render_system, template_name
+from saddler.sessions.prompts import TEMPLATES, load_template, render, render_system, template_name
 from saddler.sessions.schema import result_schema
 
 

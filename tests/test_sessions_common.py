@@ -141,8 +141,10 @@ def test_retries_back_off_and_give_up() -> None:
 
 def test_llm_origin_names_the_mutation() -> None:
     stats = SessionStats(backend="t")
-    answer = {"status": "patched", "hypothesis": {"diagnosis": "d", "plan": "Paginate read_file (all rows!)",
-                                                  "patch_kind": "capability"}}
+    answer = {
+        "status": "patched",
+        "hypothesis": {"diagnosis": "d", "plan": "Paginate read_file (all rows!)", "patch_kind": "capability"},
+    }
     assert parse_result("diagnosis_patch", answer, stats).hypothesis.origin == "llm:paginate-read-file-all-rows"  # type: ignore[union-attr]
     answer["hypothesis"]["origin"] = "web:strassen"  # type: ignore[index]
     assert parse_result("diagnosis_patch", answer, stats).hypothesis.origin == "web:strassen"  # type: ignore[union-attr]

@@ -28,8 +28,11 @@ def test_claude_backend_runs_agent_judge_and_mutator(tmp_path: Path, monkeypatch
     # the obedient fake agent fails exactly the keywords SKILL.md lacks; the fake judge passes the findings eval
     assert out.baseline_pass_rate == pytest.approx((1 + 0 + 0 + 1) / 4)
     assert out.final_pass_rate == 1.0 and out.termination_reason == "target_achieved" and out.kept == 3
-    for line in ("- Name the vectors checked: SQL injection, XSS.", "- End with APPROVE or REQUEST_CHANGES.",
-                 "- A migration review includes a rollback plan."):
+    for line in (
+        "- Name the vectors checked: SQL injection, XSS.",
+        "- End with APPROVE or REQUEST_CHANGES.",
+        "- A migration review includes a rollback plan.",
+    ):
         assert line in out.best_text
     log = json.loads((out.workspace / "autoresearch-log.json").read_text(encoding="utf-8"))
     assert [it["strategy_type"] for it in log["iterations"]] == ["missing", "missing", "missing"]

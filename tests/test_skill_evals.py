@@ -26,35 +26,47 @@ SKILL = (FIXTURE / "code-review" / "SKILL.md").read_text(encoding="utf-8")
 def test_seed_schema_is_read_as_written() -> None:
     suite = load_evals(EVALS)
     assert suite.skill_name == "code-review"
-    assert [e.name for e in suite.evals] == ["single-file-routing", "login-security", "migration-rollback",
-                                             "findings-format"]
+    assert [e.name for e in suite.evals] == [
+        "single-file-routing",
+        "login-security",
+        "migration-rollback",
+        "findings-format",
+    ]
     assert [e.level for e in suite.evals] == ["L1-routing", "L2-execution", "L3-quality", "L3-quality"]
-    assert suite.evals[1].assertions[0] == Assertion("security_vectors", "check security vectors by name", "keyword",
-                                                     ("SQL injection", "XSS"))
+    assert suite.evals[1].assertions[0] == Assertion(
+        "security_vectors", "check security vectors by name", "keyword", ("SQL injection", "XSS")
+    )
     assert suite.evals[0].files == ("test-targets/single.py",)
     assert suite.base_dir == FIXTURE
     # no assertions => llm_judge on expected_output, with a warning
-    assert suite.evals[3].assertions == (Assertion("expected_output", "Findings are listed as bullets with file and "
-                                                   "line.", "llm_judge"),)
+    assert suite.evals[3].assertions == (
+        Assertion("expected_output", "Findings are listed as bullets with file and line.", "llm_judge"),
+    )
     assert len(suite.warnings) == 1 and "findings-format" in suite.warnings[0]
     assert suite.assertion_count() == 5
 
 
 def test_level_defaults_to_l1_routing(tmp_path: Path) -> None:
-    data = {"evals": [{"id": 1, "name": "a", "prompt": "p", "assertions": [
-        {"id": "x", "check": "keyword", "keywords": ["k"]}]}]}
+    data = {
+        "evals": [
+            {"id": 1, "name": "a", "prompt": "p", "assertions": [{"id": "x", "check": "keyword", "keywords": ["k"]}]}
+        ]
+    }
     suite = parse_evals(data, tmp_path / "s-workspace" / "evals" / "evals.json")
     assert suite.evals[0].level == "L1-routing"
     assert suite.skill_name == "s"
 
 
-@pytest.mark.parametrize(("mutate", "message"), [
-    (lambda d: d["evals"][0].pop("prompt"), "evals[0]: missing 'prompt'"),
-    (lambda d: d["evals"][0].update(level="L4"), "level must be one of"),
-    (lambda d: d["evals"][0]["assertions"][0].update(check="regex"), "evals[0].assertions[0]: check must be"),
-    (lambda d: d["evals"][0]["assertions"][0].update(keywords=[]), "needs at least one keyword"),
-    (lambda d: d["evals"].append(dict(d["evals"][0])), "duplicate eval name"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d["evals"][0].pop("prompt"), "evals[0]: missing 'prompt'"),
+        (lambda d: d["evals"][0].update(level="L4"), "level must be one of"),
+        (lambda d: d["evals"][0]["assertions"][0].update(check="regex"), "evals[0].assertions[0]: check must be"),
+        (lambda d: d["evals"][0]["assertions"][0].update(keywords=[]), "needs at least one keyword"),
+        (lambda d: d["evals"].append(dict(d["evals"][0])), "duplicate eval name"),
+    ],
+)
 def test_schema_errors_name_the_field(mutate: Callable[[dict[str, Any]], object], message: str) -> None:
     data = json.loads(EVALS.read_text(encoding="utf-8"))
     mutate(data)
@@ -65,18 +77,24 @@ def test_schema_errors_name_the_field(mutate: Callable[[dict[str, Any]], object]
 def test_keyword_assertion_passes_on_any_keyword_with_excerpt_evidence() -> None:
     case = load_evals(EVALS).evals[1]
     got = grade_assertion(case.assertions[0], case, "We checked for xss in the form.\nNothing else.", offline_judge)
-    assert got == {"id": "security_vectors", "passed": True,
-                   "evidence": "We checked for xss in the form. Nothing else."}
+    assert got == {
+        "id": "security_vectors",
+        "passed": True,
+        "evidence": "We checked for xss in the form. Nothing else.",
+    }
     miss = grade_assertion(case.assertions[0], case, "looks fine", offline_judge)
     assert miss == {"id": "security_vectors", "passed": False, "evidence": "none of SQL injection, XSS in the output"}
 
 
 def test_offline_judge_is_an_overlap_heuristic() -> None:
-    ok, evidence = offline_judge("Findings are listed as bullets with file and line.",
-                                 "- findings: parser.py line 3, file ok")
+    ok, evidence = offline_judge(
+        "Findings are listed as bullets with file and line.", "- findings: parser.py line 3, file ok"
+    )
     assert ok and evidence.startswith("offline llm_judge stand-in: 3/5")
     assert offline_judge("Findings are listed as bullets with file and line.", "nothing") == (
-        False, "offline llm_judge stand-in: 0/5 expected words present ()")
+        False,
+        "offline llm_judge stand-in: 0/5 expected words present ()",
+    )
 
 
 class Scripted:
@@ -112,16 +130,20 @@ def test_disagreement_adds_a_third_run_and_the_majority_decides() -> None:
     data = result.grading_json()
     assert set(data) >= {"eval_id", "eval_name", "run", "assertions", "pass_rate"}
     assert data["eval_id"] == 2 and data["run"] == 3 and data["pass_rate"] == 0.5
-    assert data["assertions"][1] == {"id": "verdict", "passed": False, "evidence": "none of APPROVE, REQUEST_CHANGES "
-                                                                                   "in the output"}
+    assert data["assertions"][1] == {
+        "id": "verdict",
+        "passed": False,
+        "evidence": "none of APPROVE, REQUEST_CHANGES in the output",
+    }
 
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(min_value=0, max_value=2**31 - 1))
 def test_offline_agent_is_deterministic_and_keeps_required_lines(seed: int) -> None:
     case = load_evals(EVALS).evals[0]
-    skill = SKILL.replace("- A single file review uses Fast Mode.", "- **Required:** A single file review uses Fast "
-                                                                     "Mode.")
+    skill = SKILL.replace(
+        "- A single file review uses Fast Mode.", "- **Required:** A single file review uses Fast Mode."
+    )
     agent = OfflineSkillAgent(omit_rate=0.9)
     first = agent.run(skill, case, FIXTURE, seed)
     assert first == agent.run(skill, case, FIXTURE, seed)
@@ -139,8 +161,11 @@ def test_benchmark_contract_on_a_skill_harness(tmp_path: Path) -> None:
     skill_dir = skill_repo(tmp_path, git=False)
     bench = SkillEvalsBenchmark(evals=str(EVALS))
     splits = {s: [t.id for t in bench.tasks(s)] for s in ("train", "dev", "test")}
-    assert splits == {"train": ["single-file-routing", "login-security", "migration-rollback"],
-                      "dev": ["findings-format"], "test": []}
+    assert splits == {
+        "train": ["single-file-routing", "login-security", "migration-rollback"],
+        "dev": ["findings-format"],
+        "test": [],
+    }
     task = bench.tasks("train")[1]
     result = bench.run(skill_dir, task, 7, tmp_path / "trace")
     assert result.task_id == "login-security" and not result.passed and result.disposition == "task_failure"

@@ -47,15 +47,35 @@ def test_offline_run_improves_the_skill_and_writes_the_seed_workspace(tmp_path: 
     assert base["type"] == "baseline" and base["mean_pass_rate"] == out.baseline_pass_rate
     assert base["assertion_baseline"]["login-security"] == {"security_vectors": False, "verdict": False}
     log = json.loads((ws / "autoresearch-log.json").read_text(encoding="utf-8"))
-    assert {"skill_name", "skill_path", "started_at", "completed_at", "config", "baseline_pass_rate",
-            "final_pass_rate", "total_iterations", "kept_mutations", "discarded_mutations", "termination_reason",
-            "iterations", "program_md_used"} <= set(log)
+    assert {
+        "skill_name",
+        "skill_path",
+        "started_at",
+        "completed_at",
+        "config",
+        "baseline_pass_rate",
+        "final_pass_rate",
+        "total_iterations",
+        "kept_mutations",
+        "discarded_mutations",
+        "termination_reason",
+        "iterations",
+        "program_md_used",
+    } <= set(log)
     assert log["config"] == {"max_iterations": 10, "target_pass_rate": 1.0, "stall_limit": 3, "eval_runs": 2}
     assert log["total_iterations"] == out.iterations == len(log["iterations"]) >= 1
     assert log["kept_mutations"] == out.kept >= 1
     for it in log["iterations"]:
-        assert {"iteration", "hypothesis", "strategy_type", "pass_rate", "delta", "outcome", "regressions",
-                "timestamp"} <= set(it)
+        assert {
+            "iteration",
+            "hypothesis",
+            "strategy_type",
+            "pass_rate",
+            "delta",
+            "outcome",
+            "regressions",
+            "timestamp",
+        } <= set(it)
         folder = ws / f"iteration-{it['iteration']}"
         hyp = (folder / "hypothesis.md").read_text(encoding="utf-8")
         assert hyp.startswith(f"# Iteration {it['iteration']} 가설\n")
@@ -73,9 +93,15 @@ def test_offline_run_improves_the_skill_and_writes_the_seed_workspace(tmp_path: 
     final_skill = (ws / f"iteration-{kept[-1]['iteration']}" / "SKILL.md").read_text(encoding="utf-8")
     assert final_skill == out.best_text
     report = (ws / "report.md").read_text(encoding="utf-8")
-    for header in ("# Autoresearch Report: code-review", "## 결과 요약", "| 메트릭 | Baseline | Final | Delta |",
-                   "## 효과적이었던 Mutations", "## Assertion-Level 변화", "## 실패한 Mutations (참고용)",
-                   f"| Mean Pass Rate | {out.baseline_pass_rate:.2f} | {out.final_pass_rate:.2f} |"):
+    for header in (
+        "# Autoresearch Report: code-review",
+        "## 결과 요약",
+        "| 메트릭 | Baseline | Final | Delta |",
+        "## 효과적이었던 Mutations",
+        "## Assertion-Level 변화",
+        "## 실패한 Mutations (참고용)",
+        f"| Mean Pass Rate | {out.baseline_pass_rate:.2f} | {out.final_pass_rate:.2f} |",
+    ):
         assert header in report
     assert report_from_files(ws) == report
     result = json.loads(next((ws / "logs").glob("*/result.json")).read_text(encoding="utf-8"))
@@ -112,8 +138,14 @@ class BadThenGood:
         self.attempts.append(state.attempt)
         text = state.skill_text
         if state.iteration == 1 and state.attempt == 0:
-            return Mutation("bad:frontmatter", "structural", "t", "a", "rewrite frontmatter",
-                            text.replace("---\nname:", "--\nname:", 1))
+            return Mutation(
+                "bad:frontmatter",
+                "structural",
+                "t",
+                "a",
+                "rewrite frontmatter",
+                text.replace("---\nname:", "--\nname:", 1),
+            )
         if state.iteration == 1 and state.attempt == 1:
             return Mutation("bad:h2", "excess", "t", "a", "drop the Output section", text.replace("## Output\n", ""))
         return self.good.propose(state)
@@ -138,13 +170,20 @@ class AlwaysBroken:
     name = "always-broken"
 
     def propose(self, state: MutationState) -> Mutation | None:
-        return Mutation(f"bad:{state.attempt}", "structural", "t", "a", f"break {state.attempt}",
-                        state.skill_text.replace("## Verdict", "## Verdict " + "x" * state.attempt + "!"))
+        return Mutation(
+            f"bad:{state.attempt}",
+            "structural",
+            "t",
+            "a",
+            f"break {state.attempt}",
+            state.skill_text.replace("## Verdict", "## Verdict " + "x" * state.attempt + "!"),
+        )
 
 
 def test_three_failed_validations_discard_the_iteration(tmp_path: Path) -> None:
-    out = SkillRun(skill_repo(tmp_path), options=SkillOptions(max_iterations=5, stall_limit=2),
-                   mutator=AlwaysBroken(), clock=clock).run()
+    out = SkillRun(
+        skill_repo(tmp_path), options=SkillOptions(max_iterations=5, stall_limit=2), mutator=AlwaysBroken(), clock=clock
+    ).run()
     assert out.termination_reason == "stall_limit" and out.iterations == 2 and out.kept == 0
     log = json.loads((out.workspace / "autoresearch-log.json").read_text(encoding="utf-8"))
     assert log["iterations"][0]["reason"].startswith("rejected before evaluation: SKILL.md: H2 heading removed")
@@ -156,8 +195,10 @@ def test_exclusions_discard_without_evaluation(tmp_path: Path) -> None:
     skill_dir = skill_repo(tmp_path)
     ws = tmp_path / "ws"
     ws.mkdir()
-    (ws / "program.md").write_text('mutation_exclusions:\nexclusions:\n  - pattern: "SQL injection"\n'
-                                   '    reason: "the API must change first"\n', encoding="utf-8")
+    (ws / "program.md").write_text(
+        'mutation_exclusions:\nexclusions:\n  - pattern: "SQL injection"\n    reason: "the API must change first"\n',
+        encoding="utf-8",
+    )
     out = SkillRun(skill_dir, ws, SkillOptions(max_iterations=2), clock=clock).run()
     with EvoDAG(ws / "evodag.sqlite", readonly=True) as store:
         excluded = [n for n in store.nodes() if n.status_reason.startswith("excluded mutation: SQL injection")]
@@ -202,8 +243,9 @@ def test_apply_yes_replaces_and_commits_only_on_yes(tmp_path: Path) -> None:
     assert done.applied and done.commit
     assert (skill_dir / "SKILL.md").read_text(encoding="utf-8") == out.best_text
     repo = skill_dir.parent
-    shown = subprocess.run(["git", "show", "--name-only", "--format=%s", "HEAD"], cwd=repo, capture_output=True,
-                           text=True, check=True).stdout.split("\n")
+    shown = subprocess.run(
+        ["git", "show", "--name-only", "--format=%s", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.split("\n")
     assert shown[0].startswith("autoresearch: code-review SKILL.md pass rate")
     assert [p for p in shown[1:] if p] == ["code-review/SKILL.md"]
     with pytest.raises(ConfigError):
@@ -233,12 +275,18 @@ def test_missing_eval_md_stops_phase_0(tmp_path: Path) -> None:
 def test_cli_run_json_matches_the_library(tmp_path: Path) -> None:
     lib = SkillRun(skill_repo(tmp_path / "a"), options=SkillOptions(max_iterations=4)).run()
     skill_dir = skill_repo(tmp_path / "b")
-    res = CliRunner().invoke(app, ["skill", "run", str(skill_dir), "--max-iterations", "4", "--json",
-                                   "--apply", "no"])
+    res = CliRunner().invoke(app, ["skill", "run", str(skill_dir), "--max-iterations", "4", "--json", "--apply", "no"])
     assert res.exit_code == 0, res.output
-    expected = {**lib.summary(), "workspace": str(skill_dir.parent / "code-review-autoresearch"),
-                "apply": {"choice": "no", "applied": False, "commit": None,
-                          "message": f"kept in the workspace only: {skill_dir.parent / 'code-review-autoresearch'}"}}
+    expected = {
+        **lib.summary(),
+        "workspace": str(skill_dir.parent / "code-review-autoresearch"),
+        "apply": {
+            "choice": "no",
+            "applied": False,
+            "commit": None,
+            "message": f"kept in the workspace only: {skill_dir.parent / 'code-review-autoresearch'}",
+        },
+    }
     assert json.loads(res.output) == expected
     again = CliRunner().invoke(app, ["skill", "report", str(skill_dir.parent / "code-review-autoresearch")])
     assert again.exit_code == 0
@@ -290,8 +338,9 @@ def test_force_at_least_one_iteration(tmp_path: Path) -> None:
     assert plain.termination_reason == "target_achieved" and plain.iterations == 0  # baseline 0.25 >= 0.2
     ws = tmp_path / "forced"
     ws.mkdir()
-    (ws / "program.md").write_text('force_at_least_one_iteration: true\n\n- [structural] Make "Fast Mode" required\n',
-                                   encoding="utf-8")
+    (ws / "program.md").write_text(
+        'force_at_least_one_iteration: true\n\n- [structural] Make "Fast Mode" required\n', encoding="utf-8"
+    )
     forced = SkillRun(skill_dir, ws, SkillOptions(target_pass_rate=0.2, auto_approve_neutral=True)).run()
     assert forced.termination_reason == "target_achieved" and forced.iterations == 1
     log = json.loads((ws / "autoresearch-log.json").read_text(encoding="utf-8"))

@@ -42,11 +42,15 @@ def test_decision_table_rows() -> None:
     assert kept.gained == ["b"] and kept.regressions == []
 
 
-@given(new=st.dictionaries(st.sampled_from("abcdef"), st.booleans(), min_size=1),
-       best=st.dictionaries(st.sampled_from("abcdef"), st.booleans(), min_size=1),
-       rates=st.tuples(st.floats(0, 1), st.floats(0, 1)), program=st.booleans())
-def test_keep_never_hides_a_regression(new: dict[str, bool], best: dict[str, bool], rates: tuple[float, float],
-                                       program: bool) -> None:
+@given(
+    new=st.dictionaries(st.sampled_from("abcdef"), st.booleans(), min_size=1),
+    best=st.dictionaries(st.sampled_from("abcdef"), st.booleans(), min_size=1),
+    rates=st.tuples(st.floats(0, 1), st.floats(0, 1)),
+    program=st.booleans(),
+)
+def test_keep_never_hides_a_regression(
+    new: dict[str, bool], best: dict[str, bool], rates: tuple[float, float], program: bool
+) -> None:
     verdict = decide(rates[0], rates[1], new, best, program)
     if verdict.decision in ("KEEP", "NEUTRAL"):
         assert verdict.regressions == []
@@ -64,8 +68,9 @@ def test_circuit_breaker() -> None:
     assert stop_reason(2, opts, 0.5, 3, none, set()) == "stall_limit"
     assert stop_reason(0, opts, 0.95, 0, none, set()) == "target_achieved"
     assert stop_reason(5, opts, 0.5, 0, none, set()) == "max_iterations"
-    forced = Program(used=True, strategies=[Strategy("structural", 'Make "x" required')],
-                     force_at_least_one_iteration=True)
+    forced = Program(
+        used=True, strategies=[Strategy("structural", 'Make "x" required')], force_at_least_one_iteration=True
+    )
     assert stop_reason(0, opts, 1.0, 0, forced, set()) is None
     assert stop_reason(1, opts, 1.0, 0, forced, set()) is None
     assert stop_reason(1, opts, 1.0, 0, forced, {forced.strategies[0].key}) == "target_achieved"
@@ -76,14 +81,21 @@ def test_program_md_and_verification_results(tmp_path: Path) -> None:
         "# program\n\nforce_at_least_one_iteration: true\n\n## Strategies\n"
         '- [structural] Make "Fast Mode" required\n- [missing] Add "Name the rollback plan." under ## Verdict\n\n'
         'mutation_exclusions:\nexclusions:\n  - pattern: "string → number 타입 변환 workaround"\n'
-        '    reason: "API 스키마 수정이 선행되어야 함"\n', encoding="utf-8")
-    (tmp_path / "verification-results.json").write_text(json.dumps({
-        "capability_issues": [{"description": "verdict line missing"}], "api_issues": ["HTTP 500 from /reviews"]}),
-        encoding="utf-8")
+        '    reason: "API 스키마 수정이 선행되어야 함"\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "verification-results.json").write_text(
+        json.dumps(
+            {"capability_issues": [{"description": "verdict line missing"}], "api_issues": ["HTTP 500 from /reviews"]}
+        ),
+        encoding="utf-8",
+    )
     program = load_program(tmp_path)
     assert program.used and program.force_at_least_one_iteration
-    assert program.strategies == [Strategy("structural", 'Make "Fast Mode" required'),
-                                  Strategy("missing", 'Add "Name the rollback plan." under ## Verdict')]
+    assert program.strategies == [
+        Strategy("structural", 'Make "Fast Mode" required'),
+        Strategy("missing", 'Add "Name the rollback plan." under ## Verdict'),
+    ]
     assert program.exclusions[0] == Exclusion("string → number 타입 변환 workaround", "API 스키마 수정이 선행되어야 함")
     assert program.exclusions[1].pattern == "HTTP 500 from /reviews"
     assert program.capability_issues == ["verdict line missing"]

@@ -66,8 +66,13 @@ class ClaudeTasksBenchmark:
         if self.transport_factory is None and not (
             os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("CLAUDE_CODE_OAUTH_TOKEN")
         ):
-            return RolloutResult(task.id, 0.0, False, "infra_error",
-                                 error_tail="ANTHROPIC_API_KEY is not set: claude-tasks runs a real model")
+            return RolloutResult(
+                task.id,
+                0.0,
+                False,
+                "infra_error",
+                error_tail="ANTHROPIC_API_KEY is not set: claude-tasks runs a real model",
+            )
         with tempfile.TemporaryDirectory(prefix="claude-tasks-") as tmp:
             workspace = Path(tmp)
             (workspace / "ledger.csv").write_text(ledger_csv(question.group, seed), encoding="utf-8")
@@ -80,17 +85,29 @@ class ClaudeTasksBenchmark:
                 tail = "".join(traceback.format_exception(exc))[-2000:]
                 _write_trace(trace_path, question.prompt, [], {"error": tail})
                 auth = "authentication" in str(exc).lower() or "api key" in str(exc).lower()
-                return RolloutResult(task.id, 0.0, False, "infra_error" if auth else "task_failure",
-                                     duration_s=round(time.monotonic() - started, 3), trace_path=str(trace_path),
-                                     error_tail=tail, rationale="the agent crashed", failure_file="agent.py")
+                return RolloutResult(
+                    task.id,
+                    0.0,
+                    False,
+                    "infra_error" if auth else "task_failure",
+                    duration_s=round(time.monotonic() - started, 3),
+                    trace_path=str(trace_path),
+                    error_tail=tail,
+                    rationale="the agent crashed",
+                    failure_file="agent.py",
+                )
         answer = str(out.get("answer", ""))
         submitted = bool(out.get("submitted", bool(answer)))
         passed = grade(question.expected, answer)
         rationale = "" if passed else f"expected {question.expected!r}, the agent answered {answer!r}"
         if not passed and not submitted:
             rationale = f"expected {question.expected!r}, the agent submitted no answer (last words: {answer[:200]!r})"
-        _write_trace(trace_path, question.prompt, out.get("messages", []),
-                     {"answer": answer, "expected": question.expected, "passed": passed, "error": out.get("error", "")})
+        _write_trace(
+            trace_path,
+            question.prompt,
+            out.get("messages", []),
+            {"answer": answer, "expected": question.expected, "passed": passed, "error": out.get("error", "")},
+        )
         auth_error = out.get("error") in ("authentication_failed", "billing_error")
         return RolloutResult(
             task_id=task.id,

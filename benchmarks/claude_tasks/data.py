@@ -31,13 +31,15 @@ def ledger_rows(group: str) -> list[dict[str, str]]:
     rng = _rng(group)
     rows = []
     for i in range(ROWS):
-        rows.append({
-            "date": f"2025-{1 + i % 12:02d}-{1 + rng.randrange(28):02d}",
-            "person": rng.choice(PEOPLE),
-            "category": rng.choice(CATEGORIES),
-            "vendor": rng.choice(VENDORS),
-            "amount": f"{rng.randrange(500, 90000) / 100:.2f}",
-        })
+        rows.append(
+            {
+                "date": f"2025-{1 + i % 12:02d}-{1 + rng.randrange(28):02d}",
+                "person": rng.choice(PEOPLE),
+                "category": rng.choice(CATEGORIES),
+                "vendor": rng.choice(VENDORS),
+                "amount": f"{rng.randrange(500, 90000) / 100:.2f}",
+            }
+        )
     return rows
 
 
@@ -69,16 +71,34 @@ def questions(group: str) -> list[Question]:
     total = sum(float(r["amount"]) for r in rows if r["category"] == cat)
     largest = max(rows, key=lambda r: float(r["amount"]))
     return [
-        Question(f"{group}-total-{cat}", group, "total_category",
-                 f"What is the total amount of all '{cat}' expenses in ledger.csv? Answer with two decimals.",
-                 f"{total:.2f}"),
-        Question(f"{group}-count-{person}", group, "count_person",
-                 f"How many expenses in ledger.csv were filed by {person}?",
-                 str(sum(1 for r in rows if r["person"] == person))),
-        Question(f"{group}-largest-vendor", group, "largest_vendor",
-                 "Which vendor received the single largest payment in ledger.csv?", largest["vendor"]),
-        Question(f"{group}-meal-limit", group, "policy_limit",
-                 "What is the daily meal limit per person, in USD, according to policy.md?", str(meal_limit(group))),
+        Question(
+            f"{group}-total-{cat}",
+            group,
+            "total_category",
+            f"What is the total amount of all '{cat}' expenses in ledger.csv? Answer with two decimals.",
+            f"{total:.2f}",
+        ),
+        Question(
+            f"{group}-count-{person}",
+            group,
+            "count_person",
+            f"How many expenses in ledger.csv were filed by {person}?",
+            str(sum(1 for r in rows if r["person"] == person)),
+        ),
+        Question(
+            f"{group}-largest-vendor",
+            group,
+            "largest_vendor",
+            "Which vendor received the single largest payment in ledger.csv?",
+            largest["vendor"],
+        ),
+        Question(
+            f"{group}-meal-limit",
+            group,
+            "policy_limit",
+            "What is the daily meal limit per person, in USD, according to policy.md?",
+            str(meal_limit(group)),
+        ),
     ]
 
 

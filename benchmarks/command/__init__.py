@@ -26,11 +26,18 @@ class CommandBenchmark:
 
     name = "command"
 
-    def __init__(self, eval_command: str = "", metric_regex: str = "", metric_direction: str = "minimize",
-                 timeout_s: float = 600.0, score_min: float | None = None, score_max: float | None = None,
-                 pass_threshold: float | None = None) -> None:
+    def __init__(
+        self,
+        eval_command: str = "",
+        metric_regex: str = "",
+        metric_direction: str = "minimize",
+        timeout_s: float = 600.0,
+        score_min: float | None = None,
+        score_max: float | None = None,
+        pass_threshold: float | None = None,
+    ) -> None:
         if not eval_command.strip():
-            raise ConfigError("the command benchmark needs benchmark_options.eval_command (e.g. \"python3 eval.py\")")
+            raise ConfigError('the command benchmark needs benchmark_options.eval_command (e.g. "python3 eval.py")')
         if metric_direction not in ("minimize", "maximize"):
             raise ConfigError(f"metric_direction must be minimize or maximize, not {metric_direction!r}")
         self.eval_command, self.metric_regex, self.direction = eval_command, metric_regex, metric_direction
@@ -55,18 +62,43 @@ class CommandBenchmark:
         trace_dir = Path(trace_dir)
         trace_dir.mkdir(parents=True, exist_ok=True)
         trace = trace_dir / "trace.json"
-        trace.write_text(json.dumps({"command": self.eval_command, "seed": seed, "metric": result.metric,
-                                     "returncode": result.returncode, "stdout": result.stdout[-20000:],
-                                     "stderr": result.stderr[-20000:]}, indent=2), encoding="utf-8")
+        trace.write_text(
+            json.dumps(
+                {
+                    "command": self.eval_command,
+                    "seed": seed,
+                    "metric": result.metric,
+                    "returncode": result.returncode,
+                    "stdout": result.stdout[-20000:],
+                    "stderr": result.stderr[-20000:],
+                },
+                indent=2,
+            ),
+            encoding="utf-8",
+        )
         if result.metric is None:
             disposition = "timeout" if result.returncode is None else "task_failure"
-            return RolloutResult(task.id, 0.0, False, disposition, duration_s=result.duration_s,
-                                 trace_path=str(trace), error_tail=result.error, rationale=result.error)
+            return RolloutResult(
+                task.id,
+                0.0,
+                False,
+                disposition,
+                duration_s=result.duration_s,
+                trace_path=str(trace),
+                error_tail=result.error,
+                rationale=result.error,
+            )
         score = self.score(result.metric)
         passed = self.pass_threshold is None or score >= self.pass_threshold
-        return RolloutResult(task.id, score, passed, "success" if passed else "task_failure",
-                             duration_s=result.duration_s, trace_path=str(trace),
-                             rationale=f"metric {result.metric:g} ({self.direction})")
+        return RolloutResult(
+            task.id,
+            score,
+            passed,
+            "success" if passed else "task_failure",
+            duration_s=result.duration_s,
+            trace_path=str(trace),
+            rationale=f"metric {result.metric:g} ({self.direction})",
+        )
 
     def fingerprint(self) -> str:
         text = f"{self.eval_command}\0{self.metric_regex}\0{self.direction}\0{self.score_min}\0{self.score_max}"

@@ -53,13 +53,28 @@ def improved(new: float, best: float, direction: str) -> bool:
     return new < best if direction == "minimize" else new > best
 
 
-def run_eval(command: str, cwd: Path, seed: int, metric_regex: str = "", timeout_s: float = 600.0,
-             extra_env: dict[str, str] | None = None) -> EvalRun:
+def run_eval(
+    command: str,
+    cwd: Path,
+    seed: int,
+    metric_regex: str = "",
+    timeout_s: float = 600.0,
+    extra_env: dict[str, str] | None = None,
+) -> EvalRun:
     """Run `command` through the shell in `cwd` with stdin closed, its own process group and a timeout."""
     env = {**os.environ, SEED_VARIABLE: str(seed), **(extra_env or {})}
     started = time.monotonic()
-    proc = subprocess.Popen(command, shell=True, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        command,
+        shell=True,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:

@@ -33,16 +33,31 @@ DIRECTIVES: dict[str, str] = {
     "infer_emails": r"first\.last@",
 }
 # jagged base rates: a draft mistake per family (caught by verification before it is committed)
-SLIP = {"schedule": 0.15, "schedule_confirm": 0.15, "email_report": 0.10, "file_expense": 0.22,
-        "expense_total": 0.08, "count_events": 0.06, "meeting_time": 0.05, "reply_latest": 0.04}
+SLIP = {
+    "schedule": 0.15,
+    "schedule_confirm": 0.15,
+    "email_report": 0.10,
+    "file_expense": 0.22,
+    "expense_total": 0.08,
+    "count_events": 0.06,
+    "meeting_time": 0.05,
+    "reply_latest": 0.04,
+}
 SKIP = {"schedule_confirm": 0.35, "bulk_notify": 0.1, "bulk_small": 0.1}  # forgetting a requested step
 P_RETRY, P_RETRY_DIRECTED = 0.45, 0.9
 P_WAIT, P_WAIT_DIRECTED = 0.6, 0.95
 P_PICK, P_PICK_DIRECTED = 0.55, 0.97  # choosing the right one of several visible contacts
 P_TZ_SLIP = 0.12  # converting time zones by itself
 P_CATCH_PRE, P_CATCH_REVIEW, P_CATCH_REMINDER = 0.85, 0.85, 0.9
-CAPABILITY = {"expense": "expenses", "calendar": "calendar", "contact": "contacts", "email": "mail",
-              "file": "files", "profile": "profile", "wait": "util"}
+CAPABILITY = {
+    "expense": "expenses",
+    "calendar": "calendar",
+    "contact": "contacts",
+    "email": "mail",
+    "file": "files",
+    "profile": "profile",
+    "wait": "util",
+}
 
 
 class GiveUp(Exception):
@@ -64,8 +79,16 @@ def tokens(text: str) -> set[str]:
 class SimAgent:
     """One episode of the simulated model. `next_action(observation)` returns the next `Action`."""
 
-    def __init__(self, spec: Any, system_prompt: str, tools: list[tuple[str, str]], seed: int, noise: float,
-                 log: Callable[[dict[str, Any]], None], plan: Callable[[SimAgent], Step]) -> None:
+    def __init__(
+        self,
+        spec: Any,
+        system_prompt: str,
+        tools: list[tuple[str, str]],
+        seed: int,
+        noise: float,
+        log: Callable[[dict[str, Any]], None],
+        plan: Callable[[SimAgent], Step],
+    ) -> None:
         self.spec, self.prompt, self.seed, self.noise, self._log = spec, spec.prompt, seed, noise, log
         self.tools = [(name, tokens(name + " " + desc)) for name, desc in tools]
         self.directives = {d for d, pat in DIRECTIVES.items() if re.search(pat, system_prompt, re.I)}

@@ -34,7 +34,15 @@ def load_bank() -> list[BankPatch]:
     out = []
     for meta in bank_metadata()["patches"]:
         diff = (BANK_DIR / f"{meta['id']}.patch").read_text(encoding="utf-8")
-        out.append(BankPatch(id=meta["id"], kind=meta["kind"], subtype=meta["subtype"],
-                             symptoms=tuple(meta["symptoms"]), description=meta["description"], diff=diff,
-                             files=diff_files(diff)))
+        out.append(
+            BankPatch(
+                id=meta["id"],
+                kind=meta["kind"],
+                subtype=meta["subtype"],
+                symptoms=tuple(meta["symptoms"]),
+                description=meta["description"],
+                diff=diff,
+                files=diff_files(diff),
+            )
+        )
     return out

@@ -65,8 +65,15 @@ def iso_utc(value: datetime) -> str:
 class Env:
     """All apps of one task's universe, with the seeded fault model and the simulated clock."""
 
-    def __init__(self, data: dict[str, Any], *, transient: float, send_limit: int, rng_key: str,
-                 log: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(
+        self,
+        data: dict[str, Any],
+        *,
+        transient: float,
+        send_limit: int,
+        rng_key: str,
+        log: Callable[[dict[str, Any]], None],
+    ) -> None:
         self.profile: dict[str, Any] = dict(data["profile"])
         self.db_contacts: list[dict[str, Any]] = [dict(c) for c in data["contacts"]]
         self.db_events: list[dict[str, Any]] = [dict(e) for e in data["events"]]
@@ -134,9 +141,10 @@ class Calendar:
         def run() -> dict[str, Any]:
             lo = parse_instant(start)
             hi = parse_instant(end) + (timedelta(days=1) if len(end) == 10 else timedelta(0))
-            hits = sorted((e for e in self.env.db_events if lo <= parse_instant(e["start"]) < hi),
-                          key=lambda e: e["start"])
-            chunk = hits[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
+            hits = sorted(
+                (e for e in self.env.db_events if lo <= parse_instant(e["start"]) < hi), key=lambda e: e["start"]
+            )
+            chunk = hits[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
             more = page * PAGE_SIZE < len(hits)
             return {"events": [dict(e) for e in chunk], "page": page, "next_page": page + 1 if more else None}
 
@@ -144,8 +152,13 @@ class Calendar:
 
     def create_event(self, title: str, start: str, minutes: int, attendees: list[str]) -> dict[str, Any]:
         def run() -> dict[str, Any]:
-            event = {"id": f"ev{len(self.env.db_events) + 1}", "title": title, "start": iso_utc(parse_instant(start)),
-                     "minutes": int(minutes), "attendees": list(attendees)}
+            event = {
+                "id": f"ev{len(self.env.db_events) + 1}",
+                "title": title,
+                "start": iso_utc(parse_instant(start)),
+                "minutes": int(minutes),
+                "attendees": list(attendees),
+            }
             self.env.db_events.append(event)
             return dict(event)
 
@@ -185,9 +198,11 @@ class Mail:
         """Mails whose sender name or address contains `sender`, OLDEST first, paginated."""
 
         def run() -> dict[str, Any]:
-            hits = sorted((m for m in self.env.db_inbox if sender.lower() in (m["from_name"] + m["from"]).lower()),
-                          key=lambda m: m["date"])
-            chunk = hits[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
+            hits = sorted(
+                (m for m in self.env.db_inbox if sender.lower() in (m["from_name"] + m["from"]).lower()),
+                key=lambda m: m["date"],
+            )
+            chunk = hits[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
             more = page * PAGE_SIZE < len(hits)
             return {"messages": [dict(m) for m in chunk], "page": page, "next_page": page + 1 if more else None}
 
@@ -231,8 +246,13 @@ class Expenses:
                 raise InvalidRequest("expenses: amount_cents must be an integer number of cents")
             if category not in CATEGORIES:
                 raise InvalidRequest(f"expenses: unknown category {category!r}; use one of {', '.join(CATEGORIES)}")
-            item = {"id": f"x{len(self.env.db_expenses) + 1}", "amount_cents": amount_cents, "currency": currency,
-                    "category": category, "date": date}
+            item = {
+                "id": f"x{len(self.env.db_expenses) + 1}",
+                "amount_cents": amount_cents,
+                "currency": currency,
+                "category": category,
+                "date": date,
+            }
             self.env.db_expenses.append(item)
             return dict(item)
 
@@ -251,7 +271,7 @@ class Expenses:
     def list(self, month: str, page: int = 1) -> dict[str, Any]:
         def run() -> dict[str, Any]:
             hits = [x for x in self.env.db_expenses if x["date"].startswith(month)]
-            chunk = hits[(page - 1) * EXPENSE_PAGE: page * EXPENSE_PAGE]
+            chunk = hits[(page - 1) * EXPENSE_PAGE : page * EXPENSE_PAGE]
             more = page * EXPENSE_PAGE < len(hits)
             return {"expenses": [dict(x) for x in chunk], "page": page, "next_page": page + 1 if more else None}
 

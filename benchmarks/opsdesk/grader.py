@@ -67,8 +67,11 @@ def grade(spec: Any, env: Env, answer: str | None) -> Grade:
         g.add("event_created", len(events) == 1, f"{len(events)} event(s) titled {p['title']!r}, expected 1")
         if len(events) == 1:
             ev = events[0]
-            g.add("event_time", ev["start"] == p["start_utc"],
-                  f"event starts {ev['start']}, expected {p['start_utc']} ({p['local_time']} local)")
+            g.add(
+                "event_time",
+                ev["start"] == p["start_utc"],
+                f"event starts {ev['start']}, expected {p['start_utc']} ({p['local_time']} local)",
+            )
             g.add("attendee", p["email"] in ev["attendees"], f"invited {ev['attendees']}, expected {p['email']}")
         if p["confirm"]:
             expected_recipients.add(p["email"])

@@ -65,9 +65,11 @@ def count_events(a: SimAgent) -> Step:
     events = yield from a.use("list calendar events", dict(WEEK_ARGS))
     n = len(events) if isinstance(events, list) else 0
     if a.precheck("count_events"):
+
         def recount() -> Step:
             again = yield from a.use("list calendar events", dict(WEEK_ARGS))
             a.facts["answer"] = str(len(again) if isinstance(again, list) else 0)
+
         a.fixups.append(("miscounted the events", recount))
         return str(n + 1)
     return str(n)
@@ -91,6 +93,7 @@ def _set_answer(a: SimAgent, value: str) -> Callable[[], Step]:
     def repair() -> Step:
         a.facts["answer"] = value
         yield from ()
+
     return repair
 
 
@@ -101,17 +104,28 @@ def schedule(a: SimAgent) -> Step:
     intended = start
     if a.precheck(a.spec.family):
         start = _shift(start, 60)
-    created = yield from a.use("create calendar event", {"title": p["title"], "start": start, "minutes": 30,
-                                                         "attendees": [email]})
+    created = yield from a.use(
+        "create calendar event", {"title": p["title"], "start": start, "minutes": 30, "attendees": [email]}
+    )
     if start != intended and isinstance(created, dict):
+
         def move() -> Step:
             yield from a.use("list calendar events", {"start_date": p["local_date"], "end_date": p["local_date"]})
             yield from a.use("update move calendar event", {"event_id": created.get("id"), "start": intended})
+
         a.fixups.append(("event at the wrong time", move))
     if p["confirm"]:
+
         def confirm() -> Step:
-            yield from a.use("send email", {"to": email, "subject": f"Confirmed: {p['title']}",
-                                            "body": f"Confirming '{p['title']}' on {p['local_date']}."})
+            yield from a.use(
+                "send email",
+                {
+                    "to": email,
+                    "subject": f"Confirmed: {p['title']}",
+                    "body": f"Confirming '{p['title']}' on {p['local_date']}.",
+                },
+            )
+
         if a.mistake("skip", SKIP["schedule_confirm"]):
             a.fixups.append(("confirmation not sent", confirm))
         else:
@@ -134,12 +148,26 @@ def email_report(a: SimAgent) -> Step:
     if a.precheck("email_report"):
         total = total[::-1] if len(set(total)) > 1 else total + "0"
     email = yield from a.find_contact(p["search"], p["hint"])
-    yield from a.use("send email", {"to": email, "subject": f"Grand total from {p['path']}",
-                                    "body": f"The grand total in {p['path']} is ${total}."})
+    yield from a.use(
+        "send email",
+        {
+            "to": email,
+            "subject": f"Grand total from {p['path']}",
+            "body": f"The grand total in {p['path']} is ${total}.",
+        },
+    )
     if total != true_total:
+
         def correct() -> Step:
-            yield from a.use("send email", {"to": email, "subject": f"Correction: grand total from {p['path']}",
-                                            "body": f"Correction: the grand total in {p['path']} is ${true_total}."})
+            yield from a.use(
+                "send email",
+                {
+                    "to": email,
+                    "subject": f"Correction: grand total from {p['path']}",
+                    "body": f"Correction: the grand total in {p['path']} is ${true_total}.",
+                },
+            )
+
         a.fixups.append(("sent a wrong total", correct))
     return "Sent."
 
@@ -154,11 +182,20 @@ def file_expense(a: SimAgent) -> Step:
     if a.precheck("file_expense"):
         whole, cents = amount.split(".")
         amount = f"{whole[::-1].lstrip('0') or '0'}.{cents[::-1]}" if len(set(amount)) > 2 else amount + "1"
-    item = yield from a.use("submit expense", {"amount": amount, "currency": fields.get("Currency", ""),
-                                               "category": fields.get("Category", ""), "date": fields.get("Date", "")})
+    item = yield from a.use(
+        "submit expense",
+        {
+            "amount": amount,
+            "currency": fields.get("Currency", ""),
+            "category": fields.get("Category", ""),
+            "date": fields.get("Date", ""),
+        },
+    )
     if amount != true_amount and isinstance(item, dict):
+
         def fix() -> Step:
             yield from a.use("update expense amount", {"expense_id": item.get("id"), "amount": true_amount})
+
         a.fixups.append(("expense filed with the wrong amount", fix))
     return "Filed."
 
@@ -176,8 +213,10 @@ def expense_total(a: SimAgent) -> Step:
 
     total = yield from add_up()
     if a.precheck("expense_total"):
+
         def redo() -> Step:
             a.facts["answer"] = yield from add_up()
+
         a.fixups.append(("added the amounts up wrong", redo))
         return f"{float(total) + 10:.2f}"
     return str(total)
@@ -191,17 +230,20 @@ def reply_latest(a: SimAgent) -> Step:
         raise GiveUp("not_found", f"no mail from {p['sender']}")
     ordered = sorted(msgs, key=lambda m: m.get("date", ""))
     chosen = ordered[-2] if a.precheck("reply_latest") and len(ordered) > 1 else ordered[-1]
-    yield from a.use("send email", {"to": chosen["from"], "subject": "Re: " + chosen["subject"],
-                                    "body": "Thanks, noted."})
+    yield from a.use(
+        "send email", {"to": chosen["from"], "subject": "Re: " + chosen["subject"], "body": "Thanks, noted."}
+    )
     return "Replied."
 
 
 def bulk(a: SimAgent) -> Step:
     p = a.spec.params
     for name in p["names"]:
+
         def send(name: str = name) -> Step:
             email = yield from a.find_contact(name, "")
             yield from a.use("send email", {"to": email, "subject": "Update", "body": f"Hi, {p['message']}."})
+
         if a.mistake("skip", SKIP[a.spec.family]):
             a.fixups.append((f"{name} was not emailed", send))
             continue
@@ -210,9 +252,16 @@ def bulk(a: SimAgent) -> Step:
 
 
 PLANS: dict[str, Callable[[SimAgent], Step]] = {
-    "count_events": count_events, "meeting_time": meeting_time, "schedule": schedule,
-    "schedule_confirm": schedule, "email_report": email_report, "file_expense": file_expense,
-    "expense_total": expense_total, "reply_latest": reply_latest, "bulk_notify": bulk, "bulk_small": bulk,
+    "count_events": count_events,
+    "meeting_time": meeting_time,
+    "schedule": schedule,
+    "schedule_confirm": schedule,
+    "email_report": email_report,
+    "file_expense": file_expense,
+    "expense_total": expense_total,
+    "reply_latest": reply_latest,
+    "bulk_notify": bulk,
+    "bulk_small": bulk,
 }
 
 

@@ -37,39 +37,74 @@ def _harness_file(tb: Any, root: str, fallback: str | None) -> str | None:
     for frame in reversed(tb):
         path = os.path.realpath(frame.filename)
         if path.startswith(base):
-            return path[len(base):].replace(os.sep, "/")
+            return path[len(base) :].replace(os.sep, "/")
     return fallback
 
 
-def run_rollout(harness_dir: str | os.PathLike[str], spec: TaskSpec, seed: int, trace_dir: str | os.PathLike[str],
-                noise: float = 1.0) -> RolloutResult:
+def run_rollout(
+    harness_dir: str | os.PathLike[str],
+    spec: TaskSpec,
+    seed: int,
+    trace_dir: str | os.PathLike[str],
+    noise: float = 1.0,
+) -> RolloutResult:
     """Play `spec` once on the harness at `harness_dir` with `seed`; never raises for harness faults."""
     from saddler.benchmark import RolloutResult
 
     return RolloutResult.from_dict(rollout_dict(harness_dir, spec, seed, trace_dir, noise))
 
 
-def rollout_dict(harness_dir: str | os.PathLike[str], spec: TaskSpec, seed: int, trace_dir: str | os.PathLike[str],
-                 noise: float = 1.0) -> dict[str, Any]:
+def rollout_dict(
+    harness_dir: str | os.PathLike[str],
+    spec: TaskSpec,
+    seed: int,
+    trace_dir: str | os.PathLike[str],
+    noise: float = 1.0,
+) -> dict[str, Any]:
     """`run_rollout` as a plain dict with the `RolloutResult` fields (the light path used by the CLI)."""
     started = time.perf_counter()
     harness_dir = os.fspath(harness_dir)
     group = GROUP_BY_ID[spec.group]
     events: list[dict[str, Any]] = []
     log = events.append
-    log({"type": "task", "task_id": spec.id, "group": spec.group, "family": spec.family, "seed": seed,
-         "prompt": spec.prompt})
+    log(
+        {
+            "type": "task",
+            "task_id": spec.id,
+            "group": spec.group,
+            "family": spec.family,
+            "seed": seed,
+            "prompt": spec.prompt,
+        }
+    )
     data = copy.deepcopy(group_world(spec.group)[0])
-    env = Env(data, transient=min(1.0, group.transient * noise), send_limit=group.send_limit,
-              rng_key=f"{spec.id}|{seed}", log=log)
+    env = Env(
+        data,
+        transient=min(1.0, group.transient * noise),
+        send_limit=group.send_limit,
+        rng_key=f"{spec.id}|{seed}",
+        log=log,
+    )
     session: Session | None = None
     error_tail, failure_file, disposition = "", None, "success"
     try:
         harness = load_harness(harness_dir)
-        log({"type": "system", "text": harness.system_prompt,
-             "tools": {n: t.description for n, t in harness.tools.items()}})
-        agent = SimAgent(spec, harness.system_prompt, [(n, t.description) for n, t in harness.tools.items()],
-                         seed, noise, log, plan_for(spec.family))
+        log(
+            {
+                "type": "system",
+                "text": harness.system_prompt,
+                "tools": {n: t.description for n, t in harness.tools.items()},
+            }
+        )
+        agent = SimAgent(
+            spec,
+            harness.system_prompt,
+            [(n, t.description) for n, t in harness.tools.items()],
+            seed,
+            noise,
+            log,
+            plan_for(spec.family),
+        )
         session = Session(harness, env, agent, log)
         harness.run(session)
     except (Exception, SystemExit) as exc:  # harness code is untrusted: even sys.exit() is its failure
@@ -84,8 +119,7 @@ def rollout_dict(harness_dir: str | os.PathLike[str], spec: TaskSpec, seed: int,
     if session and answer is None and not session.stopped:
         log({"type": "stop", "reason": "no_finish"})
     result = grade(spec, env, answer)
-    log({"type": "grade", "passed": result.passed, "score": result.score, "failed": result.failed,
-         "answer": answer})
+    log({"type": "grade", "passed": result.passed, "score": result.score, "failed": result.failed, "answer": answer})
     symptoms = extract_raw(events)
     os.makedirs(trace_dir, exist_ok=True)
     trace_path = os.path.join(os.path.abspath(trace_dir), f"{spec.id}-s{seed}.jsonl")
@@ -98,12 +132,18 @@ def rollout_dict(harness_dir: str | os.PathLike[str], spec: TaskSpec, seed: int,
     if not passed and failure_file is None and symptoms:
         failure_file = symptoms[0][1]
     return {
-        "task_id": spec.id, "score": 0.0 if error_tail else result.score, "passed": passed,
-        "disposition": disposition, "cost": round(len(text) * PRICE_PER_CHAR, 6),
-        "llm_calls": session.steps if session else 0, "duration_s": time.perf_counter() - started,
-        "trace_path": trace_path, "error_tail": error_tail,
-        "rationale": "" if passed else (f"harness error: {error_tail.splitlines()[-1]}" if error_tail
-                                        else result.rationale),
+        "task_id": spec.id,
+        "score": 0.0 if error_tail else result.score,
+        "passed": passed,
+        "disposition": disposition,
+        "cost": round(len(text) * PRICE_PER_CHAR, 6),
+        "llm_calls": session.steps if session else 0,
+        "duration_s": time.perf_counter() - started,
+        "trace_path": trace_path,
+        "error_tail": error_tail,
+        "rationale": ""
+        if passed
+        else (f"harness error: {error_tail.splitlines()[-1]}" if error_tail else result.rationale),
         "failure_file": None if passed else failure_file,
     }
 
@@ -115,10 +155,12 @@ def main(argv: list[str]) -> int:
         if key in args:
             i = args.index(key)
             opts[key] = args[i + 1]
-            del args[i:i + 2]
+            del args[i : i + 2]
     if len(args) != 3:
-        print("usage: python -m benchmarks.opsdesk.runner HARNESS_DIR TASK_ID SEED [--trace-dir D] [--noise X]",
-              file=sys.stderr)
+        print(
+            "usage: python -m benchmarks.opsdesk.runner HARNESS_DIR TASK_ID SEED [--trace-dir D] [--noise X]",
+            file=sys.stderr,
+        )
         return 2
     try:
         spec = spec_by_id(args[1])

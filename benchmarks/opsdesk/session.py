@@ -62,8 +62,11 @@ def _files(root: str, folder: str, suffix: str) -> list[str]:
     base = os.path.join(root, folder)
     if not os.path.isdir(base):
         return []
-    return [f"{folder}/{n}" for n in sorted(os.listdir(base)) if n.endswith(suffix)
-            and os.path.isfile(os.path.join(base, n))]
+    return [
+        f"{folder}/{n}"
+        for n in sorted(os.listdir(base))
+        if n.endswith(suffix) and os.path.isfile(os.path.join(base, n))
+    ]
 
 
 def _load_module(root: str, rel: str) -> ModuleType:
@@ -162,8 +165,16 @@ class Session:
         obs, self._pending = self._pending, None
         action: Action = self.agent.next_action(obs)
         self._expect = (action.tool, action.args) if action.kind == "tool" else None
-        self._log({"type": "assistant", "step": self.steps, "kind": action.kind, "tool": action.tool,
-                   "args": action.args, "answer": action.answer})
+        self._log(
+            {
+                "type": "assistant",
+                "step": self.steps,
+                "kind": action.kind,
+                "tool": action.tool,
+                "args": action.args,
+                "answer": action.answer,
+            }
+        )
         return action
 
     def invoke(self, name: str, args: dict[str, Any]) -> Any:
@@ -189,14 +200,17 @@ class Session:
     def observe(self, result: Any) -> None:
         """Show a (middleware-processed) tool result to the model."""
         text = result if isinstance(result, str) else json.dumps(result, default=str)
-        self._log({"type": "tool_result", "chars": len(text), "preview": text[:300],
-                   "truncated": "[truncated" in text})
+        self._log({"type": "tool_result", "chars": len(text), "preview": text[:300], "truncated": "[truncated" in text})
         self._pending = {"ok": True, "result": result}
 
     def observe_error(self, exc: ApiError) -> None:
         """Show a raw API error to the model."""
-        self._pending = {"ok": False, "error": exc.kind, "message": str(exc),
-                         "retry_after": getattr(exc, "retry_after", 0)}
+        self._pending = {
+            "ok": False,
+            "error": exc.kind,
+            "message": str(exc),
+            "retry_after": getattr(exc, "retry_after", 0),
+        }
 
     def remind(self, text: str) -> None:
         self._log({"type": "reminder", "text": text})

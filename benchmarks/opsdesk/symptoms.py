@@ -95,8 +95,11 @@ def extract_raw(events: list[dict[str, Any]]) -> list[Raw]:
         ambiguous = any(e["op"] == "contacts.search" and (e.get("result") or {}).get("total", 0) > 1 for e in api)
         if ambiguous:
             guessed = any(e["type"] == "guess" for e in events)
-            add("ambiguous_name_guess", PROMPT if guessed else "tools/contacts.py",
-                "several contacts matched the name; the first was used")
+            add(
+                "ambiguous_name_guess",
+                PROMPT if guessed else "tools/contacts.py",
+                "several contacts matched the name; the first was used",
+            )
     if "quiet_policy" in failed:
         forced = [e for e in events if e["type"] == "tool_call" and e.get("forced")]
         add("unexpected_mail", forced[0].get("by") if forced else PROMPT, "mail sent against the user's policy")
@@ -104,6 +107,9 @@ def extract_raw(events: list[dict[str, Any]]) -> list[Raw]:
         add("step_skipped", PROMPT, "a requested step was never done")
     if not out:
         verified = any(e["type"] == "verify" for e in events)
-        add("verification_missed" if verified else "finished_unverified", PROMPT,
-            "a wrong value was committed" + (" despite a review" if verified else " and never re-checked"))
+        add(
+            "verification_missed" if verified else "finished_unverified",
+            PROMPT,
+            "a wrong value was committed" + (" despite a review" if verified else " and never re-checked"),
+        )
     return out

@@ -19,8 +19,12 @@ if TYPE_CHECKING:
 
 
 WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
-MESSAGES = ["the review moved to Thursday 3pm", "the office is closed on Friday", "the offsite agenda is ready",
-            "badges must be renewed this week"]
+MESSAGES = [
+    "the review moved to Thursday 3pm",
+    "the office is closed on Friday",
+    "the offsite agenda is ready",
+    "badges must be renewed this week",
+]
 
 
 class TaskSpec:
@@ -69,59 +73,84 @@ def _make(g: Group, family: str, i: int, data: dict[str, Any], rng: random.Rando
     target = rng.choice(contacts[:5]) if g.ambiguous else rng.choice(contacts[:12])
     ref, search, hint = _ref(g, target)
     if family == "count_events":
-        return ("How many meetings are on my calendar this week (Monday 9 to Friday 13 March 2026)? "
-                "Answer with a number.", {"answer": str(len(data["events"]))})
+        return (
+            "How many meetings are on my calendar this week (Monday 9 to Friday 13 March 2026)? Answer with a number.",
+            {"answer": str(len(data["events"]))},
+        )
     if family == "meeting_time":
         event = rng.choice(data["events"])
         local = _to_local(event["start"], g.offset_min)
         day = WEEK[[d.strftime("%Y-%m-%d") for d in WEEK].index(local[:10])]
-        return (f"At what local time (HH:MM, my time zone) does my '{event['title']}' meeting start on "
-                f"{WEEKDAYS[day.weekday()]} {day.day} March?",
-                {"answer": local[11:16], "title": event["title"], "date": local[:10]})
+        return (
+            f"At what local time (HH:MM, my time zone) does my '{event['title']}' meeting start on "
+            f"{WEEKDAYS[day.weekday()]} {day.day} March?",
+            {"answer": local[11:16], "title": event["title"], "date": local[:10]},
+        )
     if family in ("schedule", "schedule_confirm"):
         day = rng.choice(WEEK)
         hhmm = f"{rng.choice([9, 10, 11, 14, 15, 16]):02d}:{rng.choice(['00', '30'])}"
         title = f"{rng.choice(TOPICS)} follow-up {i}"
-        text = (f"Schedule a 30-minute meeting titled '{title}' with {ref} on {WEEKDAYS[day.weekday()]} "
-                f"{day.day} March at {hhmm} (my local time).")
+        text = (
+            f"Schedule a 30-minute meeting titled '{title}' with {ref} on {WEEKDAYS[day.weekday()]} "
+            f"{day.day} March at {hhmm} (my local time)."
+        )
         confirm = family == "schedule_confirm"
         if confirm:
             text += f" Then email {ref} to confirm."
         start = utc_of_local(day, hhmm, g.offset_min).strftime("%Y-%m-%dT%H:%MZ")
-        return text, {"title": title, "email": target["email"], "search": search, "hint": hint,
-                      "local_date": day.strftime("%Y-%m-%d"), "local_time": hhmm, "start_utc": start,
-                      "confirm": confirm}
+        return text, {
+            "title": title,
+            "email": target["email"],
+            "search": search,
+            "hint": hint,
+            "local_date": day.strftime("%Y-%m-%d"),
+            "local_time": hhmm,
+            "start_utc": start,
+            "confirm": confirm,
+        }
     if family == "email_report":
         path = f"reports/q{i}-{rng.choice(['ops', 'travel', 'vendors', 'cloud'])}.txt"
         body, total = _report(rng, g.long_reports)
         data["files"][path] = body
-        return (f"Email {ref} the grand total from {path}.",
-                {"path": path, "email": target["email"], "search": search, "hint": hint, "total": total})
+        return (
+            f"Email {ref} the grand total from {path}.",
+            {"path": path, "email": target["email"], "search": search, "hint": hint, "total": total},
+        )
     if family == "file_expense":
         path = f"receipts/r{i}.txt"
         cents = rng.randint(1200, 48000)
         category, currency = rng.choice(["taxi", "meals", "hotel", "software"]), rng.choice(["USD", "EUR", "GBP"])
         date = f"2026-03-{rng.randint(1, 8):02d}"
-        data["files"][path] = (f"RECEIPT\nVendor: {rng.choice(['Metro Cabs', 'Blue Fork', 'Inn 9', 'CloudDesk'])}\n"
-                               f"Date: {date}\nAmount: {cents / 100:.2f}\nCurrency: {currency}\nCategory: {category}\n")
-        return (f"File an expense for the receipt in {path}.",
-                {"path": path, "amount_cents": cents, "currency": currency, "category": category, "date": date})
+        data["files"][path] = (
+            f"RECEIPT\nVendor: {rng.choice(['Metro Cabs', 'Blue Fork', 'Inn 9', 'CloudDesk'])}\n"
+            f"Date: {date}\nAmount: {cents / 100:.2f}\nCurrency: {currency}\nCategory: {category}\n"
+        )
+        return (
+            f"File an expense for the receipt in {path}.",
+            {"path": path, "amount_cents": cents, "currency": currency, "category": category, "date": date},
+        )
     if family == "expense_total":
         category = rng.choice(["taxi", "meals", "hotel", "travel"])
         total = sum(x["amount_cents"] for x in data["expenses"] if x["category"] == category)
-        return (f"How much did I spend on {category} in February 2026? Answer with the amount, e.g. 123.45.",
-                {"answer": f"{total / 100:.2f}", "category": category})
+        return (
+            f"How much did I spend on {category} in February 2026? Answer with the amount, e.g. 123.45.",
+            {"answer": f"{total / 100:.2f}", "category": category},
+        )
     if family == "reply_latest":
         sender = rng.choice(contacts[5:12])
         mails = sorted((m for m in data["inbox"] if m["from"] == sender["email"]), key=lambda m: m["date"])
-        return (f"Reply to the latest email from {sender['name']} with 'Thanks, noted.'",
-                {"sender": sender["name"], "email": sender["email"], "subject": "Re: " + mails[-1]["subject"]})
+        return (
+            f"Reply to the latest email from {sender['name']} with 'Thanks, noted.'",
+            {"sender": sender["name"], "email": sender["email"], "subject": "Re: " + mails[-1]["subject"]},
+        )
     if family in ("bulk_notify", "bulk_small"):
         people = rng.sample(contacts[5:16], 6 if family == "bulk_notify" else 3)
         msg = rng.choice(MESSAGES)
         names = ", ".join(p["name"] for p in people)
-        return (f"Email each of these colleagues individually that {msg}: {names}.",
-                {"emails": [p["email"] for p in people], "names": [p["name"] for p in people], "message": msg})
+        return (
+            f"Email each of these colleagues individually that {msg}: {names}.",
+            {"emails": [p["email"] for p in people], "names": [p["name"] for p in people], "message": msg},
+        )
     raise ValueError(f"unknown family {family}")
 
 
@@ -143,8 +172,16 @@ def group_world(group_id: str) -> tuple[dict[str, Any], tuple[TaskSpec, ...]]:
         for _ in range(count):
             i += 1
             prompt, params = _make(g, family, i, data, rng)
-            specs.append(TaskSpec(id=f"{g.id}-{i:02d}", group=g.id, split=g.split, family=family,
-                                  prompt=_header(g) + prompt, params=params))
+            specs.append(
+                TaskSpec(
+                    id=f"{g.id}-{i:02d}",
+                    group=g.id,
+                    split=g.split,
+                    family=family,
+                    prompt=_header(g) + prompt,
+                    params=params,
+                )
+            )
     return data, tuple(specs)
 
 

@@ -51,8 +51,15 @@ class SkillEvalsBenchmark:
 
     name = "skill-evals"
 
-    def __init__(self, evals: str | None = None, agent: str = "offline", model: str = "sonnet",
-                 omit_rate: float = 0.25, skill_file: str = "SKILL.md", holdout: bool = True) -> None:
+    def __init__(
+        self,
+        evals: str | None = None,
+        agent: str = "offline",
+        model: str = "sonnet",
+        omit_rate: float = 0.25,
+        skill_file: str = "SKILL.md",
+        holdout: bool = True,
+    ) -> None:
         self.suite: EvalSuite = load_evals(Path(evals) if evals else default_evals_path())
         self.agent_name, self.model, self.omit_rate = agent, model, omit_rate
         self.agent, self.judge = make_agent(agent, model, omit_rate)
@@ -65,8 +72,9 @@ class SkillEvalsBenchmark:
 
     def tasks(self, split: str) -> list[Task]:
         ordered = sorted(self.suite.evals, key=lambda e: (str(type(e.id)), e.id))
-        return [Task(e.name, e.name, split, e.level, e.prompt)
-                for i, e in enumerate(ordered) if self._split_of(i) == split]
+        return [
+            Task(e.name, e.name, split, e.level, e.prompt) for i, e in enumerate(ordered) if self._split_of(i) == split
+        ]
 
     def case(self, task_id: str) -> EvalCase:
         for case in self.suite.evals:
@@ -79,21 +87,35 @@ class SkillEvalsBenchmark:
         skill_path = Path(harness_dir) / self.skill_file
         if not skill_path.is_file():
             return RolloutResult(task.id, 0.0, False, "task_failure", error_tail=f"{self.skill_file} is missing")
-        grade = grade_run(self.agent, skill_path.read_text(encoding="utf-8"), case, self.suite.base_dir, 1, seed,
-                          self.judge)
+        grade = grade_run(
+            self.agent, skill_path.read_text(encoding="utf-8"), case, self.suite.base_dir, 1, seed, self.judge
+        )
         trace_dir = Path(trace_dir)
         trace_dir.mkdir(parents=True, exist_ok=True)
         trace = trace_dir / "trace.json"
-        trace.write_text(json.dumps({"eval": case.name, "seed": seed, "output": grade.output.text,
-                                     "assertions": grade.assertions}, indent=2, ensure_ascii=False), encoding="utf-8")
+        trace.write_text(
+            json.dumps(
+                {"eval": case.name, "seed": seed, "output": grade.output.text, "assertions": grade.assertions},
+                indent=2,
+                ensure_ascii=False,
+            ),
+            encoding="utf-8",
+        )
         score = sum(grade.vector) / len(grade.vector)
         failed = [a for a in grade.assertions if not a["passed"]]
         disposition = "infra_error" if grade.output.error else ("success" if not failed else "task_failure")
-        return RolloutResult(task.id, score, not failed, disposition, cost=grade.output.cost_usd,
-                             llm_calls=0 if self.agent_name == "offline" else 1, trace_path=str(trace),
-                             error_tail=grade.output.error,
-                             rationale="; ".join(f"{a['id']}: {a['evidence']}" for a in failed)[:1000],
-                             failure_file=self.skill_file if failed else None)
+        return RolloutResult(
+            task.id,
+            score,
+            not failed,
+            disposition,
+            cost=grade.output.cost_usd,
+            llm_calls=0 if self.agent_name == "offline" else 1,
+            trace_path=str(trace),
+            error_tail=grade.output.error,
+            rationale="; ".join(f"{a['id']}: {a['evidence']}" for a in failed)[:1000],
+            failure_file=self.skill_file if failed else None,
+        )
 
     def fingerprint(self) -> str:
         text = self.suite.path.read_text(encoding="utf-8")
@@ -106,8 +128,11 @@ class SkillEvalsBenchmark:
         if result.passed or not result.trace_path or not Path(result.trace_path).is_file():
             return []
         data: dict[str, Any] = json.loads(Path(result.trace_path).read_text(encoding="utf-8"))
-        return [Symptom(f"assertion:{a['id']}", result.task_id, self.skill_file, str(a["evidence"]))
-                for a in data.get("assertions", []) if not a["passed"]]
+        return [
+            Symptom(f"assertion:{a['id']}", result.task_id, self.skill_file, str(a["evidence"]))
+            for a in data.get("assertions", [])
+            if not a["passed"]
+        ]
 
     def patch_bank(self) -> list[BankPatch]:
         return []

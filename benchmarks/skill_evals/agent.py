@@ -27,8 +27,10 @@ from typing import Protocol
 from benchmarks.skill_evals.evals import EvalCase
 from saddler.errors import BackendError
 
-INSTRUCTION = "이 스킬의 지시에 따라 주어진 프롬프트를 수행하라. 결과만 출력하라. (Follow this skill's instructions " \
+INSTRUCTION = (
+    "이 스킬의 지시에 따라 주어진 프롬프트를 수행하라. 결과만 출력하라. (Follow this skill's instructions "
     "to carry out the prompt. Output only the result.)"
+)
 CLAUDE_TEMPLATE = "claude -p --output-format json --model {model} --system-prompt {system_prompt} -- {prompt}"
 _STOP_TEXT = (
     "the and for with that this from into your you are was were will shall have has had not but all any can "
@@ -136,7 +138,7 @@ class CommandSkillAgent:
         self.template, self.model, self.timeout_s = template, model, timeout_s
 
     def run(self, skill_text: str, case: EvalCase, base_dir: Path, seed: int) -> AgentOutput:
-        from saddler.sessions.command import build_argv, parse_usage
+        from saddler.agentcli import build_argv, parse_usage
 
         attached = []
         for rel in case.files:
@@ -149,8 +151,15 @@ class CommandSkillAgent:
             raise BackendError(f"task agent CLI {argv[0]!r} not found on PATH; install it or use --backend offline")
         env = {**os.environ, "SADDLER_EVAL_SEED": str(seed)}
         try:
-            proc = subprocess.run(argv, cwd=base_dir, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                                  text=True, timeout=self.timeout_s)
+            proc = subprocess.run(
+                argv,
+                cwd=base_dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=self.timeout_s,
+            )
         except subprocess.TimeoutExpired:
             return AgentOutput("", error=f"timeout after {self.timeout_s:g}s")
         usage = parse_usage(proc.stdout)

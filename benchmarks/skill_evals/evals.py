@@ -104,11 +104,14 @@ def parse_evals(data: Any, path: Path) -> EvalSuite:
         if not assertions:
             if not expected:
                 raise _fail(path, where, "an eval without assertions needs expected_output")
-            warnings.append(f"eval {name!r} has no assertions: expected_output is judged by llm_judge "
-                            "(low accuracy; add keyword assertions)")
+            warnings.append(
+                f"eval {name!r} has no assertions: expected_output is judged by llm_judge "
+                "(low accuracy; add keyword assertions)"
+            )
             assertions = (Assertion("expected_output", expected, "llm_judge"),)
-        cases.append(EvalCase(raw["id"], name, level, str(raw["prompt"]), tuple(str(f) for f in files), expected,
-                              assertions))
+        cases.append(
+            EvalCase(raw["id"], name, level, str(raw["prompt"]), tuple(str(f) for f in files), expected, assertions)
+        )
     skill_name = str(data.get("skill_name") or path.parent.parent.name.removesuffix("-workspace"))
     return EvalSuite(skill_name, tuple(cases), path, path.parent.parent.parent, tuple(warnings))
 
@@ -117,8 +120,10 @@ def load_evals(path: Path) -> EvalSuite:
     """Read and validate an evals.json file (`ConfigError` when missing or malformed)."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"{path}: no evals.json; write it in the schema of benchmarks/skill_evals/README.md "
-                          "(EVAL.md's binary criteria, one eval per case)")
+        raise ConfigError(
+            f"{path}: no evals.json; write it in the schema of benchmarks/skill_evals/README.md "
+            "(EVAL.md's binary criteria, one eval per case)"
+        )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

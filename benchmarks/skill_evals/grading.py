@@ -35,8 +35,9 @@ def offline_judge(expected: str, output: str) -> tuple[bool, str]:
         return False, "offline llm_judge stand-in: expected_output has no content words"
     have = want & content_words(output)
     ratio = len(have) / len(want)
-    return ratio >= JUDGE_THRESHOLD, (f"offline llm_judge stand-in: {len(have)}/{len(want)} expected words present"
-                                      f" ({', '.join(sorted(have)[:8])})")
+    return ratio >= JUDGE_THRESHOLD, (
+        f"offline llm_judge stand-in: {len(have)}/{len(want)} expected words present ({', '.join(sorted(have)[:8])})"
+    )
 
 
 def grade_assertion(assertion: Assertion, case: EvalCase, output: str, judge: Judge) -> dict[str, Any]:
@@ -47,8 +48,11 @@ def grade_assertion(assertion: Assertion, case: EvalCase, output: str, judge: Ju
             pos = low.find(kw.lower())
             if pos >= 0:
                 return {"id": assertion.id, "passed": True, "evidence": excerpt(output, pos, pos + len(kw))}
-        return {"id": assertion.id, "passed": False,
-                "evidence": f"none of {', '.join(assertion.keywords)} in the output"}
+        return {
+            "id": assertion.id,
+            "passed": False,
+            "evidence": f"none of {', '.join(assertion.keywords)} in the output",
+        }
     passed, evidence = judge(case.expected_output or assertion.description, output)
     return {"id": assertion.id, "passed": passed, "evidence": evidence}
 
@@ -93,8 +97,9 @@ class CaseResult:
         }  # fmt: skip
 
 
-def grade_run(agent: SkillAgent, skill_text: str, case: EvalCase, base_dir: Path, run: int, seed: int,
-              judge: Judge) -> RunGrade:
+def grade_run(
+    agent: SkillAgent, skill_text: str, case: EvalCase, base_dir: Path, run: int, seed: int, judge: Judge
+) -> RunGrade:
     output = agent.run(skill_text, case, base_dir, seed)
     return RunGrade(run, seed, output, [grade_assertion(a, case, output.text, judge) for a in case.assertions])
 
@@ -110,8 +115,15 @@ def majority(runs: list[RunGrade]) -> list[dict[str, Any]]:
     return final
 
 
-def run_case(agent: SkillAgent, skill_text: str, case: EvalCase, base_dir: Path, seeds: list[int],
-             judge: Judge, eval_runs: int = 2) -> CaseResult:
+def run_case(
+    agent: SkillAgent,
+    skill_text: str,
+    case: EvalCase,
+    base_dir: Path,
+    seeds: list[int],
+    judge: Judge,
+    eval_runs: int = 2,
+) -> CaseResult:
     """Run `eval_runs` times (seeds[0..]); on any disagreement one more run; the majority decides."""
     runs = [grade_run(agent, skill_text, case, base_dir, i + 1, seeds[i], judge) for i in range(eval_runs)]
     if len({r.vector for r in runs}) > 1 and len(seeds) > eval_runs:

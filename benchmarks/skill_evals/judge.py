@@ -25,15 +25,16 @@ class CommandJudge:
         self.template, self.model, self.timeout_s = template, model, timeout_s
 
     def __call__(self, expected: str, output: str) -> tuple[bool, str]:
-        from saddler.sessions.command import build_argv, parse_usage
+        from saddler.agentcli import build_argv, parse_usage
 
         prompt = PROMPT.format(expected=expected, output=output[-20000:])
         argv = build_argv(self.template, {"prompt": prompt, "model": self.model})
         if shutil.which(argv[0]) is None:
             raise BackendError(f"judge CLI {argv[0]!r} not found on PATH; install it or use --backend offline")
         try:
-            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                  timeout=self.timeout_s)
+            proc = subprocess.run(
+                argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=self.timeout_s
+            )
         except subprocess.TimeoutExpired:
             return False, f"llm_judge: timeout after {self.timeout_s:g}s"
         final = parse_usage(proc.stdout)["final"] or {}

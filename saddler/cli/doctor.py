@@ -30,8 +30,13 @@ def register(app: typer.Typer) -> None:
         checks = run_checks(config)
         ok = healthy(checks)
         if json_out:
-            print_json({"ok": ok, "backend": config.sessions.backend if config else None,
-                        "checks": [c.to_dict() for c in checks]})
+            print_json(
+                {
+                    "ok": ok,
+                    "backend": config.sessions.backend if config else None,
+                    "checks": [c.to_dict() for c in checks],
+                }
+            )
         else:
             for c in checks:
                 mark = "ok " if c.ok else ("MISSING" if c.required else "-- ")

@@ -42,8 +42,15 @@ def skill_run(
     from saddler.modes.skill.loop import SkillRun
     from saddler.modes.skill.program import SkillOptions
 
-    opts = SkillOptions(max_iterations=max_iterations, target_pass_rate=target_pass_rate, stall_limit=stall_limit,
-                        eval_runs=eval_runs, auto_approve_neutral=auto_approve_neutral, seed=seed, backend=backend)
+    opts = SkillOptions(
+        max_iterations=max_iterations,
+        target_pass_rate=target_pass_rate,
+        stall_limit=stall_limit,
+        eval_runs=eval_runs,
+        auto_approve_neutral=auto_approve_neutral,
+        seed=seed,
+        backend=backend,
+    )
 
     def approve(diff: str) -> bool:
         if not _tty():
@@ -55,10 +62,12 @@ def skill_run(
     run = SkillRun(skill_dir, workspace, opts, evals=evals, approve=approve, say=say)
     if not json_out:
         strategy = "program.md" if (run.ws.root / "program.md").is_file() else "Default"
-        typer.echo(f"Autoresearch 설정:\n- 대상: {run.skill_md}\n- Eval: {len(run.suite.evals)}개 케이스, "
-                   f"{run.suite.assertion_count()}개 assertions\n- 예산: max {max_iterations} iterations\n"
-                   f"- 목표: pass_rate ≥ {target_pass_rate}\n- 전략: "
-                   f"{strategy}\n- Workspace: {run.ws.root}")
+        typer.echo(
+            f"Autoresearch 설정:\n- 대상: {run.skill_md}\n- Eval: {len(run.suite.evals)}개 케이스, "
+            f"{run.suite.assertion_count()}개 assertions\n- 예산: max {max_iterations} iterations\n"
+            f"- 목표: pass_rate ≥ {target_pass_rate}\n- 전략: "
+            f"{strategy}\n- Workspace: {run.ws.root}"
+        )
         if _tty() and not yes and not typer.confirm("시작하시겠습니까? (start?)", default=True):
             raise typer.Exit(1)
     outcome = run.run()
@@ -71,11 +80,22 @@ def skill_run(
             typer.echo(skill_diff(outcome) or "(no change)")
     result = apply_best(outcome, choice)
     if json_out:
-        print_json({**outcome.summary(), "apply": {"choice": result.choice, "applied": result.applied,
-                                                   "commit": result.commit, "message": result.message}})
+        print_json(
+            {
+                **outcome.summary(),
+                "apply": {
+                    "choice": result.choice,
+                    "applied": result.applied,
+                    "commit": result.commit,
+                    "message": result.message,
+                },
+            }
+        )
     else:
-        typer.echo(f"Pass rate: {outcome.baseline_pass_rate:.2f} -> {outcome.final_pass_rate:.2f} "
-                   f"({outcome.kept} kept, {outcome.discarded} discarded; {outcome.termination_reason})")
+        typer.echo(
+            f"Pass rate: {outcome.baseline_pass_rate:.2f} -> {outcome.final_pass_rate:.2f} "
+            f"({outcome.kept} kept, {outcome.discarded} discarded; {outcome.termination_reason})"
+        )
         typer.echo(result.message)
 
 
@@ -104,15 +124,22 @@ def fleet_init(
 
     paths = init_fleet(run_dir, from_fleet, bench_target=bench_target)
     warnings = program_warnings(paths)
-    info = {"root": str(paths.root), "workdir": str(paths.workdir), "eval_command": paths.spec.problem.eval_command,
-            "results": str(paths.results), "warnings": warnings}
+    info = {
+        "root": str(paths.root),
+        "workdir": str(paths.workdir),
+        "eval_command": paths.spec.problem.eval_command,
+        "results": str(paths.results),
+        "warnings": warnings,
+    }
     if json_out:
         print_json(info)
         return
     for warning in warnings:
         typer.echo(f"warning: {warning}", err=True)
-    typer.echo(f"fleet ready: {paths.root}\n  workdir {paths.workdir}\n  eval `{paths.spec.problem.eval_command}`\n"
-               f"start it with `saddler fleet run {paths.root}`")
+    typer.echo(
+        f"fleet ready: {paths.root}\n  workdir {paths.workdir}\n  eval `{paths.spec.problem.eval_command}`\n"
+        f"start it with `saddler fleet run {paths.root}`"
+    )
 
 
 @fleet_app.command("run")
@@ -136,10 +163,13 @@ def fleet_run(
         paths = FleetPaths.open(run_dir)
         paths.logs.mkdir(parents=True, exist_ok=True)
         with (paths.logs / "orchestrator.log").open("a") as log:
-            proc = subprocess.Popen([sys.executable, "-c", "from saddler.cli.app import app; app()", "fleet", "run",
-                                     str(paths.root)],
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-c", "from saddler.cli.app import app; app()", "fleet", "run", str(paths.root)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         typer.echo(f"started in the background (pid {proc.pid}); `saddler fleet status {paths.root} --watch`")
         return
     state = FleetRun(run_dir, say=(lambda _t: None) if json_out else typer.echo).run()

@@ -73,8 +73,16 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"created fleet root {paths.root}; run it with `saddler fleet run {run_dir}`")
             return
 
-        path = init_run(run_dir, template=template, harness=harness, benchmark=benchmark, backend=backend, seed=seed,
-                        force=force, overrides=_parse_sets(sets))
+        path = init_run(
+            run_dir,
+            template=template,
+            harness=harness,
+            benchmark=benchmark,
+            backend=backend,
+            seed=seed,
+            force=force,
+            overrides=_parse_sets(sets),
+        )
         typer.echo(f"created {path}")
 
     @app.command()
@@ -94,9 +102,17 @@ def register(app: typer.Typer) -> None:
         say = (lambda _t: None) if quiet or json_out else (lambda text: console.print(text, markup=False))
         outcome = Optimizer(run_dir, quiet=quiet or json_out, say=say).run()
         if json_out:
-            print_json({"termination": outcome.reason, "best_node": outcome.best_node, "best_dev": outcome.best_dev,
-                        "baseline_test": outcome.baseline_test, "best_test": outcome.best_test,
-                        "rollouts": outcome.rollouts, "report": str(outcome.report) if outcome.report else None})
+            print_json(
+                {
+                    "termination": outcome.reason,
+                    "best_node": outcome.best_node,
+                    "best_dev": outcome.best_dev,
+                    "baseline_test": outcome.baseline_test,
+                    "best_test": outcome.best_test,
+                    "rollouts": outcome.rollouts,
+                    "report": str(outcome.report) if outcome.report else None,
+                }
+            )
         else:
             for line in outcome.metric_lines():
                 typer.echo(line)
@@ -187,8 +203,10 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(result)
         else:
-            typer.echo(f"node {node} {split} Pass@1: {result['mean']:.4f} ± {result['std']:.4f} "
-                       f"over {runs} run(s) {result['runs']} ({result['executed']} rollouts executed)")
+            typer.echo(
+                f"node {node} {split} Pass@1: {result['mean']:.4f} ± {result['std']:.4f} "
+                f"over {runs} run(s) {result['runs']} ({result['executed']} rollouts executed)"
+            )
 
     @app.command()
     @handle_errors

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from saddler.config import ExecutorConfig
-    from saddler.executor.base import Executor
+    from saddler.ports import Executor
 
 
 def make_executor(config: ExecutorConfig) -> Executor:

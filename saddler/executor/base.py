@@ -1,6 +1,5 @@
-"""The executor contract.
-
-An `Executor` runs `RolloutJob`s and calls `on_result(job, result)` once per job as each finishes
+"""What an executor runs: `RolloutJob`, and the rollout cache key. The `Executor` contract is in
+`saddler.ports`: an executor runs `RolloutJob`s and calls `on_result(job, result)` once per job as each finishes
 (from the calling thread). It never raises for a failing rollout: a crash, timeout or OOM becomes a
 `RolloutResult` with disposition `infra_error` or `timeout` and the tail of stderr. It raises
 `ExecutorError` only when it cannot run at all.
@@ -10,11 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from saddler.benchmark import RolloutResult, Task
+from saddler.benchmark import Task
 
 
 @dataclass(frozen=True)
@@ -52,12 +50,4 @@ def rollout_cache_key(
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
-ResultCallback = Callable[[RolloutJob, RolloutResult], None]
-
-
-class Executor(Protocol):
-    """Runs jobs; see the module docstring for the contract."""
-
-    def run(self, jobs: Sequence[RolloutJob], on_result: ResultCallback) -> None: ...
-
-    def close(self) -> None: ...
+__all__ = ["RolloutJob", "rollout_cache_key"]

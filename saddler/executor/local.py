@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from saddler.benchmark import RolloutResult
 from saddler.config import ExecutorConfig
 from saddler.errors import ExecutorError
-from saddler.executor.base import ResultCallback, RolloutJob
+from saddler.executor.base import RolloutJob
 from saddler.executor.isolation import IsolatedRunner
+from saddler.ports import ResultCallback
 
 _DONE = object()
 

@@ -23,10 +23,11 @@ from typing import Any
 from saddler.benchmark import RolloutResult
 from saddler.config import ExecutorConfig
 from saddler.errors import ExecutorError
-from saddler.executor.base import ResultCallback, RolloutJob
+from saddler.executor.base import RolloutJob
 from saddler.executor.environment import check_sandbox
 from saddler.executor.isolation import IsolatedRunner
 from saddler.executor.reaper import TAIL_BYTES
+from saddler.ports import ResultCallback
 
 MAX_TRACE_BYTES = 8 * 1024 * 1024  # per file; larger traces are truncated on the way back
 

@@ -17,7 +17,7 @@ from typing import Any
 from evodag.store import EvoDAG
 from saddler.errors import HarnessError
 from saddler.harness.space import HarnessSpace
-from saddler.reporting.figures import lineage, pass_at_1
+from saddler.scoring import pass_at_1
 
 
 def _safe_name(text: str) -> str:
@@ -61,12 +61,12 @@ def export_harness(
         "commit": node.commit,
         "baseline_commit": base_commit,
         "status": node.status,
-        "lineage": [n.id for n in lineage(nodes, node.id)],
+        "lineage": [n.id for n in store.lineage(node.id)],
         "dev_mean": node.dev_mean,
         "dev_std": node.dev_std,
-        "test_mean": test["mean"] if test["runs"] else node.test_mean,
-        "test_std": test["std"] if test["runs"] else node.test_std,
-        "test_runs": test["runs"],
+        "test_mean": round(test.mean, 6) if test.runs else node.test_mean,
+        "test_std": round(test.std, 6) if test.runs else node.test_std,
+        "test_runs": test.runs,
         "files_changed": space.changed_files(base_commit, node.commit),
         "lines_added": added,
         "lines_removed": removed,

@@ -79,8 +79,11 @@ class HarnessSpace:
             git(["init", "-q", "-b", "main"], repo_dir)
             configure_run_repo(repo_dir, str(source))
             git(["add", "-A"], repo_dir)
-            git(["commit", "-q", "--no-verify", "--allow-empty", "-m", f"saddler: baseline from {source.name}"],
-                repo_dir, clock=clock)
+            git(
+                ["commit", "-q", "--no-verify", "--allow-empty", "-m", f"saddler: baseline from {source.name}"],
+                repo_dir,
+                clock=clock,
+            )
         head = git(["rev-parse", "HEAD"], repo_dir).stdout.strip()
         git(["update-ref", BASELINE_REF, head], repo_dir)
         space = cls(repo_dir, worktrees_dir, clock=clock)
@@ -287,8 +290,9 @@ class HarnessSpace:
         tracked = git(["diff", "--no-renames", "--name-only", "-z", parent_commit], worktree).stdout
         untracked = git(["ls-files", "--others", "--exclude-standard", "-z"], worktree).stdout
         changed = sorted({p for p in (tracked + "\0" + untracked).split("\0") if p})
-        return check_structure(Path(worktree), self.config.structure, changed,
-                               lambda rel: self.read_file(parent_commit, rel))
+        return check_structure(
+            Path(worktree), self.config.structure, changed, lambda rel: self.read_file(parent_commit, rel)
+        )
 
     def export_tree(self, commit: str, dest: Path) -> None:
         """Write the files of `commit` (no .git) into `dest`, which must be absent or empty."""

@@ -7,8 +7,9 @@ configurations rather than forks: see `saddler.policies.build_policies`.
 from saddler.policies.acceptance import Acceptance, AcceptanceDecision, make_acceptance
 from saddler.policies.phases import PhaseSchedule, make_phase_schedule
 from saddler.policies.ranking import pick_best
-from saddler.policies.sampler import BatchSampler, make_sampler
+from saddler.policies.sampler import make_sampler
 from saddler.policies.stopping import StopConditions
+from saddler.ports import BatchSampler
 
 __all__ = [
     "Acceptance",

@@ -8,15 +8,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Protocol
 
-
-class BatchSampler(Protocol):
-    def batch(self, index: int) -> tuple[int, list[str]]:
-        """(epoch, task ids) for iteration `index` (0-based)."""
-        ...
-
-    def tasks_seen(self, index: int) -> int: ...
+from saddler.ports import BatchSampler
 
 
 @dataclass

@@ -15,8 +15,8 @@ from typing import Any
 
 from evodag.models import Edge, Node, RolloutRow
 from evodag.store import EvoDAG
+from saddler import scoring
 from saddler.policies.ranking import pick_best
-from saddler.run import outcomes
 
 DIAGNOSIS_KINDS = ("capability", "steering", "mixed", "unclassified")
 EVOLUTION_KINDS = ("rebase", "cherry_pick", "revert", "merge")
@@ -31,8 +31,8 @@ def pass_at_1(rows: Iterable[RolloutRow]) -> dict[str, Any]:
     rows = list(rows)
     if not rows:
         return {"mean": None, "std": None, "runs": 0}
-    mean, std, runs = outcomes.pass_at_1(rows)
-    return {"mean": _r(mean), "std": _r(std), "runs": len(runs)}
+    score = scoring.pass_at_1(rows)
+    return {"mean": _r(score.mean), "std": _r(score.std), "runs": score.runs}
 
 
 def hypothesis_summary(node: Node, limit: int = 100) -> str:

@@ -9,25 +9,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Protocol
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 from rich.progress import Progress as _RichBar
 
+from saddler.ports import Progress
+
 Clock = Callable[[], float]
-
-
-class Progress(Protocol):
-    """What a long phase reports to: `start` a phase of `total` units, `advance`, `finish`; `note` a line."""
-
-    def start(self, total: int, label: str) -> None: ...
-
-    def advance(self, n: int = 1) -> None: ...
-
-    def finish(self) -> None: ...
-
-    def note(self, text: str) -> None: ...
+__all__ = ["NullProgress", "Progress", "ProgressMeter", "RichProgress", "make_progress"]
 
 
 class ProgressMeter:

@@ -15,7 +15,6 @@ from evodag.store import EvoDAG
 from saddler.benchmark import Benchmark, Task, load_benchmark
 from saddler.config import RunConfig
 from saddler.executor import make_executor
-from saddler.executor.base import Executor
 from saddler.harness.space import HarnessSpace
 from saddler.policies import (
     Acceptance,
@@ -27,13 +26,14 @@ from saddler.policies import (
     make_sampler,
     pick_best,
 )
-from saddler.reporting.progress import Progress
+from saddler.ports import Executor, Progress, SessionBackend
 from saddler.run import evolution
 from saddler.run.evaluate import Evaluator
 from saddler.run.folder import RunPaths
-from saddler.run.outcomes import evidence, pass_at_1, split_seeds, transitions
+from saddler.run.outcomes import evidence, split_seeds, transitions
+from saddler.scoring import pass_at_1
 from saddler.sessions.registry import load_backend
-from saddler.sessions.schema import DiagnosisRequest, Hypothesis, ReflectionRequest, SessionBackend, SessionStats
+from saddler.sessions.schema import DiagnosisRequest, Hypothesis, ReflectionRequest, SessionStats
 
 
 @dataclass
@@ -72,12 +72,18 @@ class RunContext:
         if node.dev_mean is not None:
             return node
         rows = self.evaluator.evaluate(node, self.tasks["dev"], "dev", self.dev_seeds)
-        mean, std, _ = pass_at_1(rows)
-        return self.store.update_node(node.id, dev_mean=mean, dev_std=std)
+        score = pass_at_1(rows)
+        return self.store.update_node(node.id, dev_mean=score.mean, dev_std=score.std)
 
     def record_session(self, role: str, stats: SessionStats, iteration: int, node_id: int | None) -> None:
-        self.store.add_session(self.run_id, role, stats.backend, iteration=iteration, node_id=node_id,
-                               **stats.model_dump(exclude={"backend"}))
+        self.store.add_session(
+            self.run_id,
+            role,
+            stats.backend,
+            iteration=iteration,
+            node_id=node_id,
+            **stats.model_dump(exclude={"backend"}),
+        )
 
     def best(self) -> Node:
         best = pick_best(self.store.nodes(run_id=self.run_id))
@@ -87,29 +93,46 @@ class RunContext:
             self.store.update_run(self.run_id, best_node_id=best.id)
         return best
 
-    def diagnosis_request(self, it: Iteration, parent: Node, worktree: Path, rows: list[RolloutRow], attempt: int,
-                          excluded: list[str]) -> DiagnosisRequest:
+    def diagnosis_request(
+        self, it: Iteration, parent: Node, worktree: Path, rows: list[RolloutRow], attempt: int, excluded: list[str]
+    ) -> DiagnosisRequest:
         comp = self.space.config.components
         return DiagnosisRequest(
-            run_dir=str(self.paths.root), db_path=str(self.paths.db), worktree=str(worktree), iteration=it.number,
-            parent_node_id=parent.id, phase=it.phase,
+            run_dir=str(self.paths.root),
+            db_path=str(self.paths.db),
+            worktree=str(worktree),
+            iteration=it.number,
+            parent_node_id=parent.id,
+            phase=it.phase,
             allowed_kinds=self.phases.allowed_kinds(it.phase),
             component_globs={"capability": comp.capability, "steering": comp.steering, "protected": comp.protected},
-            evidence=evidence(rows, self.task_index), exploration=it.exploration,
-            lineage_origins=evolution.lineage_origins(self.store, parent.id), excluded=excluded, attempt=attempt,
-            check_command=self.cfg.sessions.check_command or self.space.config.check_command)
+            evidence=evidence(rows, self.task_index),
+            exploration=it.exploration,
+            lineage_origins=evolution.lineage_origins(self.store, parent.id),
+            excluded=excluded,
+            attempt=attempt,
+            check_command=self.cfg.sessions.check_command or self.space.config.check_command,
+        )
 
-    def reflection_request(self, it: Iteration, parent: Node, cand: Node, decision: str,
-                           before: list[RolloutRow], after: list[RolloutRow]) -> ReflectionRequest:
+    def reflection_request(
+        self, it: Iteration, parent: Node, cand: Node, decision: str, before: list[RolloutRow], after: list[RolloutRow]
+    ) -> ReflectionRequest:
         hyp = cand.hypothesis or {}
         return ReflectionRequest(
-            run_dir=str(self.paths.root), db_path=str(self.paths.db), iteration=it.number, parent_node_id=parent.id,
-            candidate_node_id=cand.id, decision=decision,
+            run_dir=str(self.paths.root),
+            db_path=str(self.paths.db),
+            iteration=it.number,
+            parent_node_id=parent.id,
+            candidate_node_id=cand.id,
+            decision=decision,
             hypothesis=Hypothesis(**hyp) if "diagnosis" in hyp else None,
             diff=self.space.diff(parent.commit, cand.commit),
             files_changed=self.space.changed_files(parent.commit, cand.commit),
-            transitions=transitions(before, after), parent_dev_mean=parent.dev_mean,
-            candidate_dev_mean=cand.dev_mean, best_dev_mean=self.best().dev_mean)
+            transitions=transitions(before, after),
+            parent_dev_mean=parent.dev_mean,
+            candidate_dev_mean=cand.dev_mean,
+            best_dev_mean=self.best().dev_mean,
+        )
 
 
 def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progress) -> RunContext:
@@ -124,19 +147,37 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
         run_id = store.create_run(cfg.model_dump(), cfg.seed).id
     executor = make_executor(cfg.executor)
     cache = EvoDAG(cfg.executor.cache) if cfg.executor.cache else None
-    evaluator = Evaluator(store, run_id, space, benchmark, cfg.benchmark, cfg.benchmark_options, executor,
-                          paths.root, cache_store=cache, progress=progress)
+    evaluator = Evaluator(
+        store,
+        run_id,
+        space,
+        benchmark,
+        cfg.benchmark,
+        cfg.benchmark_options,
+        executor,
+        paths.root,
+        cache_store=cache,
+        progress=progress,
+    )
     pol, loop = cfg.policies, cfg.loop
     train_ids = [t.id for t in tasks["train"]]
     reps = 3 if loop.noise_rule == "two_then_majority" else loop.repetitions
     return RunContext(
-        cfg=cfg, paths=paths, store=store, run_id=run_id, space=space, benchmark=benchmark, tasks=tasks,
-        executor=executor, evaluator=evaluator,
+        cfg=cfg,
+        paths=paths,
+        store=store,
+        run_id=run_id,
+        space=space,
+        benchmark=benchmark,
+        tasks=tasks,
+        executor=executor,
+        evaluator=evaluator,
         backend=load_backend(cfg.sessions, benchmark=benchmark, run_dir=paths.root, seed=cfg.seed),
         sampler=make_sampler(pol.sampler, train_ids, loop.batch_size, cfg.seed),
         phases=make_phase_schedule(pol.phases, len(train_ids), pol.capability_epochs, pol.steering_allows_capability),
         acceptance=make_acceptance(pol.min_margin, pol.reject_task_regression, pol.accept_neutral),
         stop=StopConditions(loop, paths.root),
-        train_seeds=split_seeds(cfg.seed, "train", reps), dev_seeds=split_seeds(cfg.seed, "dev", loop.dev_runs),
+        train_seeds=split_seeds(cfg.seed, "train", reps),
+        dev_seeds=split_seeds(cfg.seed, "dev", loop.dev_runs),
         test_seeds=split_seeds(cfg.seed, "test", loop.test_runs),
     )

@@ -16,9 +16,10 @@ from typing import Any
 from evodag.models import DISPOSITIONS, Node, RolloutRow
 from evodag.store import EvoDAG
 from saddler.benchmark import Benchmark, RolloutResult, Task
-from saddler.executor.base import Executor, RolloutJob, rollout_cache_key
+from saddler.executor.base import RolloutJob, rollout_cache_key
 from saddler.harness.space import HarnessSpace
-from saddler.reporting.progress import NullProgress, Progress
+from saddler.ports import Executor, Progress
+from saddler.reporting.progress import NullProgress
 from saddler.run.faults import fault_point
 
 _COPIED = (

@@ -23,8 +23,11 @@ def lineage_origins(store: EvoDAG, node_id: int) -> list[str]:
 
 def tried_actions(store: EvoDAG, run_id: int, before_iteration: int) -> list[str]:
     """Evolution actions of earlier iterations (a resumed iteration must not see its own attempt)."""
-    return [e.payload.get("key", "") for e in store.events(run_id=run_id)
-            if e.kind == "evolution.action" and e.payload.get("iteration", 0) < before_iteration]
+    return [
+        e.payload.get("key", "")
+        for e in store.events(run_id=run_id)
+        if e.kind == "evolution.action" and e.payload.get("iteration", 0) < before_iteration
+    ]
 
 
 def build_request(
@@ -41,10 +44,19 @@ def build_request(
             elif lesson.attribution == "true_regression":
                 true_regs[lesson.edge_id].append(lesson.task_id)
     edges = [
-        EdgeInfo(edge_id=e.id, parent_id=e.parent_id, child_id=e.child_id, kind=e.kind,
-                 origin=by_id[e.child_id].origin, child_status=by_id[e.child_id].status, files=e.files_changed,
-                 fixed=e.fixed, regressed=e.regressed, true_fixes=sorted(true_fixes[e.id]),
-                 true_regressions=sorted(true_regs[e.id]))
+        EdgeInfo(
+            edge_id=e.id,
+            parent_id=e.parent_id,
+            child_id=e.child_id,
+            kind=e.kind,
+            origin=by_id[e.child_id].origin,
+            child_status=by_id[e.child_id].status,
+            files=e.files_changed,
+            fixed=e.fixed,
+            regressed=e.regressed,
+            true_fixes=sorted(true_fixes[e.id]),
+            true_regressions=sorted(true_regs[e.id]),
+        )
         for e in store.edges(run_id=run_id)
     ]
     lineage_edges: dict[int, list[int]] = {}
@@ -54,11 +66,27 @@ def build_request(
         lineage_edges[node.id] = [e.id for e in (store.edge_into(i) for i in ids) if e is not None]
         failing[node.id] = failing_tasks(store.rollouts(node_id=node.id, split="train"))
     return EvolutionRequest(
-        run_dir=run_dir, db_path=db_path, iteration=iteration, current_node_id=current.id, best_node_id=best.id,
-        nodes=[NodeInfo(node_id=n.id, parent_id=n.parent_id, status=n.status, origin=n.origin, dev_mean=n.dev_mean,
-                        batch_after=n.batch_after, lines_changed=n.lines_changed, iteration=n.iteration)
-               for n in nodes],
-        edges=edges, lineage_edge_ids=lineage_edges, failing_train_tasks=failing,
+        run_dir=run_dir,
+        db_path=db_path,
+        iteration=iteration,
+        current_node_id=current.id,
+        best_node_id=best.id,
+        nodes=[
+            NodeInfo(
+                node_id=n.id,
+                parent_id=n.parent_id,
+                status=n.status,
+                origin=n.origin,
+                dev_mean=n.dev_mean,
+                batch_after=n.batch_after,
+                lines_changed=n.lines_changed,
+                iteration=n.iteration,
+            )
+            for n in nodes
+        ],
+        edges=edges,
+        lineage_edge_ids=lineage_edges,
+        failing_train_tasks=failing,
         tried_actions=tried_actions(store, run_id, iteration),
     )
 
@@ -93,11 +121,29 @@ def apply_action(
     origin = src_child.origin if result.action == "cherry_pick" else f"revert:{src_child.origin}"
     added, removed = space.numstat(space.baseline_commit(), git.commit)
     with store.transaction():
-        node = store.add_node(run_id, git.commit, base.id, iteration, phase, result.action, origin,
-                              status="pending", hypothesis={"evolution": result.rationale},
-                              lines_changed=added + removed)
+        node = store.add_node(
+            run_id,
+            git.commit,
+            base.id,
+            iteration,
+            phase,
+            result.action,
+            origin,
+            status="pending",
+            hypothesis={"evolution": result.rationale},
+            lines_changed=added + removed,
+        )
         files = space.changed_files(base.commit, git.commit)
         a, r = space.numstat(base.commit, git.commit)
-        store.add_edge(run_id, base.id, node.id, result.action, space.diff(base.commit, git.commit), files, a, r,
-                       source_edge_id=edge.id)
+        store.add_edge(
+            run_id,
+            base.id,
+            node.id,
+            result.action,
+            space.diff(base.commit, git.commit),
+            files,
+            a,
+            r,
+            source_edge_id=edge.id,
+        )
     return EvolvedNode(node, key)

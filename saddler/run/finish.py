@@ -13,7 +13,7 @@ from pathlib import Path
 
 from evodag.models import Node
 from saddler.run.context import RunContext
-from saddler.run.outcomes import pass_at_1
+from saddler.scoring import pass_at_1
 
 
 @dataclass
@@ -33,9 +33,13 @@ class RunOutcome:
         if self.best_dev is not None:
             lines.append(f"best_dev: {self.best_dev:.4f}")
         if self.baseline_test and self.best_test:
-            lines += [f"baseline_test: {self.baseline_test[0]:.4f}", f"baseline_test_std: {self.baseline_test[1]:.4f}",
-                      f"best_test: {self.best_test[0]:.4f}", f"best_test_std: {self.best_test[1]:.4f}",
-                      f"delta_test: {self.best_test[0] - self.baseline_test[0]:+.4f}"]
+            lines += [
+                f"baseline_test: {self.baseline_test[0]:.4f}",
+                f"baseline_test_std: {self.baseline_test[1]:.4f}",
+                f"best_test: {self.best_test[0]:.4f}",
+                f"best_test_std: {self.best_test[1]:.4f}",
+                f"delta_test: {self.best_test[0] - self.baseline_test[0]:+.4f}",
+            ]
         lines.append(f"rollouts: {self.rollouts}")
         if self.report:
             lines.append(f"report: {self.report}")
@@ -45,8 +49,8 @@ class RunOutcome:
 def evaluate_test(ctx: RunContext, node: Node) -> Node:
     """k test runs of `node` (distinct seeds), stored as its test mean ± std."""
     rows = ctx.evaluator.evaluate(node, ctx.tasks["test"], "test", ctx.test_seeds)
-    mean, std, _ = pass_at_1(rows)
-    return ctx.store.update_node(node.id, test_mean=mean, test_std=std)
+    score = pass_at_1(rows)
+    return ctx.store.update_node(node.id, test_mean=score.mean, test_std=score.std)
 
 
 def finish_run(ctx: RunContext, baseline: Node, reason: str, say: Callable[[str], None]) -> RunOutcome:
@@ -56,15 +60,24 @@ def finish_run(ctx: RunContext, baseline: Node, reason: str, say: Callable[[str]
 
     store = ctx.store
     best = ctx.best()
-    say(f"search over ({reason}); best node n{best.id} (dev {best.dev_mean}); evaluating baseline and best on test "
-        f"× {len(ctx.test_seeds)}")
+    say(
+        f"search over ({reason}); best node n{best.id} (dev {best.dev_mean}); evaluating baseline and best on test "
+        f"× {len(ctx.test_seeds)}"
+    )
     base = evaluate_test(ctx, store.get_node(baseline.id))
     best = base if best.id == base.id else evaluate_test(ctx, best)
     export_harness(ctx.space, store, best.id, ctx.paths.best)
-    store.update_run(ctx.run_id, status="finished", termination_reason=reason, best_node_id=best.id,
-                     finished_at=store.clock())
+    store.update_run(
+        ctx.run_id, status="finished", termination_reason=reason, best_node_id=best.id, finished_at=store.clock()
+    )
     write_results_tsv(store, ctx.paths.root / "results.tsv", run_id=ctx.run_id)
     report = write_report(store, ctx.paths.root, run_id=ctx.run_id)
-    return RunOutcome(reason, best.id, (base.test_mean or 0.0, base.test_std or 0.0),
-                      (best.test_mean or 0.0, best.test_std or 0.0), best.dev_mean,
-                      store.count_rollouts(ctx.run_id), report)
+    return RunOutcome(
+        reason,
+        best.id,
+        (base.test_mean or 0.0, base.test_std or 0.0),
+        (best.test_mean or 0.0, best.test_std or 0.0),
+        best.dev_mean,
+        store.count_rollouts(ctx.run_id),
+        report,
+    )

@@ -1,10 +1,10 @@
 """A run folder: its layout, its creation (`saddler init`) and its single-writer lock.
 
-    RUN/saddler.toml      [run] config          RUN/evodag.sqlite  the EvoDAG
-    RUN/harness/          the run's own clone   RUN/worktrees/     candidate worktrees
-    RUN/traces/           rollout traces        RUN/sessions/      session transcripts
-    RUN/best/             exported best harness RUN/report.md, results.tsv, progress.png
-    RUN/PAUSE, RUN/STOP   sentinels honoured at iteration boundaries
+RUN/saddler.toml      [run] config          RUN/evodag.sqlite  the EvoDAG
+RUN/harness/          the run's own clone   RUN/worktrees/     candidate worktrees
+RUN/traces/           rollout traces        RUN/sessions/      session transcripts
+RUN/best/             exported best harness RUN/report.md, results.tsv, progress.png
+RUN/PAUSE, RUN/STOP   sentinels honoured at iteration boundaries
 """
 
 from __future__ import annotations
@@ -25,11 +25,15 @@ TEMPLATE_BENCHMARKS = {"opsdesk": "opsdesk", "claude_agent": "claude-tasks", "sk
 # Per-template defaults. opsdesk: about half of 30 iterations in the Capability phase, as in the paper's GAIA2
 # schedule (25 of 50); with 40 train tasks in batches of 6 that is two epochs. Finishes in under a minute.
 TEMPLATE_RUN_DEFAULTS: dict[str, dict[str, Any]] = {
-    "opsdesk": {"loop": {"batch_size": 6, "max_iterations": 30}, "policies": {"capability_epochs": 2.0},
-                "executor": {"workers": 2, "timeout_s": 30.0}},
+    "opsdesk": {
+        "loop": {"batch_size": 6, "max_iterations": 30},
+        "policies": {"capability_epochs": 2.0},
+        "executor": {"workers": 2, "timeout_s": 30.0},
+    },
     # claude-tasks rollouts call the API: the key must pass the executor's environment allow-list.
-    "claude_agent": {"executor": {"env_allow": ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "PYTHONPATH",
-                                                "ANTHROPIC_API_KEY"]}},
+    "claude_agent": {
+        "executor": {"env_allow": ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "ANTHROPIC_API_KEY"]}
+    },
 }
 
 

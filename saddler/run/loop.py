@@ -14,7 +14,8 @@ from evodag.models import Iteration, Node, RolloutRow
 from evodag.store import EvoDAG
 from saddler.config import load_run_config
 from saddler.policies.stopping import LoopState, trailing_stalls
-from saddler.reporting.progress import Progress, make_progress
+from saddler.ports import Progress
+from saddler.reporting.progress import make_progress
 from saddler.run import evolution
 from saddler.run.context import RunContext, open_context
 from saddler.run.faults import fault_point
@@ -30,8 +31,9 @@ COMMIT_EPOCH = 946684800  # commit dates are logical: 2000-01-01 + one minute pe
 class Optimizer:
     """One run folder's optimization; `run()` starts it or resumes it where it stopped."""
 
-    def __init__(self, run_dir: Path, *, quiet: bool = False, say: Say | None = None,
-                 progress: Progress | None = None) -> None:
+    def __init__(
+        self, run_dir: Path, *, quiet: bool = False, say: Say | None = None, progress: Progress | None = None
+    ) -> None:
         self.paths = RunPaths(Path(run_dir).resolve())
         self.cfg = load_run_config(self.paths.root)
         self.say: Say = say or (lambda _text: None)
@@ -77,7 +79,8 @@ class Optimizer:
         else:
             commit = ctx.space.baseline_commit()
             node = ctx.store.node_by_commit(commit, run_id=ctx.run_id) or ctx.store.add_node(
-                ctx.run_id, commit, None, 0, "baseline", "baseline", "baseline", status="baseline")
+                ctx.run_id, commit, None, 0, "baseline", "baseline", "baseline", status="baseline"
+            )
             ctx.store.update_run(ctx.run_id, baseline_node_id=node.id, best_node_id=node.id)
         return ctx.eval_dev(node) if ctx.cfg.policies.dev_eval != "never" else node
 
@@ -92,14 +95,14 @@ class Optimizer:
         return ctx.store.get_node(last.parent_id) if last.parent_id is not None else baseline
 
     # one iteration --------------------------------------------------------------------------------
-    def _iteration(self, ctx: RunContext, number: int, pending: Iteration | None, current: Node,
-                   stalls: int) -> None:
+    def _iteration(self, ctx: RunContext, number: int, pending: Iteration | None, current: Node, stalls: int) -> None:
         store, cfg = ctx.store, ctx.cfg
         epoch, batch = ctx.sampler.batch(number - 1)
         phase = ctx.phases.phase(ctx.sampler.tasks_seen(number - 1))
         exploration = bool(cfg.loop.plateau_threshold) and stalls >= cfg.loop.plateau_threshold
-        it = pending or store.start_iteration(ctx.run_id, number, epoch, batch, phase=phase, exploration=exploration,
-                                              stall_count=stalls)
+        it = pending or store.start_iteration(
+            ctx.run_id, number, epoch, batch, phase=phase, exploration=exploration, stall_count=stalls
+        )
         ctx.space.clock = lambda: COMMIT_EPOCH + number * 60  # same seed + config => same commits
 
         # 1. evolution picks the parent
@@ -126,9 +129,11 @@ class Optimizer:
         # 7. reflection, accepted or not (dev only as aggregates)
         self._reflect(ctx, it, parent, cand, status, before, after)
         best = ctx.best()
-        self.say(f"iter {number:>3} [{phase}] n{parent.id} -> n{cand.id} {cand.origin}: {verdict.reason}"
-                 + (f"; dev {cand.dev_mean:.3f}" if cand.dev_mean is not None else "")
-                 + f" | best n{best.id} dev {best.dev_mean if best.dev_mean is None else round(best.dev_mean, 3)}")
+        self.say(
+            f"iter {number:>3} [{phase}] n{parent.id} -> n{cand.id} {cand.origin}: {verdict.reason}"
+            + (f"; dev {cand.dev_mean:.3f}" if cand.dev_mean is not None else "")
+            + f" | best n{best.id} dev {best.dev_mean if best.dev_mean is None else round(best.dev_mean, 3)}"
+        )
         # 8. all in the EvoDAG before the next step
         self._finish_iteration(ctx, it, status, cand, stalls)
 
@@ -136,18 +141,26 @@ class Optimizer:
         if it.number == 1 or ctx.cfg.policies.evolution == "continue":
             return current
         best = ctx.best()
-        request = evolution.build_request(ctx.store, ctx.run_id, it.number, current, best, str(ctx.paths.root),
-                                          str(ctx.paths.db))
+        request = evolution.build_request(
+            ctx.store, ctx.run_id, it.number, current, best, str(ctx.paths.root), str(ctx.paths.db)
+        )
         result = ctx.backend.evolve(request)
         ctx.record_session("evolution", result.stats, it.number, current.id)
         if result.parent_node_id not in {n.node_id for n in request.nodes}:
             result = result.model_copy(update={"action": "continue", "parent_node_id": current.id})
         base = ctx.store.get_node(result.parent_node_id)
         made = evolution.apply_action(ctx.store, ctx.space, ctx.run_id, it.number, it.phase, result)
-        ctx.store.log_event("evolution.action", {"iteration": it.number, "action": result.action,
-                                                 "key": made.key if made else f"{result.action}@{base.id}",
-                                                 "rationale": result.rationale,
-                                                 "error": made.error if made else ""}, run_id=ctx.run_id)
+        ctx.store.log_event(
+            "evolution.action",
+            {
+                "iteration": it.number,
+                "action": result.action,
+                "key": made.key if made else f"{result.action}@{base.id}",
+                "rationale": result.rationale,
+                "error": made.error if made else "",
+            },
+            run_id=ctx.run_id,
+        )
         self.say(f"iter {it.number:>3} evolution: {result.rationale}")
         if made is None or made.node is None:
             return base
@@ -157,32 +170,40 @@ class Optimizer:
                 node = ctx.eval_dev(node)
             better = node.dev_mean is None or base.dev_mean is None or node.dev_mean >= base.dev_mean
             status = "accepted" if better else "rejected"
-            node = ctx.store.update_node(node.id, status=status,
-                                         status_reason=f"{result.action}: dev {node.dev_mean} vs base {base.dev_mean}")
+            node = ctx.store.update_node(
+                node.id, status=status, status_reason=f"{result.action}: dev {node.dev_mean} vs base {base.dev_mean}"
+            )
         return node if node.status in KEPT_DECISIONS else base
 
     def _patch(self, ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow]) -> Node | None:
         """Diagnosis-patch then validation; each failed validation is an invalid node and a retry."""
         store, space = ctx.store, ctx.space
-        excluded = sorted({n.origin for n in store.nodes(run_id=ctx.run_id)
-                           if n.parent_id == parent.id and n.iteration < it.number})
-        logged = any(e.kind == "diagnosis.evidence" and e.payload.get("iteration") == it.number
-                     for e in store.events(run_id=ctx.run_id))
+        excluded = sorted(
+            {n.origin for n in store.nodes(run_id=ctx.run_id) if n.parent_id == parent.id and n.iteration < it.number}
+        )
+        logged = any(
+            e.kind == "diagnosis.evidence" and e.payload.get("iteration") == it.number
+            for e in store.events(run_id=ctx.run_id)
+        )
         if not logged:  # once per iteration, also when a resumed iteration diagnoses again
-            store.log_event("diagnosis.evidence", {"iteration": it.number,
-                                                   "trace_paths": [r.trace_path for r in before if r.trace_path]},
-                            run_id=ctx.run_id)
+            store.log_event(
+                "diagnosis.evidence",
+                {"iteration": it.number, "trace_paths": [r.trace_path for r in before if r.trace_path]},
+                run_id=ctx.run_id,
+            )
         node: Node | None = None
         for attempt in range(ctx.cfg.policies.max_patch_attempts):
             worktree = space.worktree(parent.commit, f"it{it.number}-a{attempt}")
             try:
-                result = ctx.backend.diagnose_patch(ctx.diagnosis_request(it, parent, worktree, before, attempt,
-                                                                          excluded))
+                result = ctx.backend.diagnose_patch(
+                    ctx.diagnosis_request(it, parent, worktree, before, attempt, excluded)
+                )
                 ctx.record_session("diagnosis_patch", result.stats, it.number, parent.id)
                 fault_point("session")
                 if result.status != "patched" or result.hypothesis is None:
-                    store.log_event("diagnosis.no_patch", {"iteration": it.number, "reason": result.reason},
-                                    run_id=ctx.run_id)
+                    store.log_event(
+                        "diagnosis.no_patch", {"iteration": it.number, "reason": result.reason}, run_id=ctx.run_id
+                    )
                     self.say(f"iter {it.number:>3} [{it.phase}] no patch: {result.reason}")
                     return node
                 hyp = result.hypothesis
@@ -205,22 +226,27 @@ class Optimizer:
         return node
 
     @staticmethod
-    def _validate(ctx: RunContext, it: Iteration, parent: str, commit: str, worktree: Path, origin: str,
-                  excluded: list[str]) -> list[str]:
+    def _validate(
+        ctx: RunContext, it: Iteration, parent: str, commit: str, worktree: Path, origin: str, excluded: list[str]
+    ) -> list[str]:
         files = ctx.space.changed_files(parent, commit)
         problems = ctx.space.check_change(parent, commit)
         kind = ctx.space.patch_kind(files)
         allowed = ctx.phases.allowed_kinds(it.phase)
-        if kind == "unclassified" or (kind == "mixed" and not {"capability", "steering"} <= set(allowed)) or (
-                kind in ("capability", "steering") and kind not in allowed):
+        if (
+            kind == "unclassified"
+            or (kind == "mixed" and not {"capability", "steering"} <= set(allowed))
+            or (kind in ("capability", "steering") and kind not in allowed)
+        ):
             problems.append(f"{kind} change not allowed in the {it.phase} phase (allowed: {', '.join(allowed)})")
         if origin in excluded:
             problems.append(f"excluded mutation: {origin}")
         return problems + ctx.space.validate(worktree, parent)
 
     @staticmethod
-    def _candidate_node(ctx: RunContext, it: Iteration, parent: Node, commit: str, hypothesis: dict[str, object],
-                        problems: list[str]) -> Node:
+    def _candidate_node(
+        ctx: RunContext, it: Iteration, parent: Node, commit: str, hypothesis: dict[str, object], problems: list[str]
+    ) -> Node:
         store, space = ctx.store, ctx.space
         existing = store.node_by_commit(commit, run_id=ctx.run_id)
         if existing is not None and existing.parent_id == parent.id:
@@ -228,18 +254,34 @@ class Optimizer:
         files = space.changed_files(parent.commit, commit)
         added, removed = space.numstat(space.baseline_commit(), commit)
         with store.transaction():
-            node = store.add_node(ctx.run_id, commit, parent.id, it.number, it.phase, space.patch_kind(files),
-                                  str(hypothesis.get("origin", "patch")),
-                                  status="invalid" if problems else "pending", status_reason="; ".join(problems),
-                                  hypothesis=hypothesis, lines_changed=added + removed)
+            node = store.add_node(
+                ctx.run_id,
+                commit,
+                parent.id,
+                it.number,
+                it.phase,
+                space.patch_kind(files),
+                str(hypothesis.get("origin", "patch")),
+                status="invalid" if problems else "pending",
+                status_reason="; ".join(problems),
+                hypothesis=hypothesis,
+                lines_changed=added + removed,
+            )
             fault_point("write")
             a, r = space.numstat(parent.commit, commit)
             store.add_edge(ctx.run_id, parent.id, node.id, "patch", space.diff(parent.commit, commit), files, a, r)
         return node
 
     @staticmethod
-    def _reflect(ctx: RunContext, it: Iteration, parent: Node, cand: Node, decision: str,
-                 before: list[RolloutRow], after: list[RolloutRow]) -> None:
+    def _reflect(
+        ctx: RunContext,
+        it: Iteration,
+        parent: Node,
+        cand: Node,
+        decision: str,
+        before: list[RolloutRow],
+        after: list[RolloutRow],
+    ) -> None:
         store = ctx.store
         edge = store.edge_between(parent.id, cand.id)
         if store.lessons(edge_id=edge.id):
@@ -249,8 +291,16 @@ class Optimizer:
         groups: dict[str, list[str]] = {"fixed": [], "regressed": [], "still_failing": [], "still_passing": []}
         with store.transaction():
             for lesson in result.lessons:
-                store.add_lesson(ctx.run_id, lesson.category, lesson.attribution, lesson.text, node_id=cand.id,
-                                 edge_id=edge.id, iteration=it.number, task_id=lesson.task_id)
+                store.add_lesson(
+                    ctx.run_id,
+                    lesson.category,
+                    lesson.attribution,
+                    lesson.text,
+                    node_id=cand.id,
+                    edge_id=edge.id,
+                    iteration=it.number,
+                    task_id=lesson.task_id,
+                )
                 fault_point("reflect")
                 if lesson.task_id and lesson.category in groups:
                     groups[lesson.category].append(lesson.task_id)
@@ -260,6 +310,11 @@ class Optimizer:
     def _finish_iteration(ctx: RunContext, it: Iteration, decision: str, cand: Node | None, stalls: int) -> None:
         kept = decision in KEPT_DECISIONS
         ctx.best()
-        ctx.store.update_iteration(it.id, decision=decision, candidate_id=cand.id if cand else None,
-                                   stall_count=0 if kept else stalls + 1, step="done",
-                                   finished_at=ctx.store.clock())
+        ctx.store.update_iteration(
+            it.id,
+            decision=decision,
+            candidate_id=cand.id if cand else None,
+            stall_count=0 if kept else stalls + 1,
+            step="done",
+            finished_at=ctx.store.clock(),
+        )

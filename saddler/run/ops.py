@@ -11,7 +11,8 @@ from saddler.errors import RunStateError
 from saddler.reporting.progress import make_progress
 from saddler.run.context import open_context
 from saddler.run.folder import RunPaths
-from saddler.run.outcomes import pass_at_1, split_seeds
+from saddler.run.outcomes import split_seeds
+from saddler.scoring import pass_at_1
 
 
 def evaluate_node(run_dir: Path, node_id: int, split: str, runs: int, quiet: bool = False) -> dict[str, Any]:
@@ -23,9 +24,15 @@ def evaluate_node(run_dir: Path, node_id: int, split: str, runs: int, quiet: boo
         try:
             node = store.get_node(node_id)
             rows = ctx.evaluator.evaluate(node, ctx.tasks[split], split, split_seeds(cfg.seed, split, runs))
-            mean, std, per_run = pass_at_1(rows)
-            return {"node_id": node_id, "split": split, "mean": mean, "std": std, "runs": per_run,
-                    "executed": ctx.evaluator.executed_count}
+            score = pass_at_1(rows)
+            return {
+                "node_id": node_id,
+                "split": split,
+                "mean": score.mean,
+                "std": score.std,
+                "runs": list(score.per_run),
+                "executed": ctx.evaluator.executed_count,
+            }
         finally:
             ctx.executor.close()
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable
-from statistics import mean, pstdev
 
 from evodag.models import RolloutRow
 from saddler.benchmark import Task
@@ -43,10 +42,22 @@ def evidence(rows: Iterable[RolloutRow], tasks: dict[str, Task]) -> list[TaskEvi
         if r.split != "train":
             raise ValueError(f"rollout {r.id} is on {r.split}: only train evidence may reach diagnosis")
         task = tasks.get(r.task_id)
-        out.append(TaskEvidence(task_id=r.task_id, group=task.group if task else r.task_group,
-                                family=task.family if task else "", repetition=r.repetition, seed=r.seed,
-                                score=r.score, passed=r.passed, disposition=r.disposition, rationale=r.rationale,
-                                trace_path=r.trace_path, failure_file=r.failure_file, error_tail=r.error_tail))
+        out.append(
+            TaskEvidence(
+                task_id=r.task_id,
+                group=task.group if task else r.task_group,
+                family=task.family if task else "",
+                repetition=r.repetition,
+                seed=r.seed,
+                score=r.score,
+                passed=r.passed,
+                disposition=r.disposition,
+                rationale=r.rationale,
+                trace_path=r.trace_path,
+                failure_file=r.failure_file,
+                error_tail=r.error_tail,
+            )
+        )
     return out
 
 
@@ -54,25 +65,20 @@ def transitions(before: Iterable[RolloutRow], after: Iterable[RolloutRow]) -> li
     b, a = by_task(before), by_task(after)
     out = []
     for task in sorted(set(b) & set(a)):
-        out.append(TaskTransition(
-            task_id=task,
-            before=[r.passed for r in b[task]], after=[r.passed for r in a[task]],
-            before_scores=[r.score for r in b[task]], after_scores=[r.score for r in a[task]],
-            before_failure_files=sorted({r.failure_file for r in b[task] if r.failure_file and not r.passed}),
-            after_failure_files=sorted({r.failure_file for r in a[task] if r.failure_file and not r.passed}),
-            before_trace_paths=[r.trace_path for r in b[task] if r.trace_path],
-            after_trace_paths=[r.trace_path for r in a[task] if r.trace_path],
-        ))
+        out.append(
+            TaskTransition(
+                task_id=task,
+                before=[r.passed for r in b[task]],
+                after=[r.passed for r in a[task]],
+                before_scores=[r.score for r in b[task]],
+                after_scores=[r.score for r in a[task]],
+                before_failure_files=sorted({r.failure_file for r in b[task] if r.failure_file and not r.passed}),
+                after_failure_files=sorted({r.failure_file for r in a[task] if r.failure_file and not r.passed}),
+                before_trace_paths=[r.trace_path for r in b[task] if r.trace_path],
+                after_trace_paths=[r.trace_path for r in a[task] if r.trace_path],
+            )
+        )
     return out
-
-
-def pass_at_1(rows: Iterable[RolloutRow]) -> tuple[float, float, list[float]]:
-    """Pass@1 per repetition (mean `passed` over tasks), then their mean and population std."""
-    per_rep: dict[int, list[bool]] = defaultdict(list)
-    for r in rows:
-        per_rep[r.repetition].append(r.passed)
-    runs = [mean(v) for _, v in sorted(per_rep.items())] or [0.0]
-    return mean(runs), (pstdev(runs) if len(runs) > 1 else 0.0), runs
 
 
 def failing_tasks(rows: Iterable[RolloutRow]) -> list[str]:

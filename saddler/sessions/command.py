@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from saddler.agentcli import build_argv, parse_usage
 from saddler.errors import AuthenticationError, BackendError, ConfigError
 from saddler.sessions import common, guard
-from saddler.sessions.prompts import fill, render, render_system
+from saddler.sessions.prompts import render, render_system
 from saddler.sessions.schema import (
     DiagnosisRequest,
     Role,
@@ -81,70 +82,6 @@ def resolve_command(config: SessionConfig) -> tuple[str, str]:
     executable = Path(shlex.split(spec)[0]).name
     key = next((p.key_variable for name, p in PRESETS.items() if executable == name), "the agent's API key variable")
     return spec, key
-
-
-def build_argv(template: str, values: dict[str, str]) -> list[str]:
-    """Split `template` like a shell and fill placeholders inside each argument."""
-    try:
-        words = shlex.split(template)
-    except ValueError as exc:
-        raise ConfigError(f"sessions.command: cannot parse {template!r}: {exc}") from exc
-    return [fill(word, values, source="sessions.command") for word in words]
-
-
-def parse_usage(stdout: str) -> dict[str, Any]:
-    """Turns, tokens and cost from an agent's JSON / JSONL output (claude, codex, pi shapes); zeros if absent."""
-    usage: dict[str, Any] = {"turns": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "final": None}
-    for obj in _json_objects(stdout):
-        kind = obj.get("type")
-        if "total_cost_usd" in obj or kind == "result":  # claude -p --output-format json
-            u = obj.get("usage") or {}
-            usage["cost_usd"] += float(obj.get("total_cost_usd") or 0.0)
-            usage["turns"] += int(obj.get("num_turns") or 0)
-            usage["tokens_in"] += sum(
-                int(u.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-            )
-            usage["tokens_out"] += int(u.get("output_tokens") or 0)
-            usage["final"] = obj
-        elif kind == "turn.completed":  # codex exec --json
-            u = obj.get("usage") or {}
-            usage["turns"] += 1
-            usage["tokens_in"] += int(u.get("input_tokens") or 0)
-            usage["tokens_out"] += int(u.get("output_tokens") or 0)
-        elif kind == "message_end" and isinstance(obj.get("message"), dict):  # pi --mode json
-            message = obj["message"]
-            u = message.get("usage") or {}
-            if message.get("role") == "assistant":
-                usage["turns"] += 1
-                usage["tokens_in"] += int(u.get("input") or 0) + int(u.get("cacheRead") or 0)
-                usage["tokens_out"] += int(u.get("output") or 0)
-                cost = u.get("cost")
-                usage["cost_usd"] += float(cost.get("total") or 0.0) if isinstance(cost, dict) else 0.0
-    usage["cost_usd"] = round(usage["cost_usd"], 6)
-    return usage
-
-
-def _json_objects(stdout: str) -> list[dict[str, Any]]:
-    text = stdout.strip()
-    try:
-        whole = json.loads(text) if text else None
-    except json.JSONDecodeError:
-        whole = None
-    if isinstance(whole, dict):
-        return [whole]
-    if isinstance(whole, list):
-        return [o for o in whole if isinstance(o, dict)]
-    objects = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(obj, dict):
-                objects.append(obj)
-    return objects
 
 
 @dataclass
@@ -225,8 +162,9 @@ class CommandBackend(common.LLMSessionBackend):
         base = transcript_file.with_suffix("")
         prompt_file, result_file = Path(f"{base}.prompt.md"), Path(f"{base}.result.json")
         web = self.web_search(role, request)
-        prompt = render(role, request, self.config.prompts, result_file=str(result_file), web_search=web,
-                        base_dir=self.run_dir)
+        prompt = render(
+            role, request, self.config.prompts, result_file=str(result_file), web_search=web, base_dir=self.run_dir
+        )
         prompt_file.write_text(prompt, encoding="utf-8")
         argv = self.argv_for(role, request, prompt, prompt_file, result_file)
         self.last_argv = argv

@@ -28,7 +28,6 @@ from saddler.sessions.schema import (
     ReflectionRequest,
     ReflectionResult,
     Role,
-    SessionBackend,
     SessionStats,
 )
 
@@ -213,12 +212,15 @@ def with_retries(
             attempt += 1
 
 
-class LLMSessionBackend(SessionBackend):
+class LLMSessionBackend:
     """Shared shape of the LLM backends: each session kind is one `_session(role, request)` call.
 
     Diagnosis additionally undoes any commit the agent made itself (keeping its edits), so the loop
     commits and diffs the change, and checks the edit against the worktree (`finish_diagnosis`).
+    Implements `saddler.ports.SessionBackend`.
     """
+
+    name = "llm"
 
     def __init__(
         self,
@@ -240,8 +242,14 @@ class LLMSessionBackend(SessionBackend):
     def _session(self, role: Role, request: Request) -> Result:
         raise NotImplementedError
 
-    def _with_retries(self, role: Role, request: Request, stats: SessionStats, transcript: Transcript,
-                      attempt: Callable[[int], Result]) -> Result:
+    def _with_retries(
+        self,
+        role: Role,
+        request: Request,
+        stats: SessionStats,
+        transcript: Transcript,
+        attempt: Callable[[int], Result],
+    ) -> Result:
         """Run `attempt` with backoff on transient errors; exhausted retries make a failed result."""
 
         def on_retry(n: int, exc: Exception, delay: float) -> None:

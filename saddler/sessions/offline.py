@@ -33,24 +33,26 @@ from saddler.sessions.schema import (
     LessonOut,
     ReflectionRequest,
     ReflectionResult,
-    SessionBackend,
     SessionStats,
     TaskTransition,
 )
 
 
 def _stats(started: float, outcome: str = "ok") -> SessionStats:
-    return SessionStats(backend="offline", model="offline-rules", turns=1, duration_s=time.monotonic() - started,
-                        outcome=outcome)
+    return SessionStats(
+        backend="offline", model="offline-rules", turns=1, duration_s=time.monotonic() - started, outcome=outcome
+    )
 
 
 def _git_apply(worktree: Path, diff: str) -> str:
     """Apply `diff` in the worktree with a 3-way merge; '' on success, else the error (worktree reset)."""
-    proc = subprocess.run(["git", "apply", "--3way", "--whitespace=nowarn", "-"], cwd=worktree, input=diff,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "apply", "--3way", "--whitespace=nowarn", "-"], cwd=worktree, input=diff, capture_output=True, text=True
+    )
     if proc.returncode == 0:
-        unmerged = subprocess.run(["git", "diff", "--name-only", "--diff-filter=U"], cwd=worktree,
-                                  capture_output=True, text=True).stdout.strip()
+        unmerged = subprocess.run(
+            ["git", "diff", "--name-only", "--diff-filter=U"], cwd=worktree, capture_output=True, text=True
+        ).stdout.strip()
         if not unmerged:
             return ""
     subprocess.run(["git", "reset", "-q", "--hard"], cwd=worktree, capture_output=True)
@@ -58,7 +60,7 @@ def _git_apply(worktree: Path, diff: str) -> str:
     return (proc.stderr or proc.stdout or "conflict").strip().splitlines()[-1][:300]
 
 
-class OfflineBackend(SessionBackend):
+class OfflineBackend:
     """Deterministic rule-based sessions; see the module docstring."""
 
     name = "offline"
@@ -75,24 +77,34 @@ class OfflineBackend(SessionBackend):
         tasks_by_code: dict[str, set[str]] = {}
         files_by_code: dict[str, set[str]] = {}
         for ev in failing:
-            result = RolloutResult(task_id=ev.task_id, score=ev.score, passed=ev.passed, disposition=ev.disposition,
-                                   trace_path=ev.trace_path, rationale=ev.rationale, failure_file=ev.failure_file,
-                                   error_tail=ev.error_tail)
+            result = RolloutResult(
+                task_id=ev.task_id,
+                score=ev.score,
+                passed=ev.passed,
+                disposition=ev.disposition,
+                trace_path=ev.trace_path,
+                rationale=ev.rationale,
+                failure_file=ev.failure_file,
+                error_tail=ev.error_tail,
+            )
             for sym in self.benchmark.symptoms(result):
                 counts[sym.code] += 1
                 tasks_by_code.setdefault(sym.code, set()).add(ev.task_id)
                 if sym.file:
                     files_by_code.setdefault(sym.code, set()).add(sym.file)
         done = set(request.lineage_origins) | set(request.excluded)
-        allowed = [p for p in self._bank if p.kind in request.allowed_kinds and f"bank:{p.id}" not in done
-                   and p.id not in done]
+        allowed = [
+            p for p in self._bank if p.kind in request.allowed_kinds and f"bank:{p.id}" not in done and p.id not in done
+        ]
         rng = random.Random(f"{self.seed}:diagnosis:{request.iteration}:{request.attempt}")
         scored = [(sum(counts[c] for c in p.symptoms), rng.random(), p) for p in allowed]
         ranked = sorted((s for s in scored if s[0] > 0 or request.exploration), key=lambda s: (-s[0], s[1]))
         if not ranked:
             seen = ", ".join(f"{c}×{n}" for c, n in counts.most_common()) or "none"
-            reason = (f"no bank patch left for phase {request.phase} (allowed kinds {request.allowed_kinds}) "
-                      f"matching the symptoms seen ({seen}); {len(failing)} failing task(s)")
+            reason = (
+                f"no bank patch left for phase {request.phase} (allowed kinds {request.allowed_kinds}) "
+                f"matching the symptoms seen ({seen}); {len(failing)} failing task(s)"
+            )
             return DiagnosisResult(status="no_patch", reason=reason, stats=_stats(started, "no_patch"))
         errors = []
         for _score, _, patch in ranked:
@@ -102,17 +114,30 @@ class OfflineBackend(SessionBackend):
                 continue
             matched = [c for c in patch.symptoms if counts[c]]
             targets = sorted(set().union(*(tasks_by_code.get(c, set()) for c in matched))) if matched else []
-            seen = "; ".join(
-                f"{c} in {counts[c]} failing task(s) ({', '.join(sorted(files_by_code.get(c, set()))) or 'no file'})"
-                for c in matched
-            ) or "no matching symptom: exploring an untried patch after a plateau"
-            hyp = Hypothesis(target_tasks=targets, diagnosis=seen, plan=patch.description, patch_kind=patch.kind,
-                             subtype=patch.subtype, files=list(patch.files), origin=f"bank:{patch.id}",
-                             symptoms=matched)
-            return DiagnosisResult(status="patched", hypothesis=hyp, reason="; ".join(errors),
-                                   stats=_stats(started))
-        return DiagnosisResult(status="no_patch", reason="no candidate patch applies: " + "; ".join(errors)[:2000],
-                               stats=_stats(started, "no_patch"))
+            seen = (
+                "; ".join(
+                    f"{c} in {counts[c]} failing task(s) "
+                    f"({', '.join(sorted(files_by_code.get(c, set()))) or 'no file'})"
+                    for c in matched
+                )
+                or "no matching symptom: exploring an untried patch after a plateau"
+            )
+            hyp = Hypothesis(
+                target_tasks=targets,
+                diagnosis=seen,
+                plan=patch.description,
+                patch_kind=patch.kind,
+                subtype=patch.subtype,
+                files=list(patch.files),
+                origin=f"bank:{patch.id}",
+                symptoms=matched,
+            )
+            return DiagnosisResult(status="patched", hypothesis=hyp, reason="; ".join(errors), stats=_stats(started))
+        return DiagnosisResult(
+            status="no_patch",
+            reason="no candidate patch applies: " + "; ".join(errors)[:2000],
+            stats=_stats(started, "no_patch"),
+        )
 
     # reflection ----------------------------------------------------------------------------------
     def reflect(self, request: ReflectionRequest) -> ReflectionResult:
@@ -123,16 +148,20 @@ class OfflineBackend(SessionBackend):
         regressed = sum(1 for lesson in lessons if lesson.category == "regressed")
         dev = ""
         if request.candidate_dev_mean is not None:
-            dev = (f"; dev {request.parent_dev_mean if request.parent_dev_mean is not None else float('nan'):.3f}"
-                   f" -> {request.candidate_dev_mean:.3f} (best {request.best_dev_mean or 0.0:.3f})")
+            dev = (
+                f"; dev {request.parent_dev_mean if request.parent_dev_mean is not None else float('nan'):.3f}"
+                f" -> {request.candidate_dev_mean:.3f} (best {request.best_dev_mean or 0.0:.3f})"
+            )
         origin = request.hypothesis.origin if request.hypothesis else "change"
         true_fix = sum(1 for lesson in lessons if lesson.attribution == "true_fix")
         true_reg = sum(1 for lesson in lessons if lesson.attribution == "true_regression")
         overall = "true_fix" if true_fix > true_reg else "true_regression" if true_reg > true_fix else "uncertain"
         if fixed == regressed == 0:
             overall = "uncertain"
-        summary = (f"{origin} {request.decision}: fixed {fixed}, regressed {regressed} "
-                   f"({true_fix} true fix, {true_reg} true regression){dev}")
+        summary = (
+            f"{origin} {request.decision}: fixed {fixed}, regressed {regressed} "
+            f"({true_fix} true fix, {true_reg} true regression){dev}"
+        )
         lessons.append(LessonOut(category="general", attribution=overall, text=summary))
         return ReflectionResult(lessons=lessons, summary=summary, stats=_stats(started))
 
@@ -140,8 +169,12 @@ class OfflineBackend(SessionBackend):
     def _task_lesson(t: TaskTransition, touched: set[str]) -> LessonOut:
         before = sum(t.before) * 2 > len(t.before)
         after = sum(t.after) * 2 > len(t.after)
-        category = {(False, True): "fixed", (True, False): "regressed", (False, False): "still_failing",
-                    (True, True): "still_passing"}[(before, after)]
+        category = {
+            (False, True): "fixed",
+            (True, False): "regressed",
+            (False, False): "still_failing",
+            (True, True): "still_passing",
+        }[(before, after)]
         consistent = len(set(t.before)) <= 1 and len(set(t.after)) <= 1
         if category == "fixed":
             where = set(t.before_failure_files)
@@ -157,8 +190,10 @@ class OfflineBackend(SessionBackend):
                 attribution = "true_fix" if category == "fixed" else "true_regression"
             else:
                 attribution = "stochastic"
-            text = (f"{t.task_id} {category}: failure point {', '.join(sorted(where)) or 'unknown'} "
-                    f"{'is' if in_diff else 'is not'} in the diff; repetitions {t.before} -> {t.after}")
+            text = (
+                f"{t.task_id} {category}: failure point {', '.join(sorted(where)) or 'unknown'} "
+                f"{'is' if in_diff else 'is not'} in the diff; repetitions {t.before} -> {t.after}"
+            )
         else:
             attribution = "uncertain"  # no transition: nothing to attribute
             text = f"{t.task_id} {category}: failure point {', '.join(sorted(where)) or 'none'}"
@@ -180,17 +215,26 @@ class OfflineBackend(SessionBackend):
             key = f"revert:{edge.edge_id}@{base.node_id}"
             if harmful and len(edge.true_regressions) >= len(edge.true_fixes) and key not in request.tried_actions:
                 return EvolutionResult(
-                    action="revert", parent_node_id=base.node_id, edge_ids=[edge.edge_id], stats=_stats(started),
+                    action="revert",
+                    parent_node_id=base.node_id,
+                    edge_ids=[edge.edge_id],
+                    stats=_stats(started),
                     rationale=f"revert edge {edge.edge_id} ({edge.origin}) on n{base.node_id}: true regressions "
-                    f"{edge.true_regressions} outweigh true fixes {edge.true_fixes}")
+                    f"{edge.true_regressions} outweigh true fixes {edge.true_fixes}",
+                )
         failing = set(request.failing_train_tasks.get(base.node_id, []))
         on_lineage = {e.edge_id for e in lineage}
         origins = {e.origin for e in lineage}
         picks: list[tuple[int, int, EdgeInfo]] = []
         for edge in request.edges:
             key = f"cherry_pick:{edge.edge_id}@{base.node_id}"
-            if (edge.edge_id in on_lineage or edge.kind != "patch" or edge.child_status not in ("accepted", "neutral")
-                    or edge.origin in origins or key in request.tried_actions):
+            if (
+                edge.edge_id in on_lineage
+                or edge.kind != "patch"
+                or edge.child_status not in ("accepted", "neutral")
+                or edge.origin in origins
+                or key in request.tried_actions
+            ):
                 continue
             cover = failing & set(edge.true_fixes)
             if cover and len(edge.true_regressions) < len(edge.true_fixes):
@@ -198,8 +242,11 @@ class OfflineBackend(SessionBackend):
         if picks:
             edge = sorted(picks, key=lambda p: (p[0], p[1]))[0][2]
             return EvolutionResult(
-                action="cherry_pick", parent_node_id=base.node_id, edge_ids=[edge.edge_id], stats=_stats(started),
+                action="cherry_pick",
+                parent_node_id=base.node_id,
+                edge_ids=[edge.edge_id],
+                stats=_stats(started),
                 rationale=f"cherry-pick edge {edge.edge_id} ({edge.origin}) onto n{base.node_id}: its true fixes "
-                f"{sorted(failing & set(edge.true_fixes))} still fail there")
-        return EvolutionResult(action=action, parent_node_id=base.node_id, rationale=why,
-                               stats=_stats(started))
+                f"{sorted(failing & set(edge.true_fixes))} still fail there",
+            )
+        return EvolutionResult(action=action, parent_node_id=base.node_id, rationale=why, stats=_stats(started))

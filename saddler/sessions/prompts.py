@@ -9,11 +9,11 @@ may use any subset of the same placeholders. Template names: `diagnosis_patch`,
 from __future__ import annotations
 
 import json
-import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from saddler.agentcli import fill
 from saddler.errors import ConfigError
 from saddler.sessions.schema import (
     DiagnosisRequest,
@@ -24,7 +24,6 @@ from saddler.sessions.schema import (
 )
 
 TEMPLATES = ("system", "diagnosis_patch", "diagnosis_patch_explore", "reflection", "evolution")
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([a-z_]+)\}")
 _MAX_DIFF_CHARS = 30_000
 _MAX_TAIL_CHARS = 400
 
@@ -65,26 +64,6 @@ def load_template(name: str, overrides: dict[str, str] | None = None, base_dir: 
             raise ConfigError(f"sessions.prompts.{name}: no such file {path} (fix the path or remove the entry)")
         return path.read_text(encoding="utf-8")
     return resources.files("saddler.sessions").joinpath("prompts", f"{name}.md").read_text(encoding="utf-8")
-
-
-def fill(template: str, values: dict[str, str], source: str = "template") -> str:
-    """Substitute `{name}` placeholders in one pass; an unknown name is a `ConfigError` listing known ones."""
-    unknown = sorted({m.group(1) for m in _PLACEHOLDER.finditer(template) if m.group(1) and m.group(1) not in values})
-    if unknown:
-        raise ConfigError(
-            f"{source}: unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)}; "
-            f"available: {', '.join(sorted(values))}"
-        )
-
-    def _sub(match: re.Match[str]) -> str:
-        token = match.group(0)
-        if token == "{{":
-            return "{"
-        if token == "}}":
-            return "}"
-        return values[match.group(1)]
-
-    return _PLACEHOLDER.sub(_sub, template)
 
 
 def output_instructions(result_file: str | None) -> str:

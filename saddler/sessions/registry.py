@@ -11,7 +11,7 @@ from saddler.errors import UnknownNameError
 if TYPE_CHECKING:
     from saddler.benchmark import Benchmark
     from saddler.config import SessionConfig
-    from saddler.sessions.schema import SessionBackend
+    from saddler.ports import SessionBackend
 
 BACKENDS: dict[str, str] = {
     "offline": "saddler.sessions.offline:OfflineBackend",

@@ -183,30 +183,13 @@ class EvolutionResult(_Model):
     stats: SessionStats
 
 
-class SessionBackend:
-    """Protocol-like base: one method per session kind; each returns a validated result.
-
-    Contract: a backend never raises for a bad session (budget, max turns, unparsable output):
-    it returns a result with status/outcome `failed:<reason>`. It raises `AuthenticationError`
-    when credentials are missing or rejected, and `BackendError` when it cannot run at all.
-    """
-
-    name: str = "base"
-
-    def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
-        raise NotImplementedError
-
-    def reflect(self, request: ReflectionRequest) -> ReflectionResult:
-        raise NotImplementedError
-
-    def evolve(self, request: EvolutionRequest) -> EvolutionResult:
-        raise NotImplementedError
-
-
 def result_schema(role: Role) -> dict[str, Any]:
     """JSON schema of the structured output an LLM session must produce for `role` (without stats)."""
     models: dict[str, type[BaseModel]] = {
-        "diagnosis_patch": DiagnosisResult, "reflection": ReflectionResult, "evolution": EvolutionResult}
+        "diagnosis_patch": DiagnosisResult,
+        "reflection": ReflectionResult,
+        "evolution": EvolutionResult,
+    }
     model = models[role]
     schema = model.model_json_schema()
     schema.get("properties", {}).pop("stats", None)

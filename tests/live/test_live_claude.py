@@ -32,8 +32,12 @@ def test_live_claude_backend_runs_all_three_sessions(tmp_path: Path) -> None:
     diag = backend.diagnose_patch(diagnosis_request(tmp_path / "run", wt))
     assert diag.stats.cost_usd > 0 and diag.stats.turns > 0
     assert diag.status in ("patched", "no_patch", "failed")
-    assert "eval/grader.py" not in subprocess.run(["git", "status", "--porcelain"], cwd=wt, capture_output=True,
-                                                  text=True, check=True).stdout
+    assert (
+        "eval/grader.py"
+        not in subprocess.run(
+            ["git", "status", "--porcelain"], cwd=wt, capture_output=True, text=True, check=True
+        ).stdout
+    )
     refl = backend.reflect(reflection_request(tmp_path / "run"))
     assert refl.stats.cost_usd > 0
     evo = backend.evolve(evolution_request(tmp_path / "run"))
@@ -42,8 +46,9 @@ def test_live_claude_backend_runs_all_three_sessions(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("claude") is None, reason="the claude CLI is not on PATH")
 def test_live_command_backend_with_the_claude_preset(tmp_path: Path) -> None:
-    backend = CommandBackend(SessionConfig(backend="command", command="claude", **CHEAP), benchmark=None,
-                             run_dir=tmp_path / "run", seed=0)
+    backend = CommandBackend(
+        SessionConfig(backend="command", command="claude", **CHEAP), benchmark=None, run_dir=tmp_path / "run", seed=0
+    )
     evo = backend.evolve(evolution_request(tmp_path / "run"))
     assert evo.stats.outcome in ("ok", "failed:unparsable_output", "failed:max_turns", "failed:budget")
     assert evo.stats.cost_usd > 0

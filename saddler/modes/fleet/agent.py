@@ -75,16 +75,22 @@ def build_prompt(paths: FleetPaths, iteration: int, discards: int, search: bool,
 
 def agent_argv(paths: FleetPaths, prompt: str, prompt_file: Path) -> list[str]:
     """The agent's argv: `config.command` when set, else the provider preset."""
-    from saddler.sessions.command import build_argv
+    from saddler.agentcli import build_argv
 
     cfg = paths.spec.config
     template = cfg.command or PRESETS[cfg.provider]
-    values = {"prompt": prompt, "prompt_file": str(prompt_file), "model": cfg.model,
-              "fallback_model": cfg.fallback_model, "budget": f"{cfg.budget_per_iter:g}",
-              "max_turns": str(cfg.max_turns), "max_turns_flag": ""}
+    values = {
+        "prompt": prompt,
+        "prompt_file": str(prompt_file),
+        "model": cfg.model,
+        "fallback_model": cfg.fallback_model,
+        "budget": f"{cfg.budget_per_iter:g}",
+        "max_turns": str(cfg.max_turns),
+        "max_turns_flag": "",
+    }
     argv = build_argv(template.replace("{max_turns_flag}", ""), values)
     if cfg.max_turns and not cfg.command and cfg.provider == "claude":
-        argv[argv.index("--"):argv.index("--")] = ["--max-turns", str(cfg.max_turns)]
+        argv[argv.index("--") : argv.index("--")] = ["--max-turns", str(cfg.max_turns)]
     return argv
 
 
@@ -100,19 +106,39 @@ def run_session(paths: FleetPaths, iteration: int, prompt: str, search: bool) ->
     argv = agent_argv(paths, prompt, prompt_file)
     if shutil.which(argv[0]) is None:
         raise BackendError(f"agent CLI {argv[0]!r} not found on PATH; install it or set config.command in fleet.json")
-    env = {**os.environ, FLEET_ENV: str(paths.root), "SADDLER_PROMPT_FILE": str(prompt_file),
-           "SADDLER_ITERATION": str(iteration), "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
-           f"{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        FLEET_ENV: str(paths.root),
+        "SADDLER_PROMPT_FILE": str(prompt_file),
+        "SADDLER_ITERATION": str(iteration),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
     started = time.monotonic()
     log = paths.session_log(iteration)
     stderr_path = log.with_suffix(".stderr")
     lines: list[str] = []
     with log.open("w", encoding="utf-8") as fh, stderr_path.open("w+", encoding="utf-8") as err_fh:
-        _log_line(fh, {"type": "saddler.prompt", "iteration": iteration, "search": search,
-                       "argv": [*argv[:-1], "<prompt>"], "prompt_file": str(prompt_file)})
+        _log_line(
+            fh,
+            {
+                "type": "saddler.prompt",
+                "iteration": iteration,
+                "search": search,
+                "argv": [*argv[:-1], "<prompt>"],
+                "prompt_file": str(prompt_file),
+            },
+        )
         fh.flush()
-        proc = subprocess.Popen(argv, cwd=paths.workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=err_fh, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=paths.workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err_fh,
+            text=True,
+            start_new_session=True,
+        )
         paths.agent_pid.write_text(str(proc.pid), encoding="utf-8")
         reader = threading.Thread(target=_stream, args=(proc, fh, lines), daemon=True)
         reader.start()
@@ -129,8 +155,9 @@ def run_session(paths: FleetPaths, iteration: int, prompt: str, search: bool) ->
         reader.join(timeout=10)
         err_fh.seek(0)
         err = err_fh.read()
-        _log_line(fh, {"type": "saddler.exit", "returncode": proc.returncode, "timed_out": timed_out,
-                       "stderr": err[-4000:]})
+        _log_line(
+            fh, {"type": "saddler.exit", "returncode": proc.returncode, "timed_out": timed_out, "stderr": err[-4000:]}
+        )
     stderr_path.unlink(missing_ok=True)
     return SessionRun(proc.returncode, "\n".join(lines), err, timed_out, time.monotonic() - started, log)
 

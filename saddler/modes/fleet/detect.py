@@ -63,8 +63,11 @@ def detect_eval_command(workdir: Path) -> Detection | None:
             return Detection(f"npm run {bench[0]}", f"package.json script {bench[0]}")
     for cfg in ("pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini"):
         path = workdir / cfg
-        if path.is_file() and "markers" in (text := path.read_text(encoding="utf-8", errors="replace")) \
-                and _PYTEST_MARK.search(text):
+        if (
+            path.is_file()
+            and "markers" in (text := path.read_text(encoding="utf-8", errors="replace"))
+            and _PYTEST_MARK.search(text)
+        ):
             return Detection("python3 -m pytest -m benchmark -q", f"pytest benchmark marker in {cfg}")
     for test in sorted(workdir.glob("test*/**/*.py")) + sorted(workdir.glob("test_*.py")):
         if _PYTEST_MARK.search(test.read_text(encoding="utf-8", errors="replace")):

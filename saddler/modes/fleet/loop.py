@@ -42,11 +42,14 @@ def next_session(paths: FleetPaths) -> dict[str, Any]:
     prompt = build_prompt(paths, n, discards, search, [r.line() for r in rows])
     argv = agent_argv(paths, prompt, paths.logs / f"prompt-iter-{n}.md")
     return {"iteration": n, "search": search, "argv": [*argv[:-1], "<prompt>"], "prompt": prompt}
+
+
 class FleetRun:
     """The fleet loop over one fleet root (see the module docstring). `sleep` is used while paused."""
 
-    def __init__(self, run_dir: Path, *, say: Say | None = None, sleep: Callable[[float], None] = time.sleep,
-                 poll_s: float = 5.0) -> None:
+    def __init__(
+        self, run_dir: Path, *, say: Say | None = None, sleep: Callable[[float], None] = time.sleep, poll_s: float = 5.0
+    ) -> None:
         self.paths = FleetPaths.open(run_dir)
         self.spec = self.paths.spec
         self.say: Say = say or (lambda _t: None)
@@ -62,27 +65,47 @@ class FleetRun:
                 paths.write_state(status="running", pid=os.getpid(), started_at=store.clock())
                 reason = self._loop(store, run_id)
                 best = store.get_run(run_id).best_node_id
-                store.update_run(run_id, status="finished", termination_reason=reason, finished_at=store.clock(),
-                                 best_node_id=best)
+                store.update_run(
+                    run_id, status="finished", termination_reason=reason, finished_at=store.clock(), best_node_id=best
+                )
                 return paths.write_state(status="finished", termination_reason=reason, pid=None)
             finally:
                 paths.pid.unlink(missing_ok=True)
 
     def _eval(self, iteration: int) -> tuple[EvalRun, int]:
         seed = random.Random(f"{self.spec.seed}:bench:{iteration}").randrange(2**31)  # fresh inputs every run
-        result = run_eval(self.spec.problem.eval_command, self.paths.workdir, seed, self.spec.problem.metric_regex,
-                          self.spec.problem.eval_timeout_s, {FLEET_ENV: str(self.paths.root)})
+        result = run_eval(
+            self.spec.problem.eval_command,
+            self.paths.workdir,
+            seed,
+            self.spec.problem.metric_regex,
+            self.spec.problem.eval_timeout_s,
+            {FLEET_ENV: str(self.paths.root)},
+        )
         (self.paths.logs / f"eval-iter-{iteration}.txt").write_text(
             f"$ {self.spec.problem.eval_command}  (SADDLER_BENCH_SEED={seed})\n{result.stdout}\n--- stderr ---\n"
-            f"{result.stderr}\n--- metric: {result.metric} {result.error}\n", encoding="utf-8")
+            f"{result.stderr}\n--- metric: {result.metric} {result.error}\n",
+            encoding="utf-8",
+        )
         return result, seed
 
     def _rollout(self, store: EvoDAG, run_id: int, node: Node, n: int, result: EvalRun, seed: int, ok: bool) -> None:
-        store.add_rollout(run_id=run_id, node_id=node.id, task_id="metric", split="train", seed=seed, repetition=0,
-                          score=result.metric if result.metric is not None else 0.0, passed=ok,
-                          disposition="success" if result.metric is not None else "task_failure",
-                          duration_s=round(result.duration_s, 3), error_tail=result.error, task_group="metric",
-                          trace_path=str(self.paths.logs / f"eval-iter-{n}.txt"), cache_key=f"fleet:{node.commit}:{n}")
+        store.add_rollout(
+            run_id=run_id,
+            node_id=node.id,
+            task_id="metric",
+            split="train",
+            seed=seed,
+            repetition=0,
+            score=result.metric if result.metric is not None else 0.0,
+            passed=ok,
+            disposition="success" if result.metric is not None else "task_failure",
+            duration_s=round(result.duration_s, 3),
+            error_tail=result.error,
+            task_group="metric",
+            trace_path=str(self.paths.logs / f"eval-iter-{n}.txt"),
+            cache_key=f"fleet:{node.commit}:{n}",
+        )
 
     def _baseline(self, store: EvoDAG, run_id: int) -> Node:
         """The node to continue from: the best kept one after a restart, else the freshly measured baseline."""
@@ -92,10 +115,13 @@ class FleetRun:
         head = run_git(["rev-parse", "HEAD"], self.paths.workdir)
         result, seed = self._eval(0)
         if result.metric is None:
-            raise RunStateError(f"the eval command fails on the baseline ({result.error}); fix "
-                                f"`{self.spec.problem.eval_command}` (see logs/eval-iter-0.txt) before running")
-        node = store.add_node(run_id, head, None, 0, "none", "baseline", "baseline", status="baseline",
-                              status_reason="baseline")
+            raise RunStateError(
+                f"the eval command fails on the baseline ({result.error}); fix "
+                f"`{self.spec.problem.eval_command}` (see logs/eval-iter-0.txt) before running"
+            )
+        node = store.add_node(
+            run_id, head, None, 0, "none", "baseline", "baseline", status="baseline", status_reason="baseline"
+        )
         node = store.update_node(node.id, batch_after=result.metric)
         self._rollout(store, run_id, node, 0, result, seed, True)
         store.update_run(run_id, baseline_node_id=node.id, best_node_id=node.id)
@@ -112,12 +138,19 @@ class FleetRun:
             for node in store.nodes(run_id, status="pending"):
                 store.update_node(node.id, status="invalid", status_reason="interrupted before its evaluation")
             store.update_iteration(current.id, decision="invalid", step="done", finished_at=store.clock())
-            tsv.append_result(self.paths.results, tsv.ResultRow(
-                run_git(["rev-parse", "--short=7", "HEAD"], self.paths.workdir), 0.0, "crash",
-                f"interrupted experiment {current.number}"))
+            tsv.append_result(
+                self.paths.results,
+                tsv.ResultRow(
+                    run_git(["rev-parse", "--short=7", "HEAD"], self.paths.workdir),
+                    0.0,
+                    "crash",
+                    f"interrupted experiment {current.number}",
+                ),
+            )
             store.log_event("fleet.recovered", {"iteration": current.number, "reset_to": best.commit}, run_id=run_id)
-        if run_git(["rev-parse", "HEAD"], self.paths.workdir) != best.commit or run_git(["status", "--porcelain"],
-                                                                                   self.paths.workdir):
+        if run_git(["rev-parse", "HEAD"], self.paths.workdir) != best.commit or run_git(
+            ["status", "--porcelain"], self.paths.workdir
+        ):
             run_git(["reset", "-q", "--hard", best.commit], self.paths.workdir)
         return best
 
@@ -142,22 +175,34 @@ class FleetRun:
             search = self.spec.search.enabled and discards >= self.spec.search.plateau_threshold
             current = self._experiment(store, run_id, done + 1, current, rows, discards, search)
 
-    def _experiment(self, store: EvoDAG, run_id: int, n: int, parent: Node, rows: list[tsv.ResultRow],
-                    discards: int, search: bool) -> Node:
+    def _experiment(
+        self, store: EvoDAG, run_id: int, n: int, parent: Node, rows: list[tsv.ResultRow], discards: int, search: bool
+    ) -> Node:
         wd, direction = self.paths.workdir, self.spec.problem.metric_direction
-        it = store.start_iteration(run_id, n, 0, ["metric"], phase="none", parent_id=parent.id, exploration=search,
-                                   stall_count=discards)
+        it = store.start_iteration(
+            run_id, n, 0, ["metric"], phase="none", parent_id=parent.id, exploration=search, stall_count=discards
+        )
         self.paths.write_state(iteration=n, search=search)
         prompt = build_prompt(self.paths, n, discards, search, [r.line() for r in rows])
         session = run_session(self.paths, n, prompt, search)
-        from saddler.sessions.command import parse_usage
+        from saddler.agentcli import parse_usage
 
         usage = parse_usage(session.stdout)
-        store.add_session(run_id, "diagnosis_patch", self.spec.config.provider, iteration=n, node_id=parent.id,
-                          model=self.spec.config.model, turns=usage["turns"], tokens_in=usage["tokens_in"],
-                          tokens_out=usage["tokens_out"], cost_usd=usage["cost_usd"],
-                          duration_s=round(session.duration_s, 3), transcript_path=str(session.log_path),
-                          outcome="timeout" if session.timed_out else f"exit_{session.returncode}")
+        store.add_session(
+            run_id,
+            "diagnosis_patch",
+            self.spec.config.provider,
+            iteration=n,
+            node_id=parent.id,
+            model=self.spec.config.model,
+            turns=usage["turns"],
+            tokens_in=usage["tokens_in"],
+            tokens_out=usage["tokens_out"],
+            cost_usd=usage["cost_usd"],
+            duration_s=round(session.duration_s, 3),
+            transcript_path=str(session.log_path),
+            outcome="timeout" if session.timed_out else f"exit_{session.returncode}",
+        )
         self.paths.write_state(cost_usd=store.session_cost(run_id))
         desc = description(session.stdout)
         if run_git(["status", "--porcelain"], wd):
@@ -165,8 +210,10 @@ class FleetRun:
             run_git(["commit", "-q", "--no-verify", "-m", f"fleet it{n}: {desc or 'experiment'}"], wd)
         head = run_git(["rev-parse", "HEAD"], wd)
         if head == parent.commit:
-            tsv.append_result(self.paths.results, tsv.ResultRow(head[:7], 0.0, "discard",
-                                                                f"no change: {desc or 'the agent changed nothing'}"))
+            tsv.append_result(
+                self.paths.results,
+                tsv.ResultRow(head[:7], 0.0, "discard", f"no change: {desc or 'the agent changed nothing'}"),
+            )
             store.update_iteration(it.id, decision="no_patch", step="done", finished_at=store.clock())
             self.say(f"iter {n}: no change")
             return parent
@@ -181,8 +228,9 @@ class FleetRun:
         origin = "search" if search else "agent"
         hyp = {"diagnosis": desc, "plan": desc, "patch_kind": "mixed", "origin": origin, "files": files}
         with store.transaction():
-            node = store.add_node(run_id, head, parent.id, n, "none", "mixed", origin, hypothesis=hyp,
-                                  lines_changed=added + removed)
+            node = store.add_node(
+                run_id, head, parent.id, n, "none", "mixed", origin, hypothesis=hyp, lines_changed=added + removed
+            )
             store.add_edge(run_id, parent.id, node.id, "patch", diff, files, added, removed)
         result, seed = self._eval(n)
         best = parent.batch_after
@@ -190,18 +238,36 @@ class FleetRun:
         status = "keep" if keep else ("crash" if result.metric is None else "discard")
         if not keep:
             run_git(["reset", "-q", "--hard", parent.commit], wd)
-        reason = f"metric {best} -> {result.metric} ({direction}): {status}" + (f"; {result.error}" if
-                                                                                 result.error else "")
-        node = store.update_node(node.id, status={"keep": "accepted", "discard": "rejected", "crash": "invalid"}[
-            status], status_reason=reason, batch_before=best, batch_after=result.metric)
+        reason = f"metric {best} -> {result.metric} ({direction}): {status}" + (
+            f"; {result.error}" if result.error else ""
+        )
+        node = store.update_node(
+            node.id,
+            status={"keep": "accepted", "discard": "rejected", "crash": "invalid"}[status],
+            status_reason=reason,
+            batch_before=best,
+            batch_after=result.metric,
+        )
         self._rollout(store, run_id, node, n, result, seed, keep)
         edge = store.edge_between(parent.id, node.id)
-        store.add_lesson(run_id, "fixed" if keep else ("regressed" if status == "discard" else "general"),
-                         "uncertain", f"iteration {n}: {desc}: {reason}", node_id=node.id, edge_id=edge.id,
-                         iteration=n, task_id="metric")
+        store.add_lesson(
+            run_id,
+            "fixed" if keep else ("regressed" if status == "discard" else "general"),
+            "uncertain",
+            f"iteration {n}: {desc}: {reason}",
+            node_id=node.id,
+            edge_id=edge.id,
+            iteration=n,
+            task_id="metric",
+        )
         store.set_edge_transitions(edge.id, ["metric"] if keep else [], [] if keep else ["metric"], [], [])
-        store.update_iteration(it.id, candidate_id=node.id, decision="accepted" if keep else (
-            "rejected" if status == "discard" else "invalid"), step="done", finished_at=store.clock())
+        store.update_iteration(
+            it.id,
+            candidate_id=node.id,
+            decision="accepted" if keep else ("rejected" if status == "discard" else "invalid"),
+            step="done",
+            finished_at=store.clock(),
+        )
         tsv.append_result(self.paths.results, tsv.ResultRow(head[:7], result.metric or 0.0, status, desc))
         self.say(f"iter {n}{' [search]' if search else ''}: {status} {result.metric} ({desc})")
         if keep:

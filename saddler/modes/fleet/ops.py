@@ -76,8 +76,10 @@ def render_status(info: dict[str, Any]) -> str:
 def _event_text(obj: dict[str, Any]) -> list[str]:
     kind = obj.get("type", "")
     if kind == "saddler.prompt":
-        return [f"[prompt] iteration {obj.get('iteration')}{' (search)' if obj.get('search') else ''}: "
-                f"{obj.get('prompt_file', '')}"]
+        return [
+            f"[prompt] iteration {obj.get('iteration')}{' (search)' if obj.get('search') else ''}: "
+            f"{obj.get('prompt_file', '')}"
+        ]
     if kind == "saddler.exit":
         tail = str(obj.get("stderr", "")).strip().splitlines()[-1:] or [""]
         return [f"[exit] code {obj.get('returncode')}{' (timed out)' if obj.get('timed_out') else ''} {tail[0]}"]
@@ -90,11 +92,16 @@ def _event_text(obj: dict[str, Any]) -> list[str]:
                 out.append(f"[tool] {part.get('name')} {json.dumps(part.get('input', {}), ensure_ascii=False)[:200]}")
         return out
     if kind == "user" and isinstance(obj.get("message"), dict):
-        return [f"[tool result] {str(p.get('content', ''))[:200]}" for p in obj["message"].get("content") or []
-                if isinstance(p, dict) and p.get("type") == "tool_result"]
+        return [
+            f"[tool result] {str(p.get('content', ''))[:200]}"
+            for p in obj["message"].get("content") or []
+            if isinstance(p, dict) and p.get("type") == "tool_result"
+        ]
     if kind == "result":
-        return [f"[result] {obj.get('subtype', '')} turns={obj.get('num_turns', 0)} "
-                f"cost=${float(obj.get('total_cost_usd') or 0):.2f}: {str(obj.get('result', ''))[:300]}"]
+        return [
+            f"[result] {obj.get('subtype', '')} turns={obj.get('num_turns', 0)} "
+            f"cost=${float(obj.get('total_cost_usd') or 0):.2f}: {str(obj.get('result', ''))[:300]}"
+        ]
     if kind == "text":
         return [str(obj.get("text", ""))]
     return [f"[{kind or 'event'}] {json.dumps(obj, ensure_ascii=False)[:200]}"]
@@ -112,8 +119,10 @@ def view(paths: FleetPaths, which: str) -> str:
             raise RunStateError(f"iteration must be a number or 'latest', not {which!r}")
         path = paths.session_log(int(which))
         if not path.is_file():
-            raise RunStateError(f"no session log for iteration {which}; iterations logged: "
-                                f"{', '.join(p.stem.rsplit('-', 1)[1] for p in logs)}")
+            raise RunStateError(
+                f"no session log for iteration {which}; iterations logged: "
+                f"{', '.join(p.stem.rsplit('-', 1)[1] for p in logs)}"
+            )
     out = [f"== {path.name}"]
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
@@ -125,8 +134,14 @@ def view(paths: FleetPaths, which: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def follow(paths: FleetPaths, which: str, emit: Callable[[str], None], sleep: Callable[[float], None] = time.sleep,
-           poll_s: float = 1.0, idle_limit: int = 0) -> None:
+def follow(
+    paths: FleetPaths,
+    which: str,
+    emit: Callable[[str], None],
+    sleep: Callable[[float], None] = time.sleep,
+    poll_s: float = 1.0,
+    idle_limit: int = 0,
+) -> None:
     """Print iteration `which`'s events as they are logged until its `saddler.exit` event (or, with
     `idle_limit`, after that many empty polls)."""
     view(paths, which)  # the same errors for an unknown iteration
@@ -173,10 +188,17 @@ def report(paths: FleetPaths) -> str:
     out += [f"| `{r.commit}` | {r.metric:g} | {r.description} |" for r in rows if r.status == "keep"]
     out += ["", "## All experiments", "", "| # | Commit | Metric | Status | Description |", "|---|---|---|---|---|"]
     out += [f"| {i} | `{r.commit}` | {r.metric:g} | {r.status} | {r.description} |" for i, r in enumerate(rows)]
-    searches = [p for p in sorted(paths.logs.glob("session-iter-*.jsonl")) if '"search": true' in
-                p.read_text(encoding="utf-8").splitlines()[0]]
-    out += ["", f"Search prompts (plateau >= {spec.search.plateau_threshold}): "
-            f"{', '.join(p.stem.rsplit('-', 1)[1] for p in searches) or 'none'}", ""]
+    searches = [
+        p
+        for p in sorted(paths.logs.glob("session-iter-*.jsonl"))
+        if '"search": true' in p.read_text(encoding="utf-8").splitlines()[0]
+    ]
+    out += [
+        "",
+        f"Search prompts (plateau >= {spec.search.plateau_threshold}): "
+        f"{', '.join(p.stem.rsplit('-', 1)[1] for p in searches) or 'none'}",
+        "",
+    ]
     return "\n".join(out)
 
 

@@ -18,8 +18,21 @@ from saddler.modes.fleet.detect import detect_eval_command, write_bench_script
 from saddler.run.folder import render_run_toml
 
 IDENTITY = ["-c", "user.name=saddler", "-c", "user.email=saddler@localhost", "-c", "commit.gpgsign=false"]
-EXCLUDES = ("logs/", ".orch-state.json", ".orch-state.tmp", ".paused", ".orch.pid", ".agent.pid", ".lock",
-            "evodag.sqlite", "evodag.sqlite-*", "saddler.toml", "report.md", "__pycache__/", "*.pyc")
+EXCLUDES = (
+    "logs/",
+    ".orch-state.json",
+    ".orch-state.tmp",
+    ".paused",
+    ".orch.pid",
+    ".agent.pid",
+    ".lock",
+    "evodag.sqlite",
+    "evodag.sqlite-*",
+    "saddler.toml",
+    "report.md",
+    "__pycache__/",
+    "*.pyc",
+)
 DEFAULT_PROGRAM = """# autoresearch: {name}
 
 ## Setup
@@ -55,8 +68,10 @@ def init_fleet(run_dir: Path, fleet_json: Path, *, bench_target: str | None = No
     problem = raw.setdefault("problem", {})
     if spec.problem.workdir and not Path(spec.problem.workdir).expanduser().is_absolute():
         problem["workdir"] = str((fleet_json.parent / spec.problem.workdir).resolve())
-    paths = FleetPaths(root, spec.model_copy(update={"problem": spec.problem.model_copy(
-        update={"workdir": problem.get("workdir", "")})}))
+    paths = FleetPaths(
+        root,
+        spec.model_copy(update={"problem": spec.problem.model_copy(update={"workdir": problem.get("workdir", "")})}),
+    )
     if not paths.workdir.is_dir():
         raise ConfigError(f"problem.workdir {paths.workdir} is not a folder")
     if paths.program_md() is None:
@@ -65,17 +80,25 @@ def init_fleet(run_dir: Path, fleet_json: Path, *, bench_target: str | None = No
         if source.is_file():
             shutil.copyfile(source, target)
         else:
-            target.write_text(DEFAULT_PROGRAM.format(name=spec.fleet_name, results=spec.problem.results_file,
-                                                     eval=spec.problem.eval_command or "the eval command",
-                                                     direction=spec.problem.metric_direction), encoding="utf-8")
+            target.write_text(
+                DEFAULT_PROGRAM.format(
+                    name=spec.fleet_name,
+                    results=spec.problem.results_file,
+                    eval=spec.problem.eval_command or "the eval command",
+                    direction=spec.problem.metric_direction,
+                ),
+                encoding="utf-8",
+            )
     written: list[str] = []
     if not spec.problem.eval_command:
         found = detect_eval_command(paths.workdir)
         if found is None:
             if not bench_target:
-                raise ConfigError("fleet.json has no problem.eval_command and no benchmark was found (Makefile "
-                                  "bench/benchmark/perf, package.json bench*, pytest -m benchmark, bench/): pass "
-                                  "--bench-target CMD to have saddler write bench.py timing CMD")
+                raise ConfigError(
+                    "fleet.json has no problem.eval_command and no benchmark was found (Makefile "
+                    "bench/benchmark/perf, package.json bench*, pytest -m benchmark, bench/): pass "
+                    "--bench-target CMD to have saddler write bench.py timing CMD"
+                )
             found = write_bench_script(paths.workdir, bench_target)
             written.append(found.command.split()[-1])
         problem["eval_command"] = found.command
@@ -85,8 +108,11 @@ def init_fleet(run_dir: Path, fleet_json: Path, *, bench_target: str | None = No
     _prepare_git(paths.workdir, written)
     tsv.ensure_results(paths.results)
     paths.logs.mkdir(parents=True, exist_ok=True)
-    options = {"eval_command": paths.spec.problem.eval_command, "metric_regex": paths.spec.problem.metric_regex,
-               "metric_direction": paths.spec.problem.metric_direction}
+    options = {
+        "eval_command": paths.spec.problem.eval_command,
+        "metric_regex": paths.spec.problem.metric_regex,
+        "metric_direction": paths.spec.problem.metric_direction,
+    }
     (root / "saddler.toml").write_text(render_run_toml({
         "name": paths.spec.fleet_name, "seed": paths.spec.seed, "benchmark": "command",
         "harness": os.path.relpath(paths.workdir, root), "benchmark_options": options,
@@ -98,8 +124,15 @@ def init_fleet(run_dir: Path, fleet_json: Path, *, bench_target: str | None = No
         try:
             store.get_run()
         except UnknownRunError:
-            store.create_run({"name": paths.spec.fleet_name, "mode": "fleet", "benchmark": "command",
-                              "fleet": paths.spec.model_dump()}, paths.spec.seed)
+            store.create_run(
+                {
+                    "name": paths.spec.fleet_name,
+                    "mode": "fleet",
+                    "benchmark": "command",
+                    "fleet": paths.spec.model_dump(),
+                },
+                paths.spec.seed,
+            )
     if not paths.state.is_file():
         paths.write_state(status="initialized", iteration=0, cost_usd=0.0)
     return paths
@@ -124,8 +157,10 @@ def _prepare_git(workdir: Path, written: list[str]) -> None:
         run_git(["commit", "-q", "--no-verify", "-m", message, "--", *written], workdir)
     if fresh or run_git(["status", "--porcelain"], workdir):
         if not fresh:
-            raise RunStateError(f"{workdir} has uncommitted changes; commit or stash them first (a discarded "
-                                "experiment is undone with git reset --hard)")
+            raise RunStateError(
+                f"{workdir} has uncommitted changes; commit or stash them first (a discarded "
+                "experiment is undone with git reset --hard)"
+            )
         run_git(["add", "-A"], workdir)
         run_git(["commit", "-q", "--no-verify", "--allow-empty", "-m", "fleet: baseline"], workdir)
 

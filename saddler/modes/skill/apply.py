@@ -23,9 +23,14 @@ class ApplyResult:
 
 def skill_diff(outcome: SkillOutcome) -> str:
     """Unified diff original -> final SKILL.md ('' when unchanged)."""
-    return "".join(difflib.unified_diff(outcome.original_text.splitlines(keepends=True),
-                                        outcome.best_text.splitlines(keepends=True),
-                                        "a/SKILL.md", "b/SKILL.md"))
+    return "".join(
+        difflib.unified_diff(
+            outcome.original_text.splitlines(keepends=True),
+            outcome.best_text.splitlines(keepends=True),
+            "a/SKILL.md",
+            "b/SKILL.md",
+        )
+    )
 
 
 def apply_best(outcome: SkillOutcome, choice: str) -> ApplyResult:
@@ -46,8 +51,10 @@ def apply_best(outcome: SkillOutcome, choice: str) -> ApplyResult:
     inside = git(["rev-parse", "--is-inside-work-tree"], path.parent, check=False)
     if inside.returncode != 0 or inside.stdout.strip() != "true":
         return ApplyResult("yes", True, message=f"replaced {path} (not a git repository: not committed)")
-    message = (f"autoresearch: {outcome.skill_name} SKILL.md pass rate {outcome.baseline_pass_rate:.2f} -> "
-               f"{outcome.final_pass_rate:.2f} ({outcome.kept} kept, {outcome.discarded} discarded)")
+    message = (
+        f"autoresearch: {outcome.skill_name} SKILL.md pass rate {outcome.baseline_pass_rate:.2f} -> "
+        f"{outcome.final_pass_rate:.2f} ({outcome.kept} kept, {outcome.discarded} discarded)"
+    )
     git(["add", "--", path.name], path.parent)
     git(["commit", "-q", "--no-verify", "-m", message, "--", path.name], path.parent)
     sha = git(["rev-parse", "HEAD"], path.parent).stdout.strip()

@@ -14,8 +14,10 @@ from saddler.errors import BackendError
 from saddler.modes.skill.mutator import Mutation, MutationState, failing_targets, focus_level
 from saddler.modes.skill.program import STRATEGY_TYPES
 
-TEMPLATE = ("claude -p --output-format json --model {model} --permission-mode acceptEdits "
-            "--allowedTools Read,Edit,Write -- {prompt}")
+TEMPLATE = (
+    "claude -p --output-format json --model {model} --permission-mode acceptEdits "
+    "--allowedTools Read,Edit,Write -- {prompt}"
+)
 PROMPT = """You improve a skill's SKILL.md (in the current folder) by autoresearch: ONE change only.
 Focus level: {level}. Failing assertions (id: description — grader evidence):
 {failing}
@@ -40,7 +42,7 @@ class ClaudeMutator:
         self.template, self.model, self.timeout_s = template, model, timeout_s
 
     def propose(self, state: MutationState) -> Mutation | None:
-        from saddler.sessions.command import build_argv
+        from saddler.agentcli import build_argv
 
         targets = failing_targets(state.results, state.program)
         failing = "\n".join(f"- {t.label}: {t.assertion.description} — {t.evidence}" for t in targets) or "- none"
@@ -48,17 +50,21 @@ class ClaudeMutator:
             folder = Path(tmp)
             (folder / "SKILL.md").write_text(state.skill_text, encoding="utf-8")
             result_file = folder / "hypothesis.json"
-            prompt = PROMPT.format(level=focus_level(state.results) or "all pass", failing=failing,
-                                   issues="; ".join(state.program.capability_issues) or "none",
-                                   strategies="; ".join(f"[{s.type}] {s.text}" for s in state.program.strategies)
-                                   or "none", tried="; ".join(sorted(state.skip)) or "none",
-                                   result_file=result_file.name)
+            prompt = PROMPT.format(
+                level=focus_level(state.results) or "all pass",
+                failing=failing,
+                issues="; ".join(state.program.capability_issues) or "none",
+                strategies="; ".join(f"[{s.type}] {s.text}" for s in state.program.strategies) or "none",
+                tried="; ".join(sorted(state.skip)) or "none",
+                result_file=result_file.name,
+            )
             argv = build_argv(self.template, {"prompt": prompt, "model": self.model})
             if shutil.which(argv[0]) is None:
                 raise BackendError(f"mutator CLI {argv[0]!r} not found on PATH; install it or use --backend offline")
             try:
-                subprocess.run(argv, cwd=folder, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                               timeout=self.timeout_s)
+                subprocess.run(
+                    argv, cwd=folder, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=self.timeout_s
+                )
             except subprocess.TimeoutExpired:
                 return None
             text = (folder / "SKILL.md").read_text(encoding="utf-8")
@@ -72,5 +78,12 @@ class ClaudeMutator:
         kind = kind if kind in STRATEGY_TYPES else "missing"
         plan = str(hyp.get("plan") or "agent edit")
         from_program = any(s.text in plan for s in state.program.strategies)
-        return Mutation(f"claude:{kind}:{plan[:120]}", kind, str(hyp.get("target", "")), str(hyp.get("analysis", "")),
-                        plan, text, source="program" if from_program else "claude")
+        return Mutation(
+            f"claude:{kind}:{plan[:120]}",
+            kind,
+            str(hyp.get("target", "")),
+            str(hyp.get("analysis", "")),
+            plan,
+            text,
+            source="program" if from_program else "claude",
+        )

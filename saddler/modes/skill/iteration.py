@@ -46,8 +46,9 @@ class IterationMixin:
         finally:
             space.remove_worktree(wt)
 
-    def _propose(self, n: int, space: HarnessSpace, rec: SkillRecorder, program: Program, best: Best,
-                 tried: set[str]) -> tuple[Mutation | None, list[tuple[Mutation, str]], int | None]:
+    def _propose(
+        self, n: int, space: HarnessSpace, rec: SkillRecorder, program: Program, best: Best, tried: set[str]
+    ) -> tuple[Mutation | None, list[tuple[Mutation, str]], int | None]:
         """A hypothesis that passes exclusion and structure checks, after at most MAX_RETRIES rejected ones."""
         rejected: list[tuple[Mutation, str]] = []
         level = focus_level(best.results)
@@ -63,8 +64,11 @@ class IterationMixin:
                 continue
             added = "\n".join(ln for ln in m.text.splitlines() if ln not in set(best.text.splitlines()))
             excl = program.excluded_by(f"{m.plan}\n{m.analysis}\n{added}")
-            problems = [f"excluded mutation: {excl.pattern} ({excl.reason})"] if excl else \
-                check_skill_text("SKILL.md", m.text, self.skill_md.read_text(encoding="utf-8"))
+            problems = (
+                [f"excluded mutation: {excl.pattern} ({excl.reason})"]
+                if excl
+                else check_skill_text("SKILL.md", m.text, self.skill_md.read_text(encoding="utf-8"))
+            )
             node = rec.candidate(n, rec.store.get_node(best.node_id), commit, m, level, problems)
             if not problems:
                 return m, rejected, node.id
@@ -72,11 +76,27 @@ class IterationMixin:
             rejected.append((m, "; ".join(problems)))
         return None, rejected, None
 
-    def _iteration(self, n: int, store: EvoDAG, space: HarnessSpace, rec: SkillRecorder, run_id: int,
-                   program: Program, best: Best, stalls: int,
-                   tried: set[str]) -> tuple[dict[str, Any] | None, Best, int]:
-        it = store.start_iteration(run_id, n, 0, [c.name for c in self.suite.evals], phase="steering",
-                                   parent_id=best.node_id, stall_count=stalls)
+    def _iteration(
+        self,
+        n: int,
+        store: EvoDAG,
+        space: HarnessSpace,
+        rec: SkillRecorder,
+        run_id: int,
+        program: Program,
+        best: Best,
+        stalls: int,
+        tried: set[str],
+    ) -> tuple[dict[str, Any] | None, Best, int]:
+        it = store.start_iteration(
+            run_id,
+            n,
+            0,
+            [c.name for c in self.suite.evals],
+            phase="steering",
+            parent_id=best.node_id,
+            stall_count=stalls,
+        )
         m, rejected, node_id = self._propose(n, space, rec, program, best, tried)
         stamp = self.clock()
         if m is None or node_id is None:
@@ -87,10 +107,20 @@ class IterationMixin:
             self.ws.write_skill(n, last.text)
             self.ws.write_hypothesis(n, last, rejected[:-1])
             store.update_iteration(it.id, decision="invalid", step="done", stall_count=stalls + 1, finished_at=stamp)
-            entry = {"iteration": n, "hypothesis": last.plan, "strategy_type": last.strategy_type,
-                     "target": last.target, "pass_rate": round(best.rate, 4), "delta": "+0.00", "outcome": "discarded",
-                     "decision": "DISCARD", "reason": f"rejected before evaluation: {why}", "regressions": [],
-                     "timestamp": stamp, "tried_keys": [r.key for r, _ in rejected]}
+            entry = {
+                "iteration": n,
+                "hypothesis": last.plan,
+                "strategy_type": last.strategy_type,
+                "target": last.target,
+                "pass_rate": round(best.rate, 4),
+                "delta": "+0.00",
+                "outcome": "discarded",
+                "decision": "DISCARD",
+                "reason": f"rejected before evaluation: {why}",
+                "regressions": [],
+                "timestamp": stamp,
+                "tried_keys": [r.key for r, _ in rejected],
+            }
             return entry, best, stalls + 1
         self.ws.write_skill(n, m.text)
         self.ws.write_hypothesis(n, m, rejected)
@@ -100,26 +130,51 @@ class IterationMixin:
         verdict = decide(new_rate, best.rate, wsp.flat(results), wsp.flat(best.results), m.source == "program")
         decision, reason = verdict.decision, verdict.reason
         if decision == "NEUTRAL":
-            approved = self.opts.auto_approve_neutral or (self.approve is not None and self.approve(
-                space.diff(best.commit, store.get_node(node_id).commit)))
+            approved = self.opts.auto_approve_neutral or (
+                self.approve is not None and self.approve(space.diff(best.commit, store.get_node(node_id).commit))
+            )
             reason += "; approved" if approved else "; not approved"
             decision = "NEUTRAL" if approved else "DISCARD"
         delta = f"{new_rate - best.rate:+.2f}"
-        self.ws.write_benchmark(n, results, {"decision": decision, "delta": delta, "regressions": verdict.regressions,
-                                             "kept_assertions_gained": verdict.gained if decision != "DISCARD" else []})
+        self.ws.write_benchmark(
+            n,
+            results,
+            {
+                "decision": decision,
+                "delta": delta,
+                "regressions": verdict.regressions,
+                "kept_assertions_gained": verdict.gained if decision != "DISCARD" else [],
+            },
+        )
         parent = store.get_node(best.node_id)
-        node = rec.decided(store.get_node(node_id), decision, reason, best.rate, new_rate, best.results, results,
-                           n, parent)
+        node = rec.decided(
+            store.get_node(node_id), decision, reason, best.rate, new_rate, best.results, results, n, parent
+        )
         kept = decision in ("KEEP", "NEUTRAL")
-        store.update_iteration(it.id, candidate_id=node.id, decision={"KEEP": "accepted", "NEUTRAL": "neutral"}.get(
-            decision, "rejected"), step="done", stall_count=0 if decision == "KEEP" else stalls + (not kept),
-            finished_at=stamp)
+        store.update_iteration(
+            it.id,
+            candidate_id=node.id,
+            decision={"KEEP": "accepted", "NEUTRAL": "neutral"}.get(decision, "rejected"),
+            step="done",
+            stall_count=0 if decision == "KEEP" else stalls + (not kept),
+            finished_at=stamp,
+        )
         self.say(f"iter {n} [{m.strategy_type}] {decision}: {reason}")
-        entry = {"iteration": n, "hypothesis": m.plan, "strategy_type": m.strategy_type, "target": m.target,
-                 "pass_rate": round(new_rate, 4), "delta": delta, "outcome": "kept" if kept else "discarded",
-                 "decision": decision, "reason": reason, "regressions": verdict.regressions,
-                 "kept_assertions_gained": verdict.gained if kept else [], "timestamp": stamp,
-                 "tried_keys": [r.key for r, _ in rejected]}
+        entry = {
+            "iteration": n,
+            "hypothesis": m.plan,
+            "strategy_type": m.strategy_type,
+            "target": m.target,
+            "pass_rate": round(new_rate, 4),
+            "delta": delta,
+            "outcome": "kept" if kept else "discarded",
+            "decision": decision,
+            "reason": reason,
+            "regressions": verdict.regressions,
+            "kept_assertions_gained": verdict.gained if kept else [],
+            "timestamp": stamp,
+            "tried_keys": [r.key for r, _ in rejected],
+        }
         if decision == "KEEP":
             return entry, Best(m.text, results, new_rate, node.id, node.commit), 0
         if decision == "NEUTRAL":

@@ -61,11 +61,18 @@ class SkillOutcome:
     warnings: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, object]:
-        return {"workspace": str(self.workspace), "skill": self.skill_name,
-                "baseline_pass_rate": self.baseline_pass_rate, "final_pass_rate": self.final_pass_rate,
-                "iterations": self.iterations, "kept": self.kept, "discarded": self.discarded,
-                "termination_reason": self.termination_reason, "changed": self.best_text != self.original_text,
-                "warnings": self.warnings}
+        return {
+            "workspace": str(self.workspace),
+            "skill": self.skill_name,
+            "baseline_pass_rate": self.baseline_pass_rate,
+            "final_pass_rate": self.final_pass_rate,
+            "iterations": self.iterations,
+            "kept": self.kept,
+            "discarded": self.discarded,
+            "termination_reason": self.termination_reason,
+            "changed": self.best_text != self.original_text,
+            "warnings": self.warnings,
+        }
 
 
 def repo_root(skill_dir: Path) -> Path:
@@ -79,10 +86,20 @@ def repo_root(skill_dir: Path) -> Path:
 class SkillRun(IterationMixin):
     """One autoresearch run of a skill; `run()` goes through phases 0-3 and returns the outcome."""
 
-    def __init__(self, skill_dir: Path, workspace: Path | None = None, options: SkillOptions | None = None, *,
-                 evals: Path | None = None, mutator: Mutator | None = None, agent: SkillAgent | None = None,
-                 judge: Judge | None = None, approve: Approve | None = None, say: Say | None = None,
-                 clock: Callable[[], str] = iso_now) -> None:
+    def __init__(
+        self,
+        skill_dir: Path,
+        workspace: Path | None = None,
+        options: SkillOptions | None = None,
+        *,
+        evals: Path | None = None,
+        mutator: Mutator | None = None,
+        agent: SkillAgent | None = None,
+        judge: Judge | None = None,
+        approve: Approve | None = None,
+        say: Say | None = None,
+        clock: Callable[[], str] = iso_now,
+    ) -> None:
         self.opts = options or SkillOptions()
         self.opts.check()
         if self.opts.backend == "claude" and agent is None and shutil.which("claude") is None:
@@ -94,8 +111,10 @@ class SkillRun(IterationMixin):
             raise ConfigError(f"the workspace {self.ws.root} must not be inside the skill folder {self.skill_dir}")
         evals_path = evals or find_evals(self.skill_dir, self.name)
         if evals_path is None:
-            raise ConfigError(f"{self.name}-workspace/evals/evals.json not found near {self.skill_dir}: write it from "
-                              "EVAL.md's binary criteria (schema: benchmarks/skill_evals/README.md) or pass --evals")
+            raise ConfigError(
+                f"{self.name}-workspace/evals/evals.json not found near {self.skill_dir}: write it from "
+                "EVAL.md's binary criteria (schema: benchmarks/skill_evals/README.md) or pass --evals"
+            )
         self.suite: EvalSuite = load_evals(evals_path)
         default_agent, default_judge = make_agent(self.opts.backend, self.opts.model, self.opts.omit_rate)
         self.agent, self.judge = agent or default_agent, judge or default_judge
@@ -111,9 +130,18 @@ class SkillRun(IterationMixin):
 
     def evaluate(self, text: str) -> list[CaseResult]:
         runs = self.opts.eval_runs
-        return [run_case(self.agent, text, case, self.suite.base_dir,
-                         [eval_seed(self.opts.seed, case.name, r) for r in range(runs + 1)], self.judge, runs)
-                for case in self.suite.evals]
+        return [
+            run_case(
+                self.agent,
+                text,
+                case,
+                self.suite.base_dir,
+                [eval_seed(self.opts.seed, case.name, r) for r in range(runs + 1)],
+                self.judge,
+                runs,
+            )
+            for case in self.suite.evals
+        ]
 
     def run(self) -> SkillOutcome:
         """Phases 0-3; an unfinished run in the workspace is continued (see `skill_resume`)."""
@@ -126,8 +154,9 @@ class SkillRun(IterationMixin):
         self.ws.prepare()
         program = load_program(self.ws.root)
         original = self.skill_md.read_text(encoding="utf-8")
-        space = HarnessSpace.create(self.skill_dir, self.ws.root / "repo", self.ws.root / "worktrees",
-                                    clock=lambda: COMMIT_EPOCH)
+        space = HarnessSpace.create(
+            self.skill_dir, self.ws.root / "repo", self.ws.root / "worktrees", clock=lambda: COMMIT_EPOCH
+        )
         with EvoDAG(self.ws.root / "evodag.sqlite", clock=self.clock) as store:
             opts = self.opts
             config: dict[str, Any] = {
@@ -151,8 +180,20 @@ class SkillRun(IterationMixin):
             self.say(f"resuming after iteration {len(log['iterations'])} (best {st.best.rate:.4f})")
             original = (self.ws.root / "iteration-0" / "SKILL.md.bak").read_text(encoding="utf-8")
             rec = SkillRecorder(store, space, run_id, self.mutator.name)
-            return self._continue(store, space, rec, run_id, program, original, warnings, st.log, st.best,
-                                  st.baseline_map, st.stalls, st.tried)
+            return self._continue(
+                store,
+                space,
+                rec,
+                run_id,
+                program,
+                original,
+                warnings,
+                st.log,
+                st.best,
+                st.baseline_map,
+                st.stalls,
+                st.tried,
+            )
 
     def _write_run_toml(self) -> None:
         """W/saddler.toml, so `saddler report W` and `saddler status W` read the workspace like any run folder."""
@@ -164,8 +205,17 @@ class SkillRun(IterationMixin):
             "sessions": {"backend": "offline"},
         }), encoding="utf-8")  # fmt: skip
 
-    def _start(self, store: EvoDAG, space: HarnessSpace, rec: SkillRecorder, run_id: int, program: Program,
-               original: str, warnings: list[str], config: dict[str, Any]) -> SkillOutcome:
+    def _start(
+        self,
+        store: EvoDAG,
+        space: HarnessSpace,
+        rec: SkillRecorder,
+        run_id: int,
+        program: Program,
+        original: str,
+        warnings: list[str],
+        config: dict[str, Any],
+    ) -> SkillOutcome:
         started = self.clock()
         self.ws.write_skill(0, original, "SKILL.md.bak")
         results = self.evaluate(original)
@@ -184,12 +234,23 @@ class SkillRun(IterationMixin):
             "iterations": [], "program_md_used": program.used,
         }  # fmt: skip
         self.ws.write_log(log)
-        return self._continue(store, space, rec, run_id, program, original, warnings, log, best, baseline_map, 0,
-                              set())
+        return self._continue(store, space, rec, run_id, program, original, warnings, log, best, baseline_map, 0, set())
 
-    def _continue(self, store: EvoDAG, space: HarnessSpace, rec: SkillRecorder, run_id: int, program: Program,
-                  original: str, warnings: list[str], log: dict[str, Any], best: Best, baseline_map: dict[str, bool],
-                  stalls: int, tried: set[str]) -> SkillOutcome:
+    def _continue(
+        self,
+        store: EvoDAG,
+        space: HarnessSpace,
+        rec: SkillRecorder,
+        run_id: int,
+        program: Program,
+        original: str,
+        warnings: list[str],
+        log: dict[str, Any],
+        best: Best,
+        baseline_map: dict[str, bool],
+        stalls: int,
+        tried: set[str],
+    ) -> SkillOutcome:
         """Phase 2 from the state given, then phase 3."""
         entries: list[dict[str, Any]] = log["iterations"]
         n = len(entries)
@@ -202,9 +263,12 @@ class SkillRun(IterationMixin):
                 n -= 1
                 break
             entries.append(entry)
-            log.update(total_iterations=n, final_pass_rate=round(best.rate, 4),
-                       kept_mutations=sum(e["outcome"] == "kept" for e in entries),
-                       discarded_mutations=sum(e["outcome"] != "kept" for e in entries))
+            log.update(
+                total_iterations=n,
+                final_pass_rate=round(best.rate, 4),
+                kept_mutations=sum(e["outcome"] == "kept" for e in entries),
+                discarded_mutations=sum(e["outcome"] != "kept" for e in entries),
+            )
             self.ws.write_log(log)
             reason = stop_reason(n, self.opts, best.rate, stalls, program, tried)
         log.update(completed_at=self.clock(), termination_reason=reason)
@@ -212,9 +276,22 @@ class SkillRun(IterationMixin):
         report = wsp.render_report(log, baseline_map, wsp.flat(best.results))
         (self.ws.root / "report.md").write_text(report, encoding="utf-8")
         self.ws.write_run_logs(log, report)
-        store.update_run(run_id, status="finished", termination_reason=reason, finished_at=self.clock(),
-                         best_node_id=best.node_id)
+        store.update_run(
+            run_id, status="finished", termination_reason=reason, finished_at=self.clock(), best_node_id=best.node_id
+        )
         space.prune()
         self.say(f"finished ({reason}): {log['baseline_pass_rate']} -> {log['final_pass_rate']}")
-        return SkillOutcome(self.ws.root, self.skill_md, self.name, log["baseline_pass_rate"], log["final_pass_rate"],
-                            n, log["kept_mutations"], log["discarded_mutations"], reason, original, best.text, warnings)
+        return SkillOutcome(
+            self.ws.root,
+            self.skill_md,
+            self.name,
+            log["baseline_pass_rate"],
+            log["final_pass_rate"],
+            n,
+            log["kept_mutations"],
+            log["discarded_mutations"],
+            reason,
+            original,
+            best.text,
+            warnings,
+        )

@@ -89,11 +89,21 @@ def failing_targets(results: list[CaseResult], program: Program) -> list[Target]
         for i, a in enumerate(r.assertions):
             if not a["passed"]:
                 assertion = r.case.assertions[i]
-                targets.append(Target(r.case.name, r.case.level, r.case.prompt, assertion, str(a["evidence"]),
-                                      tuple(bool(run.assertions[i]["passed"]) for run in r.runs)))
+                targets.append(
+                    Target(
+                        r.case.name,
+                        r.case.level,
+                        r.case.prompt,
+                        assertion,
+                        str(a["evidence"]),
+                        tuple(bool(run.assertions[i]["passed"]) for run in r.runs),
+                    )
+                )
     issues = " ".join(program.capability_issues).lower()
-    return sorted(targets, key=lambda t: not (issues and (t.assertion.id.lower() in issues
-                                                          or t.assertion.description.lower() in issues)))
+    return sorted(
+        targets,
+        key=lambda t: not (issues and (t.assertion.id.lower() in issues or t.assertion.description.lower() in issues)),
+    )
 
 
 def _needles(a: Assertion, expected: str = "") -> list[str]:
@@ -106,15 +116,19 @@ def _locate(lines: list[str], a: Assertion, needles: list[str], expected: str) -
     if a.keywords:
         return ed.find_line(lines, needles)
     want = content_words(expected or a.description)
-    scored = [(len(content_words(lines[i]) & want), -i) for i in range(ed.body_start(lines), len(lines))
-              if not lines[i].startswith("#")]
+    scored = [
+        (len(content_words(lines[i]) & want), -i)
+        for i in range(ed.body_start(lines), len(lines))
+        if not lines[i].startswith("#")
+    ]
     top = max(scored, default=(0, 0))
     return -top[1] if top[0] >= 2 else None
 
 
 def _mutation(key: str, kind: str, t: Target, analysis: str, plan: str, lines: list[str], original: str) -> Mutation:
-    return Mutation(key, kind, f"{t.assertion.id}: {t.assertion.description or t.label}", analysis, plan,
-                    ed.join(lines, original))
+    return Mutation(
+        key, kind, f"{t.assertion.id}: {t.assertion.description or t.label}", analysis, plan, ed.join(lines, original)
+    )
 
 
 def default_candidates(text: str, targets: list[Target], suite: EvalSuite) -> list[tuple[int, Mutation]]:
@@ -133,27 +147,66 @@ def default_candidates(text: str, targets: list[Target], suite: EvalSuite) -> li
         rank = lambda kind, fallback=False, o=order: (1000 if fallback else 0) + STRATEGY_TYPES.index(kind) * 100 + o  # noqa: E731
         if at is None:
             desc_words = content_words(t.assertion.description + " " + t.assertion.id.replace("_", " "))
-            related = next((i for i in range(ed.body_start(lines), len(lines)) if not lines[i].startswith("#")
-                            and len(content_words(lines[i]) & desc_words) >= 2), None)
+            related = next(
+                (
+                    i
+                    for i in range(ed.body_start(lines), len(lines))
+                    if not lines[i].startswith("#") and len(content_words(lines[i]) & desc_words) >= 2
+                ),
+                None,
+            )
             topic = " ".join(w for w in re.findall(r"[\w가-힣]+", case.prompt.lower()) if w in cue)[:60].strip()
-            new_line = f"- For {topic or t.eval_name} requests: {t.assertion.description or t.assertion.id}" \
+            new_line = (
+                f"- For {topic or t.eval_name} requests: {t.assertion.description or t.assertion.id}"
                 f" — always include {' / '.join(needles)}."
-            out.append((rank("missing", related is not None), _mutation(
-                f"missing:{t.label}", "missing", t,
-                f"no keyword of {t.assertion.id} ({', '.join(needles)}) appears in SKILL.md: the instruction is absent",
-                f"add to {where}: {new_line}", ed.insert_in_section(lines, home, new_line), text)))
-            out.append((rank("structural", True), _mutation(
-                f"structural:{t.label}", "structural", t,
-                f"the instruction for {t.assertion.id} is absent, and a plain line can be skipped",
-                f"add as a required item at the top of {where}: {ed.as_required(new_line)}",
-                ed.insert_in_section(lines, home, ed.as_required(new_line), at_top=True), text)))
+            )
+            out.append(
+                (
+                    rank("missing", related is not None),
+                    _mutation(
+                        f"missing:{t.label}",
+                        "missing",
+                        t,
+                        f"no keyword of {t.assertion.id} ({', '.join(needles)}) appears in SKILL.md: "
+                        "the instruction is absent",
+                        f"add to {where}: {new_line}",
+                        ed.insert_in_section(lines, home, new_line),
+                        text,
+                    ),
+                )
+            )
+            out.append(
+                (
+                    rank("structural", True),
+                    _mutation(
+                        f"structural:{t.label}",
+                        "structural",
+                        t,
+                        f"the instruction for {t.assertion.id} is absent, and a plain line can be skipped",
+                        f"add as a required item at the top of {where}: {ed.as_required(new_line)}",
+                        ed.insert_in_section(lines, home, ed.as_required(new_line), at_top=True),
+                        text,
+                    ),
+                )
+            )
             if related is not None:
                 changed = list(lines)
                 changed[related] = f"{lines[related].rstrip().rstrip('.')} — specifically: {', '.join(needles)}."
-                out.append((rank("ambiguous"), _mutation(
-                    f"ambiguous:{t.label}", "ambiguous", t,
-                    f"line {related + 1} covers {t.assertion.id} in general terms but names none of its keywords",
-                    f"make line {related + 1} specific: name {', '.join(needles)}", changed, text)))
+                out.append(
+                    (
+                        rank("ambiguous"),
+                        _mutation(
+                            f"ambiguous:{t.label}",
+                            "ambiguous",
+                            t,
+                            f"line {related + 1} covers {t.assertion.id} in general terms "
+                            "but names none of its keywords",
+                            f"make line {related + 1} specific: name {', '.join(needles)}",
+                            changed,
+                            text,
+                        ),
+                    )
+                )
             continue
         sec = ed.section_of(lines, at)
         reached = bool(content_words(lines[at]) & cue) or bool(sec and content_words(sec.heading) & cue)
@@ -165,19 +218,43 @@ def default_candidates(text: str, targets: list[Target], suite: EvalSuite) -> li
         why = f"it {flaky}" if reached else "sits where this prompt does not reach it"
         how = "escalate it to a required item at the top of its section" if reached else f"move it into {where}"
         moved_line = ed.as_required(lines[at]) if reached else lines[at]
-        out.append((rank("structural"), _mutation(
-            f"structural:{t.label}", "structural", t, f"line {at + 1} has the instruction but {why}",
-            f"{how}: {ed.bullet_text(lines[at])[:80]}",
-            ed.insert_in_section(moved, target_sec, moved_line, at_top=True), text)))
+        out.append(
+            (
+                rank("structural"),
+                _mutation(
+                    f"structural:{t.label}",
+                    "structural",
+                    t,
+                    f"line {at + 1} has the instruction but {why}",
+                    f"{how}: {ed.bullet_text(lines[at])[:80]}",
+                    ed.insert_in_section(moved, target_sec, moved_line, at_top=True),
+                    text,
+                ),
+            )
+        )
         if sec is not None and len(ed.content_lines(lines, sec)) > LONG_SECTION:
-            filler = [i for i in ed.content_lines(lines, sec) if not is_required(lines[i])
-                      and not any(k in lines[i].lower() for k in all_keywords) and i != at]
+            filler = [
+                i
+                for i in ed.content_lines(lines, sec)
+                if not is_required(lines[i]) and not any(k in lines[i].lower() for k in all_keywords) and i != at
+            ]
             if filler:
                 trimmed = [ln for i, ln in enumerate(lines) if i not in set(filler)]
-                out.append((rank("excess"), _mutation(
-                    f"excess:{t.label}", "excess", t,
-                    f"## {sec.heading} has {len(ed.content_lines(lines, sec))} lines: filler dilutes line {at + 1}",
-                    f"remove {len(filler)} filler line(s) from ## {sec.heading}", trimmed, text)))
+                out.append(
+                    (
+                        rank("excess"),
+                        _mutation(
+                            f"excess:{t.label}",
+                            "excess",
+                            t,
+                            f"## {sec.heading} has {len(ed.content_lines(lines, sec))} lines: "
+                            f"filler dilutes line {at + 1}",
+                            f"remove {len(filler)} filler line(s) from ## {sec.heading}",
+                            trimmed,
+                            text,
+                        ),
+                    )
+                )
     return sorted(out, key=lambda p: p[0])
 
 
@@ -201,12 +278,20 @@ def program_mutation(text: str, strategy: Strategy) -> Mutation | None:
             rest = [ln for i, ln in enumerate(lines) if i != at]
             home = sec or ed.section_of(lines, at)
             home = next((s for s in ed.sections(rest) if home and s.heading == home.heading), None)
-            changed = ed.insert_in_section(rest, home, ed.as_required(lines[at]) if "required" in low else lines[at],
-                                           at_top=True)
+            changed = ed.insert_in_section(
+                rest, home, ed.as_required(lines[at]) if "required" in low else lines[at], at_top=True
+            )
     if changed is None or ed.join(changed, text) == text:
         return None
-    return Mutation(strategy.key, strategy.type, "program.md strategy", f"program.md: {strategy.text}",
-                    strategy.text, ed.join(changed, text), source="program")
+    return Mutation(
+        strategy.key,
+        strategy.type,
+        "program.md strategy",
+        f"program.md: {strategy.text}",
+        strategy.text,
+        ed.join(changed, text),
+        source="program",
+    )
 
 
 class OfflineMutator:

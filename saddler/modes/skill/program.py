@@ -132,6 +132,7 @@ def load_program(workspace: Path) -> Program:
             raise ConfigError(f"{vpath}: expected an object with capability_issues / api_issues lists")
         program.capability_issues += [_issue_text(i) for i in data.get("capability_issues") or []]
         for item in data.get("api_issues") or []:
-            program.exclusions.append(Exclusion(_issue_text(item), "api_issue from verification-results.json: "
-                                                "SKILL.md edits cannot fix it"))
+            program.exclusions.append(
+                Exclusion(_issue_text(item), "api_issue from verification-results.json: SKILL.md edits cannot fix it")
+            )
     return program

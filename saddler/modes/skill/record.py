@@ -14,9 +14,16 @@ STATUS = {"KEEP": "accepted", "NEUTRAL": "neutral", "DISCARD": "rejected"}
 
 def hypothesis_dict(m: Mutation, level: str | None) -> dict[str, object]:
     """The node's hypothesis in the shape reports read (diagnosis, plan, origin, subtype)."""
-    return {"target_tasks": [m.target.split(":", 1)[0]], "diagnosis": m.analysis, "plan": m.plan,
-            "patch_kind": "steering", "subtype": m.strategy_type, "files": ["SKILL.md"],
-            "origin": f"{m.source}:{m.strategy_type}", "symptoms": [level or ""]}
+    return {
+        "target_tasks": [m.target.split(":", 1)[0]],
+        "diagnosis": m.analysis,
+        "plan": m.plan,
+        "patch_kind": "steering",
+        "subtype": m.strategy_type,
+        "files": ["SKILL.md"],
+        "origin": f"{m.source}:{m.strategy_type}",
+        "symptoms": [level or ""],
+    }
 
 
 class SkillRecorder:
@@ -26,27 +33,59 @@ class SkillRecorder:
         self.store, self.space, self.run_id, self.backend = store, space, run_id, backend
 
     def baseline(self, commit: str, results: list[CaseResult], rate: float) -> Node:
-        node = self.store.add_node(self.run_id, commit, None, 0, "baseline", "baseline", "baseline",
-                                   status="baseline", status_reason="original SKILL.md")
+        node = self.store.add_node(
+            self.run_id,
+            commit,
+            None,
+            0,
+            "baseline",
+            "baseline",
+            "baseline",
+            status="baseline",
+            status_reason="original SKILL.md",
+        )
         self.rollouts(node, results)
         node = self.store.update_node(node.id, batch_after=rate)
         self.store.update_run(self.run_id, baseline_node_id=node.id, best_node_id=node.id)
         return node
 
-    def candidate(self, n: int, parent: Node, commit: str, m: Mutation, level: str | None,
-                  problems: list[str]) -> Node:
+    def candidate(self, n: int, parent: Node, commit: str, m: Mutation, level: str | None, problems: list[str]) -> Node:
         """A node (invalid when `problems`) and its patch edge from `parent`."""
         added, removed = self.space.numstat(self.space.baseline_commit(), commit)
         with self.store.transaction():
-            node = self.store.add_node(self.run_id, commit, parent.id, n, "steering", "steering",
-                                       f"{m.source}:{m.strategy_type}", status="invalid" if problems else "pending",
-                                       status_reason="; ".join(problems), hypothesis=hypothesis_dict(m, level),
-                                       lines_changed=added + removed)
+            node = self.store.add_node(
+                self.run_id,
+                commit,
+                parent.id,
+                n,
+                "steering",
+                "steering",
+                f"{m.source}:{m.strategy_type}",
+                status="invalid" if problems else "pending",
+                status_reason="; ".join(problems),
+                hypothesis=hypothesis_dict(m, level),
+                lines_changed=added + removed,
+            )
             a, r = self.space.numstat(parent.commit, commit)
-            self.store.add_edge(self.run_id, parent.id, node.id, "patch", self.space.diff(parent.commit, commit),
-                                self.space.changed_files(parent.commit, commit), a, r)
-        self.store.add_session(self.run_id, "diagnosis_patch", self.backend, iteration=n, node_id=parent.id,
-                               turns=1, outcome="ok" if not problems else f"failed:{problems[0][:80]}")
+            self.store.add_edge(
+                self.run_id,
+                parent.id,
+                node.id,
+                "patch",
+                self.space.diff(parent.commit, commit),
+                self.space.changed_files(parent.commit, commit),
+                a,
+                r,
+            )
+        self.store.add_session(
+            self.run_id,
+            "diagnosis_patch",
+            self.backend,
+            iteration=n,
+            node_id=parent.id,
+            turns=1,
+            outcome="ok" if not problems else f"failed:{problems[0][:80]}",
+        )
         return node
 
     def rollouts(self, node: Node, results: list[CaseResult]) -> None:
@@ -66,12 +105,23 @@ class SkillRecorder:
                 })  # fmt: skip
         self.store.add_rollouts(rows)
 
-    def decided(self, node: Node, decision: str, reason: str, before: float, after: float,
-                best_results: list[CaseResult], results: list[CaseResult], n: int, parent: Node) -> Node:
+    def decided(
+        self,
+        node: Node,
+        decision: str,
+        reason: str,
+        before: float,
+        after: float,
+        best_results: list[CaseResult],
+        results: list[CaseResult],
+        n: int,
+        parent: Node,
+    ) -> Node:
         """Store the candidate's rollouts, status, per-eval transitions and per-assertion lessons."""
         self.rollouts(node, results)
-        node = self.store.update_node(node.id, status=STATUS[decision], status_reason=reason, batch_before=before,
-                                      batch_after=after)
+        node = self.store.update_node(
+            node.id, status=STATUS[decision], status_reason=reason, batch_before=before, batch_after=after
+        )
         edge = self.store.edge_between(parent.id, node.id)
         old = {r.case.name: r for r in best_results}
         groups: dict[str, list[str]] = {"fixed": [], "regressed": [], "still_failing": [], "still_passing": []}
@@ -86,11 +136,25 @@ class SkillRecorder:
                     if passed == before_pass:
                         continue
                     attribution = "uncertain" if len(r.runs) > 2 else ("true_fix" if passed else "true_regression")
-                    self.store.add_lesson(self.run_id, "fixed" if passed else "regressed", attribution,
-                                          f"{r.case.name}/{aid}: {'FAIL -> PASS' if passed else 'PASS -> FAIL'} "
-                                          f"after {node.origin} ({decision})", node_id=node.id, edge_id=edge.id,
-                                          iteration=n, task_id=r.case.name)
-            self.store.add_lesson(self.run_id, "general", "uncertain", f"iteration {n}: {decision}: {reason}",
-                                  node_id=node.id, edge_id=edge.id, iteration=n)
+                    self.store.add_lesson(
+                        self.run_id,
+                        "fixed" if passed else "regressed",
+                        attribution,
+                        f"{r.case.name}/{aid}: {'FAIL -> PASS' if passed else 'PASS -> FAIL'} "
+                        f"after {node.origin} ({decision})",
+                        node_id=node.id,
+                        edge_id=edge.id,
+                        iteration=n,
+                        task_id=r.case.name,
+                    )
+            self.store.add_lesson(
+                self.run_id,
+                "general",
+                "uncertain",
+                f"iteration {n}: {decision}: {reason}",
+                node_id=node.id,
+                edge_id=edge.id,
+                iteration=n,
+            )
         self.store.set_edge_transitions(edge.id, **groups)
         return node

@@ -40,8 +40,9 @@ def resumable(root: Path) -> dict[str, Any] | None:
     return log if log.get("completed_at") is None else None
 
 
-def resume_state(root: Path, log: dict[str, Any], store: EvoDAG, run_id: int,
-                 evaluate: Callable[[str], list[CaseResult]]) -> ResumeState:
+def resume_state(
+    root: Path, log: dict[str, Any], store: EvoDAG, run_id: int, evaluate: Callable[[str], list[CaseResult]]
+) -> ResumeState:
     root = Path(root)
     current = store.current_iteration(run_id)
     if current is not None and current.finished_at is None:
@@ -67,5 +68,6 @@ def resume_state(root: Path, log: dict[str, Any], store: EvoDAG, run_id: int,
     baseline_map = {f"{e}/{a}": v for e, d in base.items() for a, v in d.items()}
     store.update_run(run_id, status="running")
     store.log_event("skill.resumed", {"after_iteration": len(log["iterations"])}, run_id=run_id)
-    return ResumeState(log, Best(text, results, wsp.mean_pass_rate(results), node.id, node.commit), baseline_map,
-                       stalls, tried)
+    return ResumeState(
+        log, Best(text, results, wsp.mean_pass_rate(results), node.id, node.commit), baseline_map, stalls, tried
+    )

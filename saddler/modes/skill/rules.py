@@ -66,8 +66,10 @@ def resolve_skill(skill_dir: Path) -> tuple[Path, str]:
     if not skill_md.is_file():
         raise ConfigError(f"{skill_md} not found: skill mode needs the skill folder holding SKILL.md")
     if not (skill_dir / "EVAL.md").is_file():
-        raise ConfigError(f"{skill_dir / 'EVAL.md'} not found: EVAL.md를 먼저 작성하세요 (write EVAL.md first: the "
-                          "binary criteria the evals check)")
+        raise ConfigError(
+            f"{skill_dir / 'EVAL.md'} not found: EVAL.md를 먼저 작성하세요 (write EVAL.md first: the "
+            "binary criteria the evals check)"
+        )
     fields, problems = parse_frontmatter(skill_md.read_text(encoding="utf-8"))
     if fields is None or not fields.get("name"):
         raise ConfigError(f"{skill_md}: frontmatter must parse and name the skill: {'; '.join(problems) or 'no name'}")

@@ -118,8 +118,18 @@ class SkillWorkspace:
 
     def write_hypothesis(self, n: int, m: Mutation, rejected: list[tuple[Mutation, str]]) -> None:
         label = STRATEGY_LABELS.get(m.strategy_type, m.strategy_type)
-        lines = [f"# Iteration {n} 가설", "", f"**대상 assertion:** {m.target}", "", f"**분석:** {m.analysis}", "",
-                 f"**변경 계획:** {m.plan}", "", f"**전략 유형:** {label} ({m.strategy_type})", ""]
+        lines = [
+            f"# Iteration {n} 가설",
+            "",
+            f"**대상 assertion:** {m.target}",
+            "",
+            f"**분석:** {m.analysis}",
+            "",
+            f"**변경 계획:** {m.plan}",
+            "",
+            f"**전략 유형:** {label} ({m.strategy_type})",
+            "",
+        ]
         if rejected:
             lines += ["## Rejected before evaluation", ""]
             lines += [f"- {r.strategy_type}: {r.plan} — {why}" for r, why in rejected]
@@ -169,17 +179,33 @@ def render_report(log: dict[str, Any], baseline: dict[str, bool], final: dict[st
         f"| Discarded | — | {log['discarded_mutations']} | — |", "",
         "## 효과적이었던 Mutations", "", "| Iteration | 전략 | 가설 | Delta |", "|-----------|------|------|-------|",
     ]  # fmt: skip
-    out += [f"| {it['iteration']} | {it['strategy_type']} | {_cell(it['hypothesis'])} | {it['delta']} |"
-            for it in log["iterations"] if it["outcome"] == "kept"]
-    out += ["", "## Assertion-Level 변화", "", "| Assertion | Baseline | Final | Changed in |",
-            "|-----------|----------|-------|------------|"]
+    out += [
+        f"| {it['iteration']} | {it['strategy_type']} | {_cell(it['hypothesis'])} | {it['delta']} |"
+        for it in log["iterations"]
+        if it["outcome"] == "kept"
+    ]
+    out += [
+        "",
+        "## Assertion-Level 변화",
+        "",
+        "| Assertion | Baseline | Final | Changed in |",
+        "|-----------|----------|-------|------------|",
+    ]
     for key in sorted(baseline):
         if baseline[key] != final.get(key):
             out.append(f"| {key} | {_pf(baseline[key])} | {_pf(final.get(key, False))} | {_changed_in(log, key)} |")
-    out += ["", "## 실패한 Mutations (참고용)", "", "| Iteration | 가설 | 실패 사유 |",
-            "|-----------|------|-----------|"]
-    out += [f"| {it['iteration']} | {_cell(it['hypothesis'])} | {_cell(it['reason'])} |"
-            for it in log["iterations"] if it["outcome"] != "kept"]
+    out += [
+        "",
+        "## 실패한 Mutations (참고용)",
+        "",
+        "| Iteration | 가설 | 실패 사유 |",
+        "|-----------|------|-----------|",
+    ]
+    out += [
+        f"| {it['iteration']} | {_cell(it['hypothesis'])} | {_cell(it['reason'])} |"
+        for it in log["iterations"]
+        if it["outcome"] != "kept"
+    ]
     return "\n".join(out) + "\n"
 
 

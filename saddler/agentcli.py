@@ -1,0 +1,103 @@
+"""External command-line programs (CLI coding agents, eval commands): argv templates and output parsing.
+
+Stdlib and `saddler.errors` only, so benchmark plugins may import it beside `saddler.benchmark`.
+`build_argv` splits a template like a shell and fills `{placeholders}` inside each word (a filled word stays
+one argv element); `parse_usage` reads turns, tokens and cost from the JSON / JSONL that claude, codex and pi
+print.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from typing import Any
+
+from saddler.errors import ConfigError
+
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([a-z_]+)\}")
+
+
+def fill(template: str, values: dict[str, str], source: str = "template") -> str:
+    """Substitute `{name}` placeholders in one pass; an unknown name is a `ConfigError` listing known ones."""
+    unknown = sorted({m.group(1) for m in _PLACEHOLDER.finditer(template) if m.group(1) and m.group(1) not in values})
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)}; "
+            f"available: {', '.join(sorted(values))}"
+        )
+
+    def _sub(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token == "{{":
+            return "{"
+        if token == "}}":
+            return "}"
+        return values[match.group(1)]
+
+    return _PLACEHOLDER.sub(_sub, template)
+
+
+def build_argv(template: str, values: dict[str, str]) -> list[str]:
+    """Split `template` like a shell and fill placeholders inside each argument."""
+    try:
+        words = shlex.split(template)
+    except ValueError as exc:
+        raise ConfigError(f"sessions.command: cannot parse {template!r}: {exc}") from exc
+    return [fill(word, values, source="sessions.command") for word in words]
+
+
+def parse_usage(stdout: str) -> dict[str, Any]:
+    """Turns, tokens and cost from an agent's JSON / JSONL output (claude, codex, pi shapes); zeros if absent."""
+    usage: dict[str, Any] = {"turns": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "final": None}
+    for obj in json_objects(stdout):
+        kind = obj.get("type")
+        if "total_cost_usd" in obj or kind == "result":  # claude -p --output-format json
+            u = obj.get("usage") or {}
+            usage["cost_usd"] += float(obj.get("total_cost_usd") or 0.0)
+            usage["turns"] += int(obj.get("num_turns") or 0)
+            usage["tokens_in"] += sum(
+                int(u.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+            )
+            usage["tokens_out"] += int(u.get("output_tokens") or 0)
+            usage["final"] = obj
+        elif kind == "turn.completed":  # codex exec --json
+            u = obj.get("usage") or {}
+            usage["turns"] += 1
+            usage["tokens_in"] += int(u.get("input_tokens") or 0)
+            usage["tokens_out"] += int(u.get("output_tokens") or 0)
+        elif kind == "message_end" and isinstance(obj.get("message"), dict):  # pi --mode json
+            message = obj["message"]
+            u = message.get("usage") or {}
+            if message.get("role") == "assistant":
+                usage["turns"] += 1
+                usage["tokens_in"] += int(u.get("input") or 0) + int(u.get("cacheRead") or 0)
+                usage["tokens_out"] += int(u.get("output") or 0)
+                cost = u.get("cost")
+                usage["cost_usd"] += float(cost.get("total") or 0.0) if isinstance(cost, dict) else 0.0
+    usage["cost_usd"] = round(usage["cost_usd"], 6)
+    return usage
+
+
+def json_objects(stdout: str) -> list[dict[str, Any]]:
+    """The JSON objects in an output: a whole JSON object or list, else one object per `{`-line."""
+    text = stdout.strip()
+    try:
+        whole = json.loads(text) if text else None
+    except json.JSONDecodeError:
+        whole = None
+    if isinstance(whole, dict):
+        return [whole]
+    if isinstance(whole, list):
+        return [o for o in whole if isinstance(o, dict)]
+    objects = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict):
+                objects.append(obj)
+    return objects

@@ -1,0 +1,76 @@
+"""Pass@1 statistics: the one place they are computed (dev, test, reports, exports, benchmarks).
+
+Pass@1 of one run (repetition) is the mean `passed` over the tasks of that repetition; a node's figure is
+the mean ± population std over its runs. `bootstrap_ci` resamples tasks (seeded) for a confidence
+interval of the mean Pass@1, so a report can say how much a difference could be noise.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+
+class ScoredRow(Protocol):
+    """What Pass@1 reads from a rollout row."""
+
+    task_id: str
+    repetition: int
+    passed: bool
+
+
+@dataclass(frozen=True)
+class PassAt1:
+    """Mean ± population std of the per-run pass rates; `per_run` in repetition order (empty: no rows)."""
+
+    mean: float
+    std: float
+    per_run: tuple[float, ...] = field(default=())
+
+    @property
+    def runs(self) -> int:
+        return len(self.per_run)
+
+
+def _matrix(rows: Iterable[ScoredRow]) -> np.ndarray:
+    """tasks × repetitions matrix of 0/1 (NaN where a task has no row in a repetition)."""
+    cells: dict[tuple[str, int], bool] = {}
+    for row in rows:
+        cells[(row.task_id, row.repetition)] = bool(row.passed)
+    tasks = sorted({t for t, _ in cells})
+    reps = sorted({r for _, r in cells})
+    out = np.full((len(tasks), len(reps)), np.nan)
+    t_index, r_index = {t: i for i, t in enumerate(tasks)}, {r: j for j, r in enumerate(reps)}
+    for (task, rep), passed in cells.items():
+        out[t_index[task], r_index[rep]] = float(passed)
+    return out
+
+
+def pass_at_1(rows: Iterable[ScoredRow]) -> PassAt1:
+    """Pass@1 over `rows`; no rows gives mean 0, std 0 and no runs."""
+    per_rep: dict[int, list[bool]] = defaultdict(list)
+    for row in rows:
+        per_rep[row.repetition].append(bool(row.passed))
+    if not per_rep:
+        return PassAt1(0.0, 0.0, ())
+    runs = np.array([np.mean(v) for _, v in sorted(per_rep.items())], dtype=float)
+    return PassAt1(float(runs.mean()), float(runs.std()), tuple(float(x) for x in runs))
+
+
+def bootstrap_ci(
+    rows: Iterable[ScoredRow], *, level: float = 0.95, samples: int = 2000, seed: int = 0
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of mean Pass@1, resampling tasks with replacement; None without rows."""
+    matrix = _matrix(rows)
+    if matrix.size == 0:
+        return None
+    per_task = np.nanmean(matrix, axis=1)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(per_task), size=(samples, len(per_task)))
+    means = per_task[picks].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)
