@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from harness_fixtures import FILES, make_source_repo, sh, write_files
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from saddler.harness.space import HarnessSpace
@@ -159,6 +159,8 @@ CONTENT = st.one_of(
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.dictionaries(st.sampled_from(FILE_NAMES), CONTENT, min_size=1, max_size=4))
+@example(change={"loop.py": b"\r"})  # a lone CR was turned into LF by text-mode pipes
+@example(change={"prompts/system.md": b"line one\r\nline two\r\n"})
 def test_diff_round_trips_through_pick_and_revert(space: HarnessSpace, change: dict[str, bytes | None]) -> None:
     base = space.baseline_commit()
     wt = space.worktree(base, "prop")

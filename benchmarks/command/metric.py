@@ -7,14 +7,12 @@ line that is a number). A non-zero exit, a timeout or no metric is a crash: `met
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
-import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from saddler.procs import run_process_group
 
 SEED_VARIABLE = "SADDLER_BENCH_SEED"
 _NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
@@ -63,28 +61,12 @@ def run_eval(
 ) -> EvalRun:
     """Run `command` through the shell in `cwd` with stdin closed, its own process group and a timeout."""
     env = {**os.environ, SEED_VARIABLE: str(seed), **(extra_env or {})}
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        command,
-        shell=True,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        return EvalRun(None, None, out or "", err or "", time.monotonic() - started, f"timeout after {timeout_s:g}s")
-    duration = time.monotonic() - started
-    if proc.returncode != 0:
-        return EvalRun(None, proc.returncode, out, err, duration, f"exit {proc.returncode}: {err.strip()[-300:]}")
+    run = run_process_group(command, shell=True, cwd=cwd, env=env, timeout_s=timeout_s)
+    out, err, duration = run.stdout, run.stderr, run.duration_s
+    if run.timed_out:
+        return EvalRun(None, None, out, err, duration, f"timeout after {timeout_s:g}s")
+    if run.returncode != 0:
+        return EvalRun(None, run.returncode, out, err, duration, f"exit {run.returncode}: {err.strip()[-300:]}")
     metric = extract_metric(out, metric_regex)
     error = "" if metric is not None else ("no match for metric_regex" if metric_regex else "no number in the output")
     return EvalRun(metric, 0, out, err, duration, error)

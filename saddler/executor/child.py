@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from saddler.benchmark import Benchmark, RolloutResult, Task, load_benchmark
-from saddler.executor.proctree import become_subreaper, die_with_parent, kill_descendants
+from saddler.procs import become_subreaper, die_with_parent, kill_descendants
 
 EXIT_OOM = 3
 

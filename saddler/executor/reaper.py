@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from saddler.executor.environment import MARKER_VAR
-from saddler.executor.proctree import is_running, kill_descendants, kill_until_gone
+from saddler.procs import is_running, kill_descendants, kill_until_gone
 
 TAIL_BYTES = 2048
 

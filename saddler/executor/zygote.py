@@ -26,7 +26,7 @@ import tempfile
 import traceback
 from typing import Any
 
-from saddler.executor.proctree import become_subreaper, kill_descendants, reap_zombies
+from saddler.procs import become_subreaper, kill_descendants, reap_zombies
 
 
 def _serve_one(bench: Any, req: dict[str, Any], proto_out: int) -> None:

@@ -40,21 +40,27 @@ def git(
     input: str | None = None,
     clock: Clock | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `git <args>` in `cwd` and return the completed process (text mode)."""
+    """Run `git <args>` in `cwd` and return the completed process, stdout/stderr decoded as UTF-8.
+
+    Bytes are decoded without newline translation (a lone `\\r` or a CRLF in a diff survives the round trip
+    through `input`), undecodable bytes as surrogate escapes."""
     try:
-        proc = subprocess.run(
+        raw = subprocess.run(
             ["git", *args],
             cwd=cwd,
             capture_output=True,
-            text=True,
-            encoding="utf-8",
-            errors="surrogateescape",
-            input=input,
+            input=None if input is None else input.encode("utf-8", "surrogateescape"),
             env=git_env(clock),
             check=False,
         )
     except FileNotFoundError as exc:
         raise HarnessError(f"cannot run git in {cwd}: {exc}; install git and check the folder exists") from exc
+    proc = subprocess.CompletedProcess(
+        raw.args,
+        raw.returncode,
+        raw.stdout.decode("utf-8", "surrogateescape"),
+        raw.stderr.decode("utf-8", "surrogateescape"),
+    )
     if check and proc.returncode != 0:
         raise HarnessError(f"git {' '.join(args)} failed in {cwd} (exit {proc.returncode}): {_tail(proc.stderr)}")
     return proc

@@ -10,14 +10,11 @@ output); usage and cost are parsed from its output where it reports them; the wo
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -27,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from saddler.agentcli import build_argv, parse_usage
 from saddler.errors import AuthenticationError, BackendError, ConfigError
+from saddler.procs import ProcessRun, run_process_group
 from saddler.sessions import common, guard
 from saddler.sessions.prompts import render, render_system
 from saddler.sessions.schema import (
@@ -82,14 +80,6 @@ def resolve_command(config: SessionConfig) -> tuple[str, str]:
     executable = Path(shlex.split(spec)[0]).name
     key = next((p.key_variable for name, p in PRESETS.items() if executable == name), "the agent's API key variable")
     return spec, key
-
-
-@dataclass
-class _Run:
-    returncode: int | None
-    stdout: str
-    stderr: str
-    timed_out: bool
 
 
 class CommandBackend(common.LLMSessionBackend):
@@ -190,7 +180,7 @@ class CommandBackend(common.LLMSessionBackend):
         transcript.write("outcome", outcome=result.stats.outcome, cost_usd=result.stats.cost_usd)
         return result
 
-    def _run(self, argv: list[str], cwd: Path, prompt_file: Path, result_file: Path, db_path: str) -> _Run:
+    def _run(self, argv: list[str], cwd: Path, prompt_file: Path, result_file: Path, db_path: str) -> ProcessRun:
         bin_dir = str(Path(sys.executable).parent)
         env = {
             **os.environ,
@@ -199,21 +189,10 @@ class CommandBackend(common.LLMSessionBackend):
             "SADDLER_RESULT_FILE": str(result_file),
             "EVODAG_DB": db_path,
         }
-        proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, start_new_session=True,
-        )  # fmt: skip
-        try:
-            out, err = proc.communicate(timeout=self.config.timeout_s)
-            return _Run(proc.returncode, out, err, False)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-            return _Run(None, out or "", err or "", True)
+        return run_process_group(argv, cwd=cwd, env=env, timeout_s=self.config.timeout_s)
 
     def _conclude(
-        self, role: Role, request: common.Request, run: _Run, result_file: Path, stats: SessionStats
+        self, role: Role, request: common.Request, run: ProcessRun, result_file: Path, stats: SessionStats
     ) -> common.Result:
         usage = parse_usage(run.stdout)
         stats.turns += usage["turns"]

@@ -3,22 +3,18 @@ the run (stdin closed, own process group, timeout) and the per-iteration session
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from saddler.errors import BackendError
 from saddler.modes.fleet.config import FleetPaths
+from saddler.procs import run_process_group
 
 PRESETS = {
     "claude": "claude -p --output-format stream-json --verbose --model {model} --fallback-model {fallback_model} "
@@ -113,11 +109,8 @@ def run_session(paths: FleetPaths, iteration: int, prompt: str, search: bool) ->
         "SADDLER_ITERATION": str(iteration),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    started = time.monotonic()
     log = paths.session_log(iteration)
-    stderr_path = log.with_suffix(".stderr")
-    lines: list[str] = []
-    with log.open("w", encoding="utf-8") as fh, stderr_path.open("w+", encoding="utf-8") as err_fh:
+    with log.open("w", encoding="utf-8") as fh:
         _log_line(
             fh,
             {
@@ -129,51 +122,40 @@ def run_session(paths: FleetPaths, iteration: int, prompt: str, search: bool) ->
             },
         )
         fh.flush()
-        proc = subprocess.Popen(
-            argv,
-            cwd=paths.workdir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=err_fh,
-            text=True,
-            start_new_session=True,
-        )
-        paths.agent_pid.write_text(str(proc.pid), encoding="utf-8")
-        reader = threading.Thread(target=_stream, args=(proc, fh, lines), daemon=True)
-        reader.start()
-        timed_out = False
+
+        def on_line(line: str) -> None:
+            """Copy the agent's stdout into the session log as it arrives (so `view --follow` can watch it)."""
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                obj = None
+            _log_line(fh, obj if isinstance(obj, dict) else {"type": "text", "text": line})
+            fh.flush()
+
+        def on_start(pid: int) -> None:
+            paths.agent_pid.write_text(str(pid), encoding="utf-8")
+
         try:
-            proc.wait(timeout=paths.spec.config.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            run = run_process_group(
+                argv,
+                cwd=paths.workdir,
+                env=env,
+                timeout_s=paths.spec.config.timeout_s,
+                on_line=on_line,
+                on_start=on_start,
+            )
         finally:
             paths.agent_pid.unlink(missing_ok=True)
-        reader.join(timeout=10)
-        err_fh.seek(0)
-        err = err_fh.read()
         _log_line(
-            fh, {"type": "saddler.exit", "returncode": proc.returncode, "timed_out": timed_out, "stderr": err[-4000:]}
+            fh,
+            {
+                "type": "saddler.exit",
+                "returncode": run.returncode,
+                "timed_out": run.timed_out,
+                "stderr": run.stderr[-4000:],
+            },
         )
-    stderr_path.unlink(missing_ok=True)
-    return SessionRun(proc.returncode, "\n".join(lines), err, timed_out, time.monotonic() - started, log)
-
-
-def _stream(proc: subprocess.Popen[str], fh: Any, lines: list[str]) -> None:
-    """Copy the agent's stdout into the session log as it arrives (so `view --follow` can watch it)."""
-    assert proc.stdout is not None
-    for raw in proc.stdout:
-        line = raw.rstrip("\n")
-        lines.append(line)
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            obj = None
-        _log_line(fh, obj if isinstance(obj, dict) else {"type": "text", "text": line})
-        fh.flush()
+    return SessionRun(run.returncode, run.stdout.rstrip("\n"), run.stderr, run.timed_out, run.duration_s, log)
 
 
 def _texts(stdout: str) -> list[str]:

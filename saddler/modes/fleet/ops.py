@@ -223,18 +223,20 @@ def _tagged(pid: int, root: str) -> bool:
 
 
 def kill(paths: FleetPaths) -> dict[str, Any]:
-    """Force-stop: the orchestrator, the agent's process group, then every process tagged with this fleet."""
+    """Force-stop: the agent's process group, the orchestrator, then every process tagged with this fleet.
+
+    The agent goes first: it dies with the orchestrator anyway, and killing it first names it in the result."""
     killed: list[int] = []
     orchestrator = _read_pid(paths.pid)
-    if orchestrator and orchestrator != os.getpid() and _alive(orchestrator):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(orchestrator, signal.SIGTERM)
-            killed.append(orchestrator)
     agent = _read_pid(paths.agent_pid)
     if agent and _alive(agent):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(agent, signal.SIGKILL)
             killed.append(agent)
+    if orchestrator and orchestrator != os.getpid() and _alive(orchestrator):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(orchestrator, signal.SIGTERM)
+            killed.append(orchestrator)
     proc = Path("/proc")
     for entry in proc.iterdir() if proc.is_dir() else []:
         if entry.name.isdigit() and int(entry.name) != os.getpid() and _tagged(int(entry.name), str(paths.root)):
