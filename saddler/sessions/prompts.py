@@ -121,7 +121,15 @@ def _common_values(role: Role, request: Any, result_file: str | None) -> dict[st
         "output_instructions": output_instructions(result_file),
         "output_schema": json.dumps(result_schema(role), indent=2, sort_keys=True),
         "result_file": result_file or "",
+        "retry_note": retry_note(getattr(request, "retry_reason", "")),
     }
+
+
+def retry_note(reason: str) -> str:
+    """The retry paragraph: what went wrong with the previous attempt of this session (empty on a first try)."""
+    if not reason:
+        return ""
+    return f"\n**Your previous attempt of this session failed:** {reason}\nDo not repeat that mistake.\n"
 
 
 def _diagnosis_values(req: DiagnosisRequest, web_search: bool) -> dict[str, str]:
@@ -239,6 +247,7 @@ def _evolution_values(req: EvolutionRequest) -> dict[str, str]:
         "lineage": json.dumps({str(k): v for k, v in req.lineage_edge_ids.items()}, sort_keys=True),
         "failing": json.dumps({str(k): v for k, v in req.failing_train_tasks.items()}, sort_keys=True),
         "tried_actions": ", ".join(req.tried_actions) or "(none)",
+        "allowed_bases": ", ".join(str(i) for i in req.allowed_base_ids) or "(any node listed above)",
     }
 
 

@@ -68,6 +68,7 @@ class DiagnosisRequest(_Model):
     excluded: list[str] = Field(default_factory=list)  # patch ids/strategies not to try again here
     attempt: int = 0  # > 0 when retrying after a failed validation
     check_command: str = ""
+    retry_reason: str = ""  # why the previous attempt failed (session failure or the validation check), if any
 
 
 class Hypothesis(_Model):
@@ -118,6 +119,7 @@ class ReflectionRequest(_Model):
     parent_dev_mean: float | None = None
     candidate_dev_mean: float | None = None
     best_dev_mean: float | None = None
+    retry_reason: str = ""  # why the previous attempt of this session failed, if any
 
 
 class LessonOut(_Model):
@@ -173,6 +175,8 @@ class EvolutionRequest(_Model):
     lineage_edge_ids: dict[int, list[int]] = Field(default_factory=dict)  # node -> edge ids on its lineage
     failing_train_tasks: dict[int, list[str]] = Field(default_factory=dict)  # node -> train tasks it fails
     tried_actions: list[str] = Field(default_factory=list)  # "cherry_pick:12@7" etc. already done
+    allowed_base_ids: list[int] = Field(default_factory=list)  # nodes `parent_node_id` may name (kept nodes)
+    retry_reason: str = ""  # why the previous answer was refused (e.g. it named an unknown node), if any
 
 
 class EvolutionResult(_Model):
