@@ -247,7 +247,7 @@ def complete(plugin: Any) -> Benchmark:
         plugin.name = type(plugin).__name__
     if plugin.score_kind not in SCORE_KINDS:
         raise ConfigError(f"benchmark {plugin.name}: score_kind must be one of {', '.join(SCORE_KINDS)}")
-    return plugin  # type: ignore[no-any-return]
+    return plugin
 
 
 # the registry -------------------------------------------------------------------------------------------------

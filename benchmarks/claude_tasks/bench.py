@@ -34,6 +34,12 @@ class ClaudeTasksBenchmark:
     """
 
     name = "claude-tasks"
+    trace_format = (
+        "JSON lines: the task prompt (`kind` task), every SDK message of the agent (`kind` message), then the "
+        "outcome with the grader's verdict (`kind` outcome)."
+    )
+    score_kind = "pass_rate"
+    metric = None
 
     def __init__(self, transport: str | Callable[[], Any] | None = None) -> None:
         factory = _import(transport) if isinstance(transport, str) else transport

@@ -50,6 +50,12 @@ class SkillEvalsBenchmark:
     """The `skill-evals` benchmark (see the module docstring)."""
 
     name = "skill-evals"
+    trace_format = (
+        "one JSON object: `eval` (the case), `seed`, `output` (what the agent produced with the skill) and "
+        "`assertions` (each with `id`, `passed` and `evidence`)."
+    )
+    score_kind = "mean_score"  # the 000 seed's mean_pass_rate: the share of assertions passed, averaged
+    metric = None
 
     def __init__(
         self,
