@@ -93,10 +93,10 @@ class MeasuredRow(ScoredRow, Protocol):
 
 def metric_mean(rows: Iterable[MeasuredRow], scale: MetricScale) -> float | None:
     """Mean of the benchmark's own metric over the rows that measured one (graded, no error_tail), read back
-    from each score through `scale`; None when no row measured anything."""
+    from each score through `scale`, to 12 significant digits; None when no row measured anything."""
     values = [scale.metric(r.score) for r in rows if r.disposition in MEASURED and not r.error_tail]
     finite = [v for v in values if np.isfinite(v)]
-    return float(np.mean(finite)) if finite else None
+    return float(f"{np.mean(finite):.12g}") if finite else None  # 12 digits: the score round trip's noise goes
 
 
 def bootstrap_ci(
