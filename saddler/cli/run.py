@@ -62,6 +62,9 @@ def register(app: typer.Typer) -> None:
         sets: list[str] = typer.Option([], "--set", help="override a [run] key: loop.max_iterations=10"),
         force: bool = typer.Option(False, "--force", help="replace an existing run folder"),
         from_fleet: Path = typer.Option(None, "--from-fleet", help="an autoresearch fleet.json: make a fleet root"),
+        include_uncommitted: bool = typer.Option(
+            False, "--include-uncommitted", help="commit the harness's uncommitted changes as the run's baseline"
+        ),
     ) -> None:
         """Make a run folder: the run's own harness clone and its saddler.toml (or a fleet root, --from-fleet)."""
         from saddler.run.folder import init_run
@@ -82,6 +85,8 @@ def register(app: typer.Typer) -> None:
             seed=seed,
             force=force,
             overrides=_parse_sets(sets),
+            include_uncommitted=include_uncommitted,
+            say=typer.echo,
         )
         typer.echo(f"created {path}")
 
