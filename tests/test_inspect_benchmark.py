@@ -56,6 +56,8 @@ def test_bad_options_say_what_to_do(tmp_path: Path) -> None:
         _bench(model="")
     with pytest.raises(ConfigError, match=r"FILE\.py@factory"):
         _bench(solver="agent")
+    with pytest.raises(ConfigError, match="mock_outputs"):
+        _bench(mock_outputs="not a list")
     with pytest.raises(ConfigError, match="name one task"):
         _bench(task=f"{FIXTURE / 'arith_task.py'}@nope").tasks("train")
     assert _bench(model="anthropic/claude-sonnet-4-5").check() in ([], [
@@ -127,3 +129,31 @@ def test_an_inspect_task_optimizes_end_to_end_offline(tmp_path: Path) -> None:
     assert all(p.endswith("transcript.md") and Path(p).is_file() for p, _, _ in rows)
     durations = sorted(d for _, d, _ in rows)
     print(f"inspect rollouts: {len(rows)}, median {durations[len(durations) // 2]:.2f}s, max {durations[-1]:.2f}s")
+
+
+def test_the_inspect_agent_template_runs_a_react_loop_with_its_tools_offline(tmp_path: Path) -> None:
+    from saddler.benchmark import load_benchmark
+    from saddler.config import load_run_config
+
+    replies = (
+        '[{tool = "lookup_unit", arguments = {unit = "dozen"}}, '
+        '{tool = "calculator", arguments = {expression = "3 * 12 * 7"}}, {tool = "submit", arguments = {answer = "252"}}]'
+    )
+    sets = ['benchmark_options.model="mockllm/model"', f"benchmark_options.mock_outputs={replies}"]
+    args = ["init", str(tmp_path / "run"), "--template", "inspect_agent", *(x for s in sets for x in ("--set", s))]
+    init = CliRunner().invoke(app, args)
+    assert init.exit_code == 0, init.output
+    cfg = load_run_config(tmp_path / "run")
+    assert cfg.benchmark == "inspect" and "ANTHROPIC_API_KEY" in cfg.executor.env_allow
+    assert (
+        cfg.benchmark_options["task"]
+        == f"{(tmp_path / 'run' / 'harness').resolve()}/eval/word_problems.py@word_problems"
+    )
+    bench = load_benchmark(cfg.benchmark, cfg.benchmark_options)
+    assert [len(bench.tasks(s)) for s in ("train", "dev", "test")] == [8, 4, 4]
+    task = bench.tasks("train")[0]
+    assert task.id == "eggs-1"
+    out = bench.run(tmp_path / "run" / "harness", task, 0, tmp_path / "trace")
+    assert (out.passed, out.disposition, out.llm_calls) == (True, "success", 3), out.error_tail
+    transcript = Path(out.trace_path or "").read_text()
+    assert "- tool call `calculator`(expression='3 * 12 * 7')" in transcript and "\n252\n" in transcript

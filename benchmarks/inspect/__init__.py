@@ -6,7 +6,8 @@ Needs the extra: `pip install 'saddler[inspect]'` (inspect-ai). Options (`[run.b
   registry name of an installed package (`inspect_evals/gsm8k`). The task's dataset and scorer are the benchmark;
   its solver is replaced by the harness's. `task_args`: keyword arguments of the task function.
 - `model` (required): the task model, e.g. `anthropic/claude-sonnet-4-5`, or `mockllm/model` offline
-  (`mock_outputs`: the mock's answers, cycled; no tokenizer download). `model_args`: passed to `get_model`.
+  (`mock_outputs`: the mock's replies in turn, cycled: a string is a message, `{tool = "...", arguments = {...}}`
+  a tool call; no tokenizer download). `model_args`: passed to `get_model`.
 - `solver` (default `agent.py@agent`): `file@factory` in the harness; the factory (an Inspect `@solver` or
   `@agent`, called with `solver_args`) builds the solver each rollout uses. The harness folder is importable.
 - `scorer`: the score to read when the task has several (default: the first); its value goes through Inspect's
@@ -81,7 +82,7 @@ class InspectBenchmark(BenchmarkBase):
         message_limit: int | None = None,
         token_limit: int | None = None,
         time_limit: float | None = None,
-        mock_outputs: list[str] | None = None,
+        mock_outputs: list[str | dict[str, Any]] | None = None,
     ) -> None:
         if not inspect_installed():
             raise ConfigError(INSTALL_HINT)
@@ -106,6 +107,13 @@ class InspectBenchmark(BenchmarkBase):
             task = str(path) + task[len(file) :]
         if "@" not in solver or not solver.partition("@")[0].endswith(".py"):
             raise ConfigError(f"benchmark_options.solver {solver!r}: expected FILE.py@factory, e.g. agent.py@agent")
+        if not isinstance(mock_outputs or [], list) or not all(
+            isinstance(m, str) or (isinstance(m, dict) and "tool" in m) for m in mock_outputs or []
+        ):
+            raise ConfigError(
+                "benchmark_options.mock_outputs: a list of replies, each a string or a table "
+                '{tool = "name", arguments = {...}}'
+            )
         ratios = list(split_ratios or [0.6, 0.2, 0.2])
         if len(ratios) != 3 or any(r < 0 for r in ratios) or sum(ratios) <= 0:
             raise ConfigError("benchmark_options.split_ratios: three non-negative numbers for train, dev, test")

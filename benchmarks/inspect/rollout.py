@@ -77,7 +77,8 @@ def _forget_other_harnesses(harness_dir: Path) -> None:
 
 
 def make_model(bench: InspectBenchmark) -> Any:
-    """The task model; `mockllm/*` answers `mock_outputs` in turn with zero usage (no tokenizer download)."""
+    """The task model; `mockllm/*` answers `mock_outputs` in turn (a string is a reply, a table `{tool, arguments}`
+    a tool call), cycling, with zero usage (no tokenizer download)."""
     from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
     if not bench.model.startswith("mockllm/"):
@@ -85,7 +86,11 @@ def make_model(bench: InspectBenchmark) -> Any:
     answers = itertools.cycle(bench.mock_outputs or ["Default output from mockllm/model"])
 
     def outputs(*_args: Any) -> ModelOutput:
-        out = ModelOutput.from_content(model="mockllm", content=next(answers))
+        answer = next(answers)
+        if isinstance(answer, dict):
+            out = ModelOutput.for_tool_call("mockllm", str(answer["tool"]), dict(answer.get("arguments") or {}))
+        else:
+            out = ModelOutput.from_content(model="mockllm", content=str(answer))
         out.usage = ModelUsage()
         return out
 

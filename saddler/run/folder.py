@@ -20,7 +20,12 @@ from typing import Any
 
 from saddler.errors import HarnessError, RunStateError
 
-TEMPLATE_BENCHMARKS = {"opsdesk": "opsdesk", "claude_agent": "claude-tasks", "skill": "skill-evals"}
+TEMPLATE_BENCHMARKS = {
+    "opsdesk": "opsdesk",
+    "claude_agent": "claude-tasks",
+    "skill": "skill-evals",
+    "inspect_agent": "inspect",
+}
 
 # Per-template defaults. opsdesk: about half of 30 iterations in the Capability phase, as in the paper's GAIA2
 # schedule (25 of 50); with 40 train tasks in batches of 6 that is two epochs. Finishes in under a minute.
@@ -33,6 +38,15 @@ TEMPLATE_RUN_DEFAULTS: dict[str, dict[str, Any]] = {
     # claude-tasks rollouts call the API: the key must pass the executor's environment allow-list.
     "claude_agent": {
         "executor": {"env_allow": ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "ANTHROPIC_API_KEY"]}
+    },
+    # inspect_agent: the example Inspect task ships in the template (protected); `{harness}` is the run's clone.
+    # The task model is the user's choice: --set 'benchmark_options.model="anthropic/claude-sonnet-4-5"'.
+    "inspect_agent": {
+        "benchmark_options": {"task": "{harness}/eval/word_problems.py@word_problems", "solver": "agent.py@agent"},
+        "executor": {
+            "env_allow": ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"],
+            "timeout_s": 600.0,
+        },
     },
 }
 
@@ -82,7 +96,13 @@ def _toml_value(value: Any) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table (inside a list, or a table nested below a [run.x] table)
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {value!r} to TOML")
+
+
+def _toml_key(key: str) -> str:
+    return key if key.replace("_", "").replace("-", "").isalnum() else _toml_value(key)
 
 
 def render_run_toml(run: dict[str, Any]) -> str:
@@ -146,8 +166,9 @@ def init_run(
     if dirty and say is not None:
         say(f"included {len(dirty)} uncommitted file(s) of {source} in the run's baseline commit: {_listing(dirty)}")
     run: dict[str, Any] = {"name": paths.root.resolve().name, "seed": seed, "benchmark": bench, "harness": "harness"}
+    clone = str(paths.harness().resolve())
     for key, table in TEMPLATE_RUN_DEFAULTS.get(template or "", {}).items():
-        run[key] = dict(table)
+        run[key] = {k: v.replace("{harness}", clone) if isinstance(v, str) else v for k, v in table.items()}
     run.setdefault("sessions", {})["backend"] = backend
     for key, value in (overrides or {}).items():
         if isinstance(value, dict):
