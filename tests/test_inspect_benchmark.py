@@ -137,7 +137,8 @@ def test_the_inspect_agent_template_runs_a_react_loop_with_its_tools_offline(tmp
 
     replies = (
         '[{tool = "lookup_unit", arguments = {unit = "dozen"}}, '
-        '{tool = "calculator", arguments = {expression = "3 * 12 * 7"}}, {tool = "submit", arguments = {answer = "252"}}]'
+        '{tool = "calculator", arguments = {expression = "3 * 12 * 7"}}, '
+        '{tool = "submit", arguments = {answer = "252"}}]'
     )
     sets = ['benchmark_options.model="mockllm/model"', f"benchmark_options.mock_outputs={replies}"]
     args = ["init", str(tmp_path / "run"), "--template", "inspect_agent", *(x for s in sets for x in ("--set", s))]
