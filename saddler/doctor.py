@@ -66,6 +66,8 @@ def run_checks(
         checks.append(_evo_dag(which))
     if config is not None and config.benchmark == "claude-tasks":
         checks.append(_task_key(config, env))
+    if config is not None:
+        checks += _benchmark(config)
     if config is not None and config.executor.sandbox == "bwrap":
         checks.append(_tool("bwrap", which, version, required=True))
     if config is not None and config.executor.kind == "ray":
@@ -157,6 +159,23 @@ def _task_key(config: RunConfig, env: Mapping[str, str]) -> Check:
     return Check(
         "rollout key", False, True, "claude-tasks rollouts need ANTHROPIC_API_KEY set and listed in executor.env_allow"
     )
+
+
+def _benchmark(config: RunConfig) -> list[Check]:
+    """The benchmark's own prerequisites (its `check()`: a CLI, a key, a dataset), when it declares any; a
+    benchmark that cannot even be built from its options fails here rather than at `saddler run`."""
+    from saddler.benchmark import BenchmarkBase, build_benchmark
+
+    name = f"benchmark:{config.benchmark}"
+    try:
+        plugin = build_benchmark(config.benchmark, config.benchmark_options)
+    except Exception as exc:  # a plugin's constructor may raise anything; the doctor reports it
+        return [Check(name, False, True, f"cannot be built from benchmark_options: {exc}")]
+    own = getattr(type(plugin), "check", None)
+    if not callable(own) or own is BenchmarkBase.check:
+        return []
+    problems = [str(p) for p in plugin.check()]
+    return [Check(name, False, True, p) for p in problems] or [Check(name, True, True, "ready")]
 
 
 def _evo_dag(which: Callable[[str], str | None]) -> Check:
