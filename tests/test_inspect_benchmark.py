@@ -127,6 +127,9 @@ def test_an_inspect_task_optimizes_end_to_end_offline(tmp_path: Path) -> None:
     rows = db.execute("SELECT trace_path, duration_s, disposition FROM rollouts").fetchall()
     assert all(d in ("success", "task_failure") for _, _, d in rows), rows
     assert all(p.endswith("transcript.md") and Path(p).is_file() for p, _, _ in rows)
+    prompt = (run_dir / "sessions" / "1-diagnosis_patch.prompt.md").read_text()
+    assert "Trace format (as the benchmark describes it): transcript.md (markdown)" in prompt
+    assert "/traces/n1/train/mul-1-r0-s" in prompt  # evidence points at each rollout's own trace
     durations = sorted(d for _, d, _ in rows)
     print(f"inspect rollouts: {len(rows)}, median {durations[len(durations) // 2]:.2f}s, max {durations[-1]:.2f}s")
 
