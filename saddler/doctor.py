@@ -162,20 +162,17 @@ def _task_key(config: RunConfig, env: Mapping[str, str]) -> Check:
 
 
 def _benchmark(config: RunConfig) -> list[Check]:
-    """The benchmark's own prerequisites (its `check()`: a CLI, a key, a dataset), when it declares any; a
+    """What the benchmark's own `check()` finds missing (a CLI, a key, a dataset), one failed check each; a
     benchmark that cannot even be built from its options fails here rather than at `saddler run`."""
-    from saddler.benchmark import BenchmarkBase, build_benchmark
+    from saddler.benchmark import build_benchmark
 
     name = f"benchmark:{config.benchmark}"
     try:
         plugin = build_benchmark(config.benchmark, config.benchmark_options)
     except Exception as exc:  # a plugin's constructor may raise anything; the doctor reports it
         return [Check(name, False, True, f"cannot be built from benchmark_options: {exc}")]
-    own = getattr(type(plugin), "check", None)
-    if not callable(own) or own is BenchmarkBase.check:
-        return []
-    problems = [str(p) for p in plugin.check()]
-    return [Check(name, False, True, p) for p in problems] or [Check(name, True, True, "ready")]
+    check = getattr(plugin, "check", None)
+    return [Check(name, False, True, str(p)) for p in (check() if callable(check) else [])]
 
 
 def _evo_dag(which: Callable[[str], str | None]) -> Check:

@@ -88,5 +88,9 @@ class OpsdeskBenchmark:
 
         return load_bank()
 
+    def check(self) -> list[str]:
+        """Nothing to install: opsdesk is pure Python and offline."""
+        return []
+
 
 __all__ = ["TEMPLATE_DIR", "OpsdeskBenchmark"]
