@@ -44,17 +44,18 @@ def test_parallel_rollouts_of_a_plugin_writing_trace_json_do_not_clobber_each_ot
     paths = [r.trace_path for r in rows]
     assert len(set(paths)) == 4
     for row in rows:
-        expected = tmp_path / "run" / "traces" / f"n{node.id}" / "dev" / f"{row.task_id.replace('/', '_')}-r0-s7"
+        expected = rollout_trace_dir(tmp_path / "run", node.id, "dev", row.task_id, 0, 7)
         assert row.trace_path == str(expected / "trace.json")
         assert json.loads(Path(row.trace_path).read_text()) == {"task": row.task_id, "seed": 7}
     store.close()
 
 
 def test_rollout_trace_dir_names_task_repetition_and_seed_safely(tmp_path: Path) -> None:
-    assert rollout_trace_dir(tmp_path, 3, "train", "a/b c", 1, 42) == tmp_path / "traces" / "n3" / "train" / (
-        "a_b_c-r1-s42"
-    )
-    assert rollout_trace_dir(tmp_path, 3, "train", "..", 0, 1).parent == tmp_path / "traces" / "n3" / "train"
+    split_dir = tmp_path / "traces" / "n3" / "train"
+    assert rollout_trace_dir(tmp_path, 3, "train", "fix-git.v2", 1, 42) == split_dir / "fix-git.v2-r1-s42"
+    odd = [rollout_trace_dir(tmp_path, 3, "train", t, 0, 1) for t in ("a/b c", "a_b c", "a/b_c", "..", "../x")]
+    assert all(p.parent == split_dir for p in odd) and len(set(odd)) == len(odd)
+    assert odd[0].name.startswith("a_b_c~")
 
 
 def test_the_command_benchmark_writes_one_trace_per_rollout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

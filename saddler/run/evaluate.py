@@ -13,6 +13,7 @@ holds files points at that folder: diagnosis then reads the rollout's own traces
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,9 +38,12 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._+=@-]+")
 
 
 def rollout_trace_dir(run_dir: Path, node_id: int, split: str, task_id: str, repetition: int, seed: int) -> Path:
-    """The trace folder of one rollout: `run_dir/traces/n<node>/<split>/<task>-r<rep>-s<seed>` (the task id made
-    safe as one path component: anything but letters, digits and `._+=@-` becomes `_`)."""
+    """The trace folder of one rollout: `run_dir/traces/n<node>/<split>/<task>-r<rep>-s<seed>`. A task id that is
+    not safe as one path component has anything but letters, digits and `._+=@-` replaced by `_` and a short
+    digest of the id appended, so two ids never share a folder."""
     safe = _UNSAFE.sub("_", task_id).strip(".") or "task"
+    if safe != task_id:
+        safe += "~" + hashlib.sha256(task_id.encode()).hexdigest()[:8]
     return Path(run_dir) / "traces" / f"n{node_id}" / split / f"{safe}-r{repetition}-s{seed}"
 
 
