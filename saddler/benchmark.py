@@ -1,16 +1,28 @@
-"""The benchmark contract and the registry of bundled benchmarks.
+"""The benchmark contract, in one place: the data types, the Protocol, a base class with defaults, the registry.
 
-A `Benchmark` lists tasks per split and runs one task against a harness directory. A broken candidate
-is data: `run` returns a `RolloutResult` with disposition `task_failure`/`infra_error`, it never raises
-for a harness fault. This module is imported inside rollout child processes: keep it dependency-free.
+A plugin needs only `tasks(split)` and `run(harness_dir, task, seed, trace_dir)`; everything else the optimizer
+asks of a benchmark has a default in `BenchmarkBase`, and `load_benchmark` fills those defaults in on a plugin
+that does not subclass it. A broken candidate is data: `run` returns a `RolloutResult` with disposition
+`task_failure`/`infra_error`, it never raises for a harness fault. Benchmarks are found by short name (the bundled
+ones, then the `saddler.benchmarks` entry-point group), or as `package.module:Class`.
+
+This module is imported inside rollout child processes: keep it dependency-free.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
+import math
+import sys
+import types
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+SCORE_KINDS = ("pass_rate", "mean_score")
+ENTRY_POINT_GROUP = "saddler.benchmarks"
 
 
 @dataclass(frozen=True)
@@ -35,7 +47,7 @@ class RolloutResult:
     cost: float = 0.0
     llm_calls: int = 0
     duration_s: float = 0.0
-    trace_path: str | None = None
+    trace_path: str | None = None  # a file or the rollout's trace folder; None: the folder, if anything is in it
     error_tail: str = ""
     rationale: str = ""  # grader's reason on failure
     failure_file: str | None = None  # harness file (relative) where the trace's failure point lies
@@ -72,20 +84,85 @@ class BankPatch:
     files: tuple[str, ...] = field(default=())
 
 
-@runtime_checkable
-class Benchmark(Protocol):
-    """Contract every benchmark plugin meets.
+@dataclass(frozen=True)
+class MetricScale:
+    """A benchmark's own metric (accuracy, p99 ms, …) and its strictly monotonic map onto the 0..1 score.
 
-    - `tasks(split)` is deterministic and never includes another split's groups.
-    - `run(harness_dir, task, seed, trace_dir)` runs inside an isolated child process; it writes the
-      trace under `trace_dir` and returns a `RolloutResult`; harness faults become failed results.
-    - `fingerprint()` changes whenever environment, tasks or grader change;
-      `model_fingerprint()` whenever the task model changes. Both enter the rollout cache key.
-    - `symptoms(result)` and `patch_bank()` feed the offline backend; a benchmark without a bank
-      returns `[]` and offline diagnosis then records a stall.
+    Better metric ⇔ higher score, so ranking and acceptance on the score are ranking and acceptance on the
+    metric. With `low` < `high` the map is linear on [low, high] (the worse end 0, the better end 1) and clamps
+    outside; without them it is 0.5 ± 0.5·m/(1+|m|), defined and invertible for every real m.
     """
 
     name: str
+    direction: str  # maximize | minimize
+    low: float | None = None
+    high: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.direction not in ("maximize", "minimize"):
+            raise ValueError(f"metric direction must be maximize or minimize, not {self.direction!r}")
+
+    @property
+    def linear(self) -> bool:
+        return self.low is not None and self.high is not None and self.high > self.low
+
+    def score(self, metric: float) -> float:
+        """The metric as a 0..1 score, higher is better."""
+        sign = 1.0 if self.direction == "maximize" else -1.0
+        if self.linear:
+            assert self.low is not None and self.high is not None
+            frac = (metric - self.low) / (self.high - self.low)
+            return min(1.0, max(0.0, frac if sign > 0 else 1.0 - frac))
+        m = sign * metric
+        return 0.5 / (1.0 - m) if m < 0 else 0.5 + 0.5 * m / (1.0 + m)
+
+    def metric(self, score: float) -> float:
+        """The metric a score stands for (exact inside the linear range; the bound where the map clamps)."""
+        sign = 1.0 if self.direction == "maximize" else -1.0
+        if self.linear:
+            assert self.low is not None and self.high is not None
+            frac = score if sign > 0 else 1.0 - score
+            return self.low + frac * (self.high - self.low)
+        if score <= 0.0 or score >= 1.0:
+            return -sign * math.inf if score <= 0.0 else sign * math.inf
+        m = 1.0 - 0.5 / score if score < 0.5 else (score - 0.5) / (1.0 - score)
+        return sign * m
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Plugin(Protocol):
+    """The least a benchmark plugin defines: `tasks(split)` and `run(...)` (see `Benchmark`)."""
+
+    def tasks(self, split: str) -> list[Task]: ...
+
+    def run(self, harness_dir: Path, task: Task, seed: int, trace_dir: Path) -> RolloutResult: ...
+
+
+@runtime_checkable
+class Benchmark(Protocol):
+    """Everything the optimizer asks of a benchmark (`BenchmarkBase` gives the defaults).
+
+    - `tasks(split)` is deterministic and never includes another split's groups.
+    - `run(harness_dir, task, seed, trace_dir)` runs inside an isolated child process; `trace_dir` is this
+      rollout's own folder (no other rollout writes there); it returns a `RolloutResult`; harness faults
+      become failed results.
+    - `fingerprint()` changes whenever environment, tasks or grader change; `model_fingerprint()` whenever
+      the task model changes. Both enter the rollout cache key.
+    - `symptoms(result)` and `patch_bank()` feed the offline backend; a benchmark without a bank returns `[]`
+      and offline diagnosis then records a stall.
+    - `trace_format` tells diagnosis what the traces are (one or two sentences).
+    - `score_kind` is the per-task score `policies.score = "auto"` uses: `pass_rate` (share of repetitions
+      passed; dev/test are Pass@1) or `mean_score` (mean graded score; partial credit counts).
+    - `metric` is the benchmark's own metric behind the score, when it has one (reports show it).
+    - `check()` lists what is missing on this machine to run it (`saddler doctor` shows it); `[]` when ready.
+    """
+
+    name: str
+    trace_format: str
+    score_kind: str
+    metric: MetricScale | None
 
     def tasks(self, split: str) -> list[Task]: ...
 
@@ -99,26 +176,132 @@ class Benchmark(Protocol):
 
     def patch_bank(self) -> list[BankPatch]: ...
 
+    def check(self) -> list[str]: ...
+
+
+class BenchmarkBase:
+    """Defaults for every `Benchmark` member but `tasks` and `run`; subclass it, or let `load_benchmark` add them."""
+
+    name = ""
+    trace_format = "not declared by the benchmark: read the files in each rollout's trace folder"
+    score_kind = "pass_rate"
+    metric: MetricScale | None = None
+
+    def tasks(self, split: str) -> list[Task]:
+        raise NotImplementedError(f"{type(self).__name__} must define tasks(split)")
+
+    def run(self, harness_dir: Path, task: Task, seed: int, trace_dir: Path) -> RolloutResult:
+        raise NotImplementedError(f"{type(self).__name__} must define run(harness_dir, task, seed, trace_dir)")
+
+    def fingerprint(self) -> str:
+        """Digest of the plugin class's source module and its instance attributes: editing the benchmark's
+        code or options invalidates cached rollouts."""
+        return default_fingerprint(self)
+
+    def model_fingerprint(self) -> str:
+        return "none"
+
+    def symptoms(self, result: RolloutResult) -> list[Symptom]:
+        return []
+
+    def patch_bank(self) -> list[BankPatch]:
+        return []
+
+    def check(self) -> list[str]:
+        return []
+
+
+def default_fingerprint(bench: object) -> str:
+    """sha256 (16 hex) over the class's qualified name, its module's source and `vars(bench)` as JSON."""
+    cls = type(bench)
+    h = hashlib.sha256(f"{cls.__module__}.{cls.__qualname__}".encode())
+    source = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    if source and Path(source).is_file():
+        h.update(Path(source).read_bytes())
+    h.update(json.dumps(getattr(bench, "__dict__", {}), sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+_DEFAULTS = ("fingerprint", "model_fingerprint", "symptoms", "patch_bank", "check")
+_DEFAULT_ATTRS = ("trace_format", "score_kind", "metric")
+
+
+def complete(plugin: Any) -> Benchmark:
+    """`plugin` with every `Benchmark` member it lacks taken from `BenchmarkBase` (set on the instance, so its
+    type and module stay the plugin's own). A plugin without `tasks` or `run` is a `ConfigError`."""
+    from saddler.errors import ConfigError
+
+    missing = [m for m in ("tasks", "run") if not callable(getattr(plugin, m, None))]
+    if missing:
+        raise ConfigError(
+            f"benchmark {type(plugin).__name__} lacks {' and '.join(missing)}: a plugin defines tasks(split) and "
+            "run(harness_dir, task, seed, trace_dir) (see the README)"
+        )
+    for name in _DEFAULTS:
+        if not callable(getattr(plugin, name, None)):
+            setattr(plugin, name, types.MethodType(getattr(BenchmarkBase, name), plugin))
+    for name in _DEFAULT_ATTRS:
+        if not hasattr(plugin, name):
+            setattr(plugin, name, getattr(BenchmarkBase, name))
+    if not getattr(plugin, "name", ""):
+        plugin.name = type(plugin).__name__
+    if plugin.score_kind not in SCORE_KINDS:
+        raise ConfigError(f"benchmark {plugin.name}: score_kind must be one of {', '.join(SCORE_KINDS)}")
+    return plugin
+
+
+# the registry -------------------------------------------------------------------------------------------------
 
 BENCHMARKS: dict[str, str] = {
     "opsdesk": "benchmarks.opsdesk:OpsdeskBenchmark",
     "skill-evals": "benchmarks.skill_evals:SkillEvalsBenchmark",
     "command": "benchmarks.command:CommandBenchmark",
     "claude-tasks": "benchmarks.claude_tasks:ClaudeTasksBenchmark",
+    "inspect": "benchmarks.inspect:InspectBenchmark",
+    "harbor": "benchmarks.harbor:HarborBenchmark",
 }
+"""The bundled benchmarks: short name -> `module:Class`."""
+
+
+def entry_point_benchmarks() -> dict[str, str]:
+    """Benchmarks installed packages register under `[project.entry-points."saddler.benchmarks"]` (name ->
+    `module:attr`), read from package metadata without importing anything. Bundled names win a clash."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in BENCHMARKS}
+
+
+def registered_benchmarks() -> dict[str, str]:
+    """Every short name (bundled, then entry points) -> `module:Class`."""
+    return {**BENCHMARKS, **entry_point_benchmarks()}
+
+
+def benchmark_target(name: str) -> str:
+    """The `module:Class` a benchmark name stands for (`name` itself when it is already one); '' if unknown."""
+    if name in BENCHMARKS:
+        return BENCHMARKS[name]
+    if ":" in name and all(name.partition(":")[::2]):
+        return name
+    return entry_point_benchmarks().get(name, "")
 
 
 def is_known_benchmark(name: str) -> bool:
-    """A registered short name, or a `package.module:Class` path to the user's own plugin."""
-    return name in BENCHMARKS or (":" in name and all(name.partition(":")[::2]))
+    """A bundled or entry-point short name, or a `package.module:Class` path to the user's own plugin."""
+    return bool(benchmark_target(name))
+
+
+def build_benchmark(name: str, options: dict[str, Any] | None = None) -> Any:
+    """Import the class `name` stands for (lazily, only now) and build it with `options`, as it is."""
+    target = benchmark_target(name)
+    if not target:
+        from saddler.errors import UnknownNameError
+
+        raise UnknownNameError("benchmark", name, [*registered_benchmarks(), "package.module:Class"])
+    module_name, _, attr = target.partition(":")
+    cls = getattr(importlib.import_module(module_name), attr)
+    return cls(**(options or {}))
 
 
 def load_benchmark(name: str, options: dict[str, Any] | None = None) -> Benchmark:
-    """Import the benchmark registered under `name` (or given as `module:Class`) lazily; build it with `options`."""
-    if not is_known_benchmark(name):
-        from saddler.errors import UnknownNameError
-
-        raise UnknownNameError("benchmark", name, [*BENCHMARKS, "package.module:Class"])
-    module_name, _, attr = BENCHMARKS.get(name, name).partition(":")
-    cls = getattr(importlib.import_module(module_name), attr)
-    return cls(**(options or {}))
+    """The benchmark registered under `name` (or given as `module:Class`), built with `options`, defaults filled."""
+    return complete(build_benchmark(name, options))

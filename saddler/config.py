@@ -43,6 +43,11 @@ class PolicyConfig(_Strict):
     reject_task_regression: bool = False
     min_margin: float = Field(0.0, ge=0)
     accept_neutral: bool = Field(False, description="keep an equal-score, regression-free candidate (000 seed NEUTRAL)")
+    score: Literal["auto", "pass_rate", "mean_score"] = Field(
+        "auto",
+        description="per-task score of batch acceptance, dev, ranking and test: pass_rate (share of repetitions "
+        "passed: Pass@1) | mean_score (mean graded score: partial credit counts) | auto (the benchmark's score_kind)",
+    )
     dev_eval: Literal["on_accept", "always", "never"] = "on_accept"
     ranking: Literal["best_dev", "best_batch"] = "best_dev"
     phases: Literal["capability_then_steering", "none"] = "capability_then_steering"

@@ -66,6 +66,8 @@ def run_checks(
         checks.append(_evo_dag(which))
     if config is not None and config.benchmark == "claude-tasks":
         checks.append(_task_key(config, env))
+    if config is not None:
+        checks += _benchmark(config)
     if config is not None and config.executor.sandbox == "bwrap":
         checks.append(_tool("bwrap", which, version, required=True))
     if config is not None and config.executor.kind == "ray":
@@ -157,6 +159,20 @@ def _task_key(config: RunConfig, env: Mapping[str, str]) -> Check:
     return Check(
         "rollout key", False, True, "claude-tasks rollouts need ANTHROPIC_API_KEY set and listed in executor.env_allow"
     )
+
+
+def _benchmark(config: RunConfig) -> list[Check]:
+    """What the benchmark's own `check()` finds missing (a CLI, a key, a dataset), one failed check each; a
+    benchmark that cannot even be built from its options fails here rather than at `saddler run`."""
+    from saddler.benchmark import build_benchmark
+
+    name = f"benchmark:{config.benchmark}"
+    try:
+        plugin = build_benchmark(config.benchmark, config.benchmark_options)
+    except Exception as exc:  # a plugin's constructor may raise anything; the doctor reports it
+        return [Check(name, False, True, f"cannot be built from benchmark_options: {exc}")]
+    check = getattr(plugin, "check", None)
+    return [Check(name, False, True, str(p)) for p in (check() if callable(check) else [])]
 
 
 def _evo_dag(which: Callable[[str], str | None]) -> Check:

@@ -1,7 +1,8 @@
 """Locating what ships with saddler: harness templates and the registered benchmarks.
 
 Works from a source checkout and after a plain (non-editable) `pip install`: templates are found with
-`importlib.resources`, benchmarks are described from their module docstring without importing them.
+`importlib.resources`, benchmarks (bundled and entry points) are described from their module docstring
+without importing them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import importlib.util
 from importlib import resources
 from pathlib import Path
 
-from saddler.benchmark import BENCHMARKS
+from saddler.benchmark import registered_benchmarks
 from saddler.errors import UnknownNameError
 
 TEMPLATE_MARKERS = ("saddler.toml", "SKILL.md")
@@ -59,8 +60,10 @@ def template_description(path: Path) -> str:
 
 
 def benchmarks() -> dict[str, str]:
-    """Registered benchmarks by name -> one-line description (the module docstring's first line)."""
-    return {name: _module_summary(target.partition(":")[0]) for name, target in sorted(BENCHMARKS.items())}
+    """Registered benchmarks (bundled and `saddler.benchmarks` entry points) by name -> one-line description
+    (the module docstring's first line), found without importing them."""
+    found = registered_benchmarks()
+    return {name: _module_summary(target.partition(":")[0]) for name, target in sorted(found.items())}
 
 
 def _module_summary(module: str) -> str:

@@ -1,8 +1,10 @@
-"""Pass@1 statistics: the one place they are computed (dev, test, reports, exports, benchmarks).
+"""Node scores: the one place they are computed (dev, test, reports, exports, benchmarks).
 
-Pass@1 of one run (repetition) is the mean `passed` over the tasks of that repetition; a node's figure is
-the mean ± population std over its runs. `bootstrap_ci` resamples tasks (seeded) for a confidence
-interval of the mean Pass@1, so a report can say how much a difference could be noise.
+A node's score on a split is per repetition the mean over tasks of the per-task score, then mean ± population
+std over repetitions. The per-task score is `passed` (0/1) under `pass_rate` — that figure is Pass@1 — or the
+graded `score` (0..1, partial credit) under `mean_score` (`node_score`; `policies.score` chooses).
+`metric_mean` reads a benchmark's own metric back from the scores. `bootstrap_ci` resamples tasks (seeded)
+for a confidence interval of the mean Pass@1, so a report can say how much a difference could be noise.
 """
 
 from __future__ import annotations
@@ -14,6 +16,12 @@ from typing import Protocol
 
 import numpy as np
 
+from saddler.benchmark import SCORE_KINDS, MetricScale
+
+__all__ = ["MEASURED", "SCORE_KINDS", "PassAt1", "bootstrap_ci", "metric_mean", "node_score", "pass_at_1"]
+
+MEASURED = ("success", "task_failure")
+
 
 class ScoredRow(Protocol):
     """What Pass@1 reads from a rollout row."""
@@ -21,6 +29,7 @@ class ScoredRow(Protocol):
     task_id: str
     repetition: int
     passed: bool
+    score: float
 
 
 @dataclass(frozen=True)
@@ -52,13 +61,42 @@ def _matrix(rows: Iterable[ScoredRow]) -> np.ndarray:
 
 def pass_at_1(rows: Iterable[ScoredRow]) -> PassAt1:
     """Pass@1 over `rows`; no rows gives mean 0, std 0 and no runs."""
-    per_rep: dict[int, list[bool]] = defaultdict(list)
+    return node_score(rows, "pass_rate")
+
+
+def task_value(row: ScoredRow, kind: str) -> float:
+    """One rollout's contribution to its task's score: `passed` as 0/1 (pass_rate) or its graded score."""
+    if kind == "pass_rate":
+        return float(bool(row.passed))
+    if kind == "mean_score":
+        return float(row.score)
+    raise ValueError(f"unknown score kind {kind!r}; use pass_rate or mean_score")
+
+
+def node_score(rows: Iterable[ScoredRow], kind: str) -> PassAt1:
+    """Mean ± std over repetitions of the per-repetition mean `task_value`; no rows gives 0, 0 and no runs."""
+    per_rep: dict[int, list[float]] = defaultdict(list)
     for row in rows:
-        per_rep[row.repetition].append(bool(row.passed))
+        per_rep[row.repetition].append(task_value(row, kind))
     if not per_rep:
         return PassAt1(0.0, 0.0, ())
     runs = np.array([np.mean(v) for _, v in sorted(per_rep.items())], dtype=float)
     return PassAt1(float(runs.mean()), float(runs.std()), tuple(float(x) for x in runs))
+
+
+class MeasuredRow(ScoredRow, Protocol):
+    """What `metric_mean` reads from a rollout row."""
+
+    disposition: str
+    error_tail: str
+
+
+def metric_mean(rows: Iterable[MeasuredRow], scale: MetricScale) -> float | None:
+    """Mean of the benchmark's own metric over the rows that measured one (graded, no error_tail), read back
+    from each score through `scale`, to 12 significant digits; None when no row measured anything."""
+    values = [scale.metric(r.score) for r in rows if r.disposition in MEASURED and not r.error_tail]
+    finite = [v for v in values if np.isfinite(v)]
+    return float(f"{np.mean(finite):.12g}") if finite else None  # 12 digits: the score round trip's noise goes
 
 
 def bootstrap_ci(

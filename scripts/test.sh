@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Full set-up + every check on a fresh machine: a fresh venv, a non-editable install with the dev
-# and ray extras, smoke checks of the installed console scripts, ruff (lint + format), mypy, the import
+# Full set-up + every check on a fresh machine: a fresh venv, a non-editable install with the dev,
+# ray and inspect extras, smoke checks of the installed console scripts, ruff (lint + format), mypy, the import
 # layer contracts, then pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +9,7 @@ PY=${PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ]; then "$PY" -m venv "$VENV"; fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps .
-"$VENV/bin/python" -m pip install -q ".[dev,ray]"
+"$VENV/bin/python" -m pip install -q ".[dev,ray,inspect]"
 export PATH="$PWD/$VENV/bin:$PATH"
 # The installed (non-editable) package must find its bundled benchmarks and templates.
 ( cd /tmp && saddler --help >/dev/null && evo-dag --help >/dev/null && saddler list --json )

@@ -19,6 +19,7 @@ def test_unknown_benchmark_names_the_choices() -> None:
     with pytest.raises(UnknownNameError) as err:
         load_benchmark("nope")
     assert str(err.value) == (
-        "unknown benchmark 'nope'; available: claude-tasks, command, opsdesk, package.module:Class, skill-evals"
+        "unknown benchmark 'nope'; available: claude-tasks, command, harbor, inspect, opsdesk, "
+        "package.module:Class, skill-evals"
     )
     assert err.value.exit_code == 2

@@ -71,11 +71,11 @@ def test_command_benchmark(tmp_path: Path) -> None:
     result = bench.run(tmp_path, bench.tasks("train")[0], 25, tmp_path / "trace")
     assert result.score == 0.25 and result.passed and result.disposition == "success"
     assert json.loads(Path(result.trace_path or "").read_text())["metric"] == 0.25
-    crash = CommandBenchmark(f"{sys.executable} -c 'raise SystemExit(2)'").run(
+    crash = CommandBenchmark(f"{sys.executable} -c 'raise SystemExit(2)'", metric_direction="maximize").run(
         tmp_path, bench.tasks("train")[0], 1, tmp_path / "t2"
     )
     assert not crash.passed and crash.disposition == "task_failure" and crash.error_tail.startswith("exit 2")
-    assert CommandBenchmark("x", metric_direction="minimize").score(0.0) == 1.0
+    assert CommandBenchmark("x", metric_direction="minimize").score(0.0) == 0.5  # unbounded: 0.5 at metric 0
     with pytest.raises(ConfigError, match="eval_command"):
         CommandBenchmark("")
 

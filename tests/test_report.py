@@ -269,7 +269,7 @@ def test_report_md_tables_and_metric_lines(finished: tuple[EvoDAG, Fixture, Path
         "## Result summary",
         "| Metric | Baseline | Final | Delta |",
         "| Test Pass@1 (k=3) | 0.500 ± 0.204 | 0.917 ± 0.118 | +0.417 |",
-        "| Dev score | 0.500 ± 0.000 | 1.000 ± 0.000 | +0.500 |",
+        "| Dev Pass@1 | 0.500 ± 0.000 | 1.000 ± 0.000 | +0.500 |",
         "| Iterations | — | 8 | — |",
         "| Kept | — | 5 | — |",
         "| Discarded | — | 3 | — |",

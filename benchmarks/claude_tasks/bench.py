@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.claude_tasks.data import SPLITS, grade, ledger_csv, policy_md, questions
-from saddler.benchmark import BankPatch, RolloutResult, Symptom, Task
+from saddler.benchmark import BankPatch, BenchmarkBase, RolloutResult, Symptom, Task
 
 GRADER_VERSION = "1"
 _HARNESS_MODULES = ("agent", "settings", "tools", "hooks")
@@ -26,7 +26,7 @@ def _import(spec: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-class ClaudeTasksBenchmark:
+class ClaudeTasksBenchmark(BenchmarkBase):
     """Ledger questions for a claude-agent-sdk harness (see the package docstring).
 
     `transport` ("module:factory" or a callable returning an SDK `Transport`) replaces the real CLI,
@@ -34,6 +34,12 @@ class ClaudeTasksBenchmark:
     """
 
     name = "claude-tasks"
+    trace_format = (
+        "JSON lines: the task prompt (`kind` task), every SDK message of the agent (`kind` message), then the "
+        "outcome with the grader's verdict (`kind` outcome)."
+    )
+    score_kind = "pass_rate"
+    metric = None
 
     def __init__(self, transport: str | Callable[[], Any] | None = None) -> None:
         factory = _import(transport) if isinstance(transport, str) else transport

@@ -43,6 +43,12 @@ class OpsdeskBenchmark:
     """The opsdesk benchmark. `noise` scales the simulated agent's mistake rates and transient faults."""
 
     name = "opsdesk"
+    trace_format = (
+        "JSON lines, one event per line with a `type` (thought, tool_call/tool_result, tool_error, reminder, "
+        "verify, finish, stop, grade, …); the last line is the grader's verdict with the failed checks."
+    )
+    score_kind = "pass_rate"
+    metric = None
 
     def __init__(self, *, noise: float = 1.0) -> None:
         if noise < 0:
@@ -81,6 +87,10 @@ class OpsdeskBenchmark:
         from benchmarks.opsdesk.bank import load_bank
 
         return load_bank()
+
+    def check(self) -> list[str]:
+        """Nothing to install: opsdesk is pure Python and offline."""
+        return []
 
 
 __all__ = ["TEMPLATE_DIR", "OpsdeskBenchmark"]

@@ -18,7 +18,7 @@ from typing import Any
 from benchmarks.skill_evals.agent import CommandSkillAgent, OfflineSkillAgent, SkillAgent
 from benchmarks.skill_evals.evals import EvalCase, EvalSuite, load_evals
 from benchmarks.skill_evals.grading import Judge, grade_run, offline_judge
-from saddler.benchmark import BankPatch, RolloutResult, Symptom, Task
+from saddler.benchmark import BankPatch, BenchmarkBase, RolloutResult, Symptom, Task
 from saddler.errors import ConfigError
 
 __all__ = ["SkillEvalsBenchmark", "default_evals_path", "make_agent"]
@@ -46,10 +46,16 @@ def make_agent(agent: str, model: str = "sonnet", omit_rate: float = 0.25) -> tu
     raise ConfigError(f"skill-evals agent must be offline or claude, not {agent!r}")
 
 
-class SkillEvalsBenchmark:
+class SkillEvalsBenchmark(BenchmarkBase):
     """The `skill-evals` benchmark (see the module docstring)."""
 
     name = "skill-evals"
+    trace_format = (
+        "one JSON object: `eval` (the case), `seed`, `output` (what the agent produced with the skill) and "
+        "`assertions` (each with `id`, `passed` and `evidence`)."
+    )
+    score_kind = "mean_score"  # the 000 seed's mean_pass_rate: the share of assertions passed, averaged
+    metric = None
 
     def __init__(
         self,

@@ -62,6 +62,9 @@ def register(app: typer.Typer) -> None:
         sets: list[str] = typer.Option([], "--set", help="override a [run] key: loop.max_iterations=10"),
         force: bool = typer.Option(False, "--force", help="replace an existing run folder"),
         from_fleet: Path = typer.Option(None, "--from-fleet", help="an autoresearch fleet.json: make a fleet root"),
+        include_uncommitted: bool = typer.Option(
+            False, "--include-uncommitted", help="commit the harness's uncommitted changes as the run's baseline"
+        ),
     ) -> None:
         """Make a run folder: the run's own harness clone and its saddler.toml (or a fleet root, --from-fleet)."""
         from saddler.run.folder import init_run
@@ -82,6 +85,8 @@ def register(app: typer.Typer) -> None:
             seed=seed,
             force=force,
             overrides=_parse_sets(sets),
+            include_uncommitted=include_uncommitted,
+            say=typer.echo,
         )
         typer.echo(f"created {path}")
 
@@ -111,6 +116,10 @@ def register(app: typer.Typer) -> None:
                     "best_test": outcome.best_test,
                     "rollouts": outcome.rollouts,
                     "report": str(outcome.report) if outcome.report else None,
+                    "score": outcome.score,
+                    "metric": outcome.metric,
+                    "baseline_test_metric": outcome.baseline_test_metric,
+                    "best_test_metric": outcome.best_test_metric,
                 }
             )
         else:
@@ -194,7 +203,7 @@ def register(app: typer.Typer) -> None:
         runs: int = typer.Option(3, "--runs", min=1),
         json_out: bool = typer.Option(False, "--json"),
     ) -> None:
-        """Evaluate one node on dev or test, k runs: Pass@1 mean ± std (cached rollouts reused)."""
+        """Evaluate one node on dev or test, k runs: the run's score (Pass@1 or mean score), mean ± std."""
         from saddler.run.ops import evaluate_node
 
         if split not in ("dev", "test"):
@@ -203,8 +212,9 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(result)
         else:
+            label = "Pass@1" if result["score"] == "pass_rate" else "mean score"
             typer.echo(
-                f"node {node} {split} Pass@1: {result['mean']:.4f} ± {result['std']:.4f} "
+                f"node {node} {split} {label}: {result['mean']:.4f} ± {result['std']:.4f} "
                 f"over {runs} run(s) {result['runs']} ({result['executed']} rollouts executed)"
             )
 

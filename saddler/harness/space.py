@@ -59,9 +59,18 @@ class HarnessSpace:
         self.worktrees_dir.mkdir(parents=True, exist_ok=True)
 
     @classmethod
-    def create(cls, source: Path, repo_dir: Path, worktrees_dir: Path, *, clock: Clock | None = None) -> HarnessSpace:
+    def create(
+        cls,
+        source: Path,
+        repo_dir: Path,
+        worktrees_dir: Path,
+        *,
+        clock: Clock | None = None,
+        uncommitted: list[str] | None = None,
+    ) -> HarnessSpace:
         """Clone `source` (a git repo: its HEAD; or a plain folder such as a template: copied and
-        committed as the baseline) into `repo_dir`. `source` is never modified."""
+        committed as the baseline) into `repo_dir`. `source` is never modified. `uncommitted` (paths of a git
+        `source`, see `saddler.harness.uncommitted`) are carried over and committed on top: that is the baseline."""
         source, repo_dir = Path(source).resolve(), Path(repo_dir).resolve()
         if not source.is_dir():
             raise HarnessError(f"harness source {source} is not a folder; pass a harness repository or a template")
@@ -74,6 +83,10 @@ class HarnessSpace:
             git(["clone", "-q", "--no-hardlinks", str(source), str(repo_dir)], repo_dir.parent)
             git(["remote", "remove", "origin"], repo_dir)
             configure_run_repo(repo_dir, str(source))
+            if uncommitted:
+                from saddler.harness.uncommitted import carry_uncommitted
+
+                carry_uncommitted(source, repo_dir, uncommitted, clock=clock)
         else:
             shutil.copytree(source, repo_dir, ignore=_SKIP_COPY, symlinks=True, dirs_exist_ok=True)
             git(["init", "-q", "-b", "main"], repo_dir)

@@ -3,7 +3,8 @@
 Scores are compared on the tasks valid in both runs (no infra_error/timeout on either side).
 Options: `min_margin` (the mean must rise by more than it), `reject_task_regression` (any task that
 passed before and fails after rejects, as in the 000 seed's assertion-level rule), `accept_neutral`
-(an equal mean with no regression is kept: the seed's approved NEUTRAL).
+(an equal mean with no regression is kept: the seed's approved NEUTRAL). `score` is the per-task score
+compared (`policies.score`): `mean_score` (mean graded score over repetitions) or `pass_rate` (share passed).
 """
 
 from __future__ import annotations
@@ -31,6 +32,14 @@ class TaskOutcome:
         return mean(self.scores) if self.scores else 0.0
 
     @property
+    def pass_rate(self) -> float:
+        return sum(self.passes) / len(self.passes) if self.passes else 0.0
+
+    def value(self, kind: str) -> float:
+        """The task's score under `kind`: `pass_rate` or `mean_score`."""
+        return self.pass_rate if kind == "pass_rate" else self.score
+
+    @property
     def passed(self) -> bool:
         """Majority of repetitions (ties count as failed)."""
         return sum(self.passes) * 2 > len(self.passes)
@@ -46,8 +55,8 @@ class AcceptanceDecision:
     regressions: tuple[str, ...] = field(default=())
 
 
-def batch_mean(outcomes: dict[str, TaskOutcome], tasks: list[str] | tuple[str, ...]) -> float:
-    return mean(outcomes[t].score for t in tasks) if tasks else 0.0
+def batch_mean(outcomes: dict[str, TaskOutcome], tasks: list[str] | tuple[str, ...], kind: str = "mean_score") -> float:
+    return mean(outcomes[t].value(kind) for t in tasks) if tasks else 0.0
 
 
 @dataclass
@@ -55,13 +64,14 @@ class Acceptance:
     min_margin: float = 0.0
     reject_task_regression: bool = False
     accept_neutral: bool = False
+    score: str = "mean_score"
 
     def decide(self, before: dict[str, TaskOutcome], after: dict[str, TaskOutcome]) -> AcceptanceDecision:
         """Compare parent (`before`) and candidate (`after`) on the same batch and seeds."""
         tasks = tuple(t for t in before if t in after and before[t].valid and after[t].valid)
         if not tasks:
             return AcceptanceDecision("rejected", "no task valid in both runs", 0.0, 0.0)
-        b, a = batch_mean(before, tasks), batch_mean(after, tasks)
+        b, a = batch_mean(before, tasks, self.score), batch_mean(after, tasks, self.score)
         regressions = tuple(t for t in tasks if before[t].passed and not after[t].passed)
         text = f"batch {b:.3f} -> {a:.3f} on {len(tasks)} task(s)"
         if a > b + self.min_margin + 1e-12:
@@ -78,5 +88,7 @@ class Acceptance:
         return AcceptanceDecision("rejected", f"{text}: {why}", b, a, tasks, regressions)
 
 
-def make_acceptance(min_margin: float, reject_task_regression: bool, accept_neutral: bool) -> Acceptance:
-    return Acceptance(min_margin, reject_task_regression, accept_neutral)
+def make_acceptance(
+    min_margin: float, reject_task_regression: bool, accept_neutral: bool, score: str = "mean_score"
+) -> Acceptance:
+    return Acceptance(min_margin, reject_task_regression, accept_neutral, score)

@@ -1,7 +1,10 @@
 """End-of-run figures (`build_report`) and `report.md` (`write_report`), read from the EvoDAG only.
 
-Test Pass@1 of one test run is the mean `passed` over the test tasks of that repetition; a node's test
+The run's score kind (`policies.score` as stored in the run's config: `pass_rate` or `mean_score`) decides the
+test figure: per test run the mean over tasks of `passed` (Pass@1) or of the graded score; a node's test
 figure is the mean ± population std over its k runs. Dev figures are the node rows' `dev_mean`/`dev_std`.
+When the benchmark declared its own metric (the `benchmark.described` event), the summary also gives that
+metric per node on dev and test, read back from the rollout scores.
 Every float in the figures is rounded to 6 decimals so the dict is stable JSON.
 """
 
@@ -16,6 +19,7 @@ from typing import Any
 from evodag.models import Edge, Node, RolloutRow
 from evodag.store import EvoDAG
 from saddler import scoring
+from saddler.benchmark import MetricScale
 from saddler.policies.ranking import pick_best
 
 DIAGNOSIS_KINDS = ("capability", "steering", "mixed", "unclassified")
@@ -26,13 +30,46 @@ def _r(x: float | None) -> float | None:
     return None if x is None else round(x, 6)
 
 
-def pass_at_1(rows: Iterable[RolloutRow]) -> dict[str, Any]:
-    """{"mean", "std", "runs"}: per repetition the mean of `passed`, then mean ± pstdev over repetitions."""
+def pass_at_1(rows: Iterable[RolloutRow], kind: str = "pass_rate") -> dict[str, Any]:
+    """{"mean", "std", "runs"}: per repetition the mean of `passed` (or, with kind `mean_score`, of the graded
+    score), then mean ± pstdev over repetitions."""
     rows = list(rows)
     if not rows:
         return {"mean": None, "std": None, "runs": 0}
-    score = scoring.pass_at_1(rows)
+    score = scoring.node_score(rows, kind)
     return {"mean": _r(score.mean), "std": _r(score.std), "runs": score.runs}
+
+
+def score_kind(config: dict[str, Any]) -> str:
+    """The per-task score a run used (runs made before the setting existed used `pass_rate` for dev/test)."""
+    kind = (config.get("policies") or {}).get("score", "pass_rate")
+    return kind if kind in scoring.SCORE_KINDS else "pass_rate"
+
+
+def described_metric(store: EvoDAG, run_id: int) -> MetricScale | None:
+    """The benchmark's own metric as the run recorded it at its start, or None."""
+    for ev in store.events(run_id=run_id):
+        if ev.kind == "benchmark.described" and ev.payload.get("metric"):
+            return MetricScale(**ev.payload["metric"])
+    return None
+
+
+def _metric_summary(store: EvoDAG, run_id: int, base: Node | None, best: Node | None) -> dict[str, Any] | None:
+    scale = described_metric(store, run_id)
+    if scale is None:
+        return None
+
+    def mean(node: Node | None, split: str) -> float | None:
+        if node is None:
+            return None
+        value = scoring.metric_mean(store.rollouts(run_id, node_id=node.id, split=split), scale)
+        return None if value is None else round(value, 9)
+
+    out: dict[str, Any] = {"name": scale.name, "direction": scale.direction}
+    for split in ("test", "dev"):
+        b, f = mean(base, split), mean(best, split)
+        out[split] = {"baseline": b, "final": f, "delta": None if b is None or f is None else round(f - b, 9)}
+    return out
 
 
 def hypothesis_summary(node: Node, limit: int = 100) -> str:
@@ -255,8 +292,9 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
     candidates = sorted((n for n in all_nodes if n.status != "baseline"), key=lambda n: (n.iteration, n.id))
     statuses = Counter(n.status for n in candidates)
     iterations = store.iterations(run.id)
-    test_base = pass_at_1(store.rollouts(run.id, node_id=base.id, split="test")) if base else pass_at_1([])
-    test_best = pass_at_1(store.rollouts(run.id, node_id=best.id, split="test")) if best else pass_at_1([])
+    kind = score_kind(run.config)
+    test_base = pass_at_1(store.rollouts(run.id, node_id=base.id, split="test"), kind) if base else pass_at_1([])
+    test_best = pass_at_1(store.rollouts(run.id, node_id=best.id, split="test"), kind) if best else pass_at_1([])
     dev_base = {"mean": _r(base.dev_mean), "std": _r(base.dev_std)} if base else {"mean": None, "std": None}
     dev_best = {"mean": _r(best.dev_mean), "std": _r(best.dev_std)} if best else {"mean": None, "std": None}
     wall = _wall_time(run.started_at, run.finished_at)
@@ -278,6 +316,8 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
         "summary": {
             "test": {"baseline": test_base, "final": test_best, "delta": _delta(test_base["mean"], test_best["mean"])},
             "dev": {"baseline": dev_base, "final": dev_best, "delta": _delta(dev_base["mean"], dev_best["mean"])},
+            "score": kind,
+            "metric": _metric_summary(store, run.id, base, best),
         },
         "counts": {
             "iterations": len(iterations),

@@ -48,12 +48,33 @@ def _duration(seconds: float | None) -> str:
     return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s"
 
 
+SCORE_LABELS = {"pass_rate": "Pass@1", "mean_score": "mean score"}
+SCORE_MEANINGS = {
+    "pass_rate": "a task's score is the share of its runs that passed (dev and test are Pass@1)",
+    "mean_score": "a task's score is its mean graded score over its runs (partial credit counts)",
+}
+
+
+def _g(x: float | None, sign: str = "") -> str:
+    return "—" if x is None else f"{x:{sign}.6g}"
+
+
 def _summary(f: dict[str, Any]) -> list[str]:
     test, dev, counts = f["summary"]["test"], f["summary"]["dev"], f["counts"]
     k = test["final"]["runs"] or test["baseline"]["runs"]
+    label = SCORE_LABELS.get(f["summary"].get("score", "pass_rate"), "Pass@1")
     rows: list[Row] = [
-        [f"Test Pass@1 (k={k})", _score(test["baseline"]), _score(test["final"]), _signed(test["delta"])],
-        ["Dev score", _score(dev["baseline"]), _score(dev["final"]), _signed(dev["delta"])],
+        [f"Test {label} (k={k})", _score(test["baseline"]), _score(test["final"]), _signed(test["delta"])],
+        [f"Dev {label}", _score(dev["baseline"]), _score(dev["final"]), _signed(dev["delta"])],
+    ]
+    metric = f["summary"].get("metric")
+    for split in ("test", "dev") if metric else ():
+        m = metric[split]
+        rows.append(
+            [f"{split.title()} {metric['name']} ({metric['direction']})", _g(m["baseline"]), _g(m["final"]),
+             _g(m["delta"], "+")]
+        )  # fmt: skip
+    rows += [
         ["Iterations", "—", counts["iterations"], "—"],
         ["Kept", "—", counts["kept"], "—"],
         ["Discarded", "—", counts["discarded"], "—"],
@@ -174,6 +195,14 @@ def metric_lines(f: dict[str, Any]) -> list[str]:
         f"delta_test: {_metric(s['test']['delta'])}",
         f"baseline_dev: {_metric(s['dev']['baseline']['mean'])}",
         f"best_dev: {_metric(s['dev']['final']['mean'])}",
+        *(
+            [
+                f"baseline_test_metric: {_g(s['metric']['test']['baseline'])}",
+                f"best_test_metric: {_g(s['metric']['test']['final'])}",
+            ]
+            if s.get("metric")
+            else []
+        ),
         f"best_node: {f['best']['node'] if f['best'] else 'none'}",
         f"iterations: {f['counts']['iterations']}",
         f"rollouts: {f['cost']['rollouts']['total']}",
@@ -192,6 +221,9 @@ def render_report(f: dict[str, Any]) -> str:
         f"(wall time {_duration(run['wall_time_s'])})  ",
         f"**Termination:** {run['termination_reason'] or '—'}",
     ]
+    kind = f["summary"].get("score", "pass_rate")
+    meaning = f"**Score:** `{kind}`: {SCORE_MEANINGS.get(kind, kind)}; batch acceptance, dev and test all use it.  "
+    head.insert(len(head) - 1, meaning)
     if f["best"]:
         head += ["", f"Best node (highest dev score): #{f['best']['node']} `{f['best']['commit']}`."]
     sections = [

@@ -12,7 +12,7 @@ from pathlib import Path
 from evodag.errors import UnknownRunError
 from evodag.models import Iteration, Node, RolloutRow
 from evodag.store import EvoDAG
-from saddler.benchmark import Benchmark, Task, load_benchmark
+from saddler.benchmark import SCORE_KINDS, Benchmark, Task, load_benchmark
 from saddler.config import RunConfig
 from saddler.executor import make_executor
 from saddler.harness.space import HarnessSpace
@@ -31,7 +31,7 @@ from saddler.run import evolution
 from saddler.run.evaluate import Evaluator
 from saddler.run.folder import RunPaths
 from saddler.run.outcomes import evidence, split_seeds, transitions
-from saddler.scoring import pass_at_1
+from saddler.scoring import node_score
 from saddler.sessions.registry import load_backend
 from saddler.sessions.schema import DiagnosisRequest, Hypothesis, ReflectionRequest, SessionStats
 
@@ -55,6 +55,7 @@ class RunContext:
     train_seeds: list[int]
     dev_seeds: list[int]
     test_seeds: list[int]
+    score_kind: str = "pass_rate"  # `policies.score` resolved: the per-task score of acceptance, dev and test
 
     @property
     def task_index(self) -> dict[str, Task]:
@@ -68,11 +69,11 @@ class RunContext:
         return self.evaluator.evaluate(node, tasks, "train", self.train_seeds)
 
     def eval_dev(self, node: Node) -> Node:
-        """Dev Pass@1 of `node` (cached on the node once computed)."""
+        """Dev score of `node` under `score_kind` (cached on the node once computed)."""
         if node.dev_mean is not None:
             return node
         rows = self.evaluator.evaluate(node, self.tasks["dev"], "dev", self.dev_seeds)
-        score = pass_at_1(rows)
+        score = node_score(rows, self.score_kind)
         return self.store.update_node(node.id, dev_mean=score.mean, dev_std=score.std)
 
     def record_session(self, role: str, stats: SessionStats, iteration: int, node_id: int | None) -> None:
@@ -112,6 +113,7 @@ class RunContext:
             excluded=excluded,
             attempt=attempt,
             check_command=self.cfg.sessions.check_command or self.space.config.check_command,
+            trace_format=self.benchmark.trace_format,
         )
 
     def reflection_request(
@@ -141,10 +143,14 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
     space.prune()
     benchmark = load_benchmark(cfg.benchmark, cfg.benchmark_options)
     tasks = {s: benchmark.tasks(s) for s in ("train", "dev", "test")}
+    kind = resolve_score_kind(cfg.policies.score, benchmark)
     try:
         run_id = store.get_run().id
     except UnknownRunError:
-        run_id = store.create_run(cfg.model_dump(), cfg.seed).id
+        stored = cfg.model_dump()
+        stored["policies"]["score"] = kind  # the report reads which score the run used
+        run_id = store.create_run(stored, cfg.seed).id
+        describe_benchmark(store, run_id, benchmark, kind)
     executor = make_executor(cfg.executor)
     cache = EvoDAG(cfg.executor.cache) if cfg.executor.cache else None
     evaluator = Evaluator(
@@ -175,9 +181,25 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
         backend=load_backend(cfg.sessions, benchmark=benchmark, run_dir=paths.root, seed=cfg.seed),
         sampler=make_sampler(pol.sampler, train_ids, loop.batch_size, cfg.seed),
         phases=make_phase_schedule(pol.phases, len(train_ids), pol.capability_epochs, pol.steering_allows_capability),
-        acceptance=make_acceptance(pol.min_margin, pol.reject_task_regression, pol.accept_neutral),
+        acceptance=make_acceptance(pol.min_margin, pol.reject_task_regression, pol.accept_neutral, kind),
         stop=StopConditions(loop, paths.root),
         train_seeds=split_seeds(cfg.seed, "train", reps),
         dev_seeds=split_seeds(cfg.seed, "dev", loop.dev_runs),
         test_seeds=split_seeds(cfg.seed, "test", loop.test_runs),
+        score_kind=kind,
     )
+
+
+def resolve_score_kind(configured: str, benchmark: Benchmark) -> str:
+    """`policies.score`, with `auto` replaced by the benchmark's `score_kind`."""
+    kind = benchmark.score_kind if configured == "auto" else configured
+    if kind not in SCORE_KINDS:
+        raise ValueError(f"benchmark {benchmark.name}: score_kind {kind!r} is not one of {', '.join(SCORE_KINDS)}")
+    return kind
+
+
+def describe_benchmark(store: EvoDAG, run_id: int, benchmark: Benchmark, kind: str) -> None:
+    """Record once what the reports need to know of the benchmark: its score kind, trace format and metric."""
+    metric = benchmark.metric.to_dict() if benchmark.metric is not None else None
+    payload = {"name": benchmark.name, "score": kind, "trace_format": benchmark.trace_format, "metric": metric}
+    store.log_event("benchmark.described", payload, run_id=run_id)

@@ -5,17 +5,23 @@ For each (task, repetition) the `Evaluator` reuses, in order: the node's own row
 the run's store with that key (`find_rollout`); the shared cross-run cache (`cache_store.cache_get`). A
 reused row is copied for this node with cost 0 (nothing was spent) and the original trace path. Misses run
 through the executor; each result is inserted the moment it arrives (a crash loses nothing finished).
+
+Every executed rollout gets its own trace folder, `traces/n<node>/<split>/<task>-r<rep>-s<seed>/`
+(`rollout_trace_dir`), so parallel rollouts never share a file. A result without a `trace_path` whose folder
+holds files points at that folder: diagnosis then reads the rollout's own traces, whatever they are named.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evodag.models import DISPOSITIONS, Node, RolloutRow
 from evodag.store import EvoDAG
-from saddler.benchmark import Benchmark, RolloutResult, Task
+from saddler.benchmark import Benchmark, RolloutResult, Task, complete
 from saddler.executor.base import RolloutJob, rollout_cache_key
 from saddler.harness.space import HarnessSpace
 from saddler.ports import Executor, Progress
@@ -26,6 +32,19 @@ _COPIED = (
     "score", "passed", "disposition", "llm_calls", "duration_s", "trace_path", "error_tail", "rationale",
     "failure_file",
 )  # fmt: skip
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=@-]+")
+
+
+def rollout_trace_dir(run_dir: Path, node_id: int, split: str, task_id: str, repetition: int, seed: int) -> Path:
+    """The trace folder of one rollout: `run_dir/traces/n<node>/<split>/<task>-r<rep>-s<seed>`. A task id that is
+    not safe as one path component has anything but letters, digits and `._+=@-` replaced by `_` and a short
+    digest of the id appended, so two ids never share a folder."""
+    safe = _UNSAFE.sub("_", task_id).strip(".") or "task"
+    if safe != task_id:
+        safe += "~" + hashlib.sha256(task_id.encode()).hexdigest()[:8]
+    return Path(run_dir) / "traces" / f"n{node_id}" / split / f"{safe}-r{repetition}-s{seed}"
 
 
 @dataclass(frozen=True)
@@ -57,6 +76,7 @@ class Evaluator:
         self.executor, self.run_dir = executor, Path(run_dir)
         self.cache_store = cache_store
         self.progress: Progress = progress or NullProgress()
+        benchmark = complete(benchmark)  # a plugin with only tasks + run gets the defaults
         self.bench_fp = benchmark.fingerprint()
         self.model_fp = benchmark.model_fingerprint()
         self.executed_count = 0
@@ -132,7 +152,6 @@ class Evaluator:
 
     def _execute(self, node: Node, split: str, misses: list[_Planned], rows: dict[str, RolloutRow]) -> None:
         harness_dir = str(self.space.checkout(node.commit))
-        trace_dir = str(self.run_dir / "traces" / f"n{node.id}" / split)
         tree = self._tree(node.commit)
         by_key = {item.key: item for item in misses}
         jobs = [
@@ -146,7 +165,9 @@ class Evaluator:
                 split=split,
                 seed=item.seed,
                 repetition=item.repetition,
-                trace_dir=trace_dir,
+                trace_dir=str(
+                    rollout_trace_dir(self.run_dir, node.id, split, item.task.id, item.repetition, item.seed)
+                ),
                 cache_key=item.key,
             )
             for item in misses
@@ -156,7 +177,7 @@ class Evaluator:
             if job.cache_key in rows:  # a retried task delivered twice: the first result stands
                 return
             fault_point("rollout")
-            result = _sanitize(result)
+            result = _with_trace(_sanitize(result), Path(job.trace_dir))
             fields = {name: getattr(result, name) for name in _COPIED}
             rows[job.cache_key] = self.store.add_rollout(
                 **self._identity(node, split, by_key[job.cache_key]), **fields, cost=result.cost
@@ -171,6 +192,13 @@ class Evaluator:
             self.executor.run(jobs, on_result)
         finally:
             self.progress.finish()
+
+
+def _with_trace(result: RolloutResult, trace_dir: Path) -> RolloutResult:
+    """Point a result that names no trace at its rollout's trace folder, when the rollout wrote anything there."""
+    if not result.trace_path and trace_dir.is_dir() and any(trace_dir.iterdir()):
+        result.trace_path = str(trace_dir)
+    return result
 
 
 def _sanitize(result: RolloutResult) -> RolloutResult:

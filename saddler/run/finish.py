@@ -1,5 +1,6 @@
-"""The end of a run: the best node by dev, baseline and best on test (k runs, Pass@1 mean ± std),
-the best harness exported, report.md, results.tsv and the progress plot.
+"""The end of a run: the best node by dev, baseline and best on test (k runs, mean ± std of the run's score:
+Pass@1 under `pass_rate`, the mean graded score under `mean_score`; plus the benchmark's own metric when it
+declares one), the best harness exported, report.md, results.tsv and the progress plot.
 
 Test is opened here and nowhere else. Re-running a finished run repeats nothing: test rollouts are
 cached like every other rollout.
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from evodag.models import Node
 from saddler.run.context import RunContext
-from saddler.scoring import pass_at_1
+from saddler.scoring import metric_mean, node_score
 
 
 @dataclass
@@ -27,9 +28,13 @@ class RunOutcome:
     best_dev: float | None
     rollouts: int
     report: Path | None
+    score: str = "pass_rate"  # the per-task score the run ranked and accepted on
+    metric: str | None = None  # "<name> (<direction>)" when the benchmark declares its own metric
+    baseline_test_metric: float | None = None
+    best_test_metric: float | None = None
 
     def metric_lines(self) -> list[str]:
-        lines = [f"termination: {self.reason}", f"best_node: {self.best_node}"]
+        lines = [f"termination: {self.reason}", f"best_node: {self.best_node}", f"score: {self.score}"]
         if self.best_dev is not None:
             lines.append(f"best_dev: {self.best_dev:.4f}")
         if self.baseline_test and self.best_test:
@@ -40,6 +45,10 @@ class RunOutcome:
                 f"best_test_std: {self.best_test[1]:.4f}",
                 f"delta_test: {self.best_test[0] - self.baseline_test[0]:+.4f}",
             ]
+        if self.metric is not None:
+            lines.append(f"metric: {self.metric}")
+            for label, value in (("baseline", self.baseline_test_metric), ("best", self.best_test_metric)):
+                lines.append(f"{label}_test_metric: {'nan' if value is None else f'{value:.6g}'}")
         lines.append(f"rollouts: {self.rollouts}")
         if self.report:
             lines.append(f"report: {self.report}")
@@ -47,9 +56,9 @@ class RunOutcome:
 
 
 def evaluate_test(ctx: RunContext, node: Node) -> Node:
-    """k test runs of `node` (distinct seeds), stored as its test mean ± std."""
+    """k test runs of `node` (distinct seeds), stored as its test mean ± std (under the run's score kind)."""
     rows = ctx.evaluator.evaluate(node, ctx.tasks["test"], "test", ctx.test_seeds)
-    score = pass_at_1(rows)
+    score = node_score(rows, ctx.score_kind)
     return ctx.store.update_node(node.id, test_mean=score.mean, test_std=score.std)
 
 
@@ -72,6 +81,12 @@ def finish_run(ctx: RunContext, baseline: Node, reason: str, say: Callable[[str]
     )
     write_results_tsv(store, ctx.paths.root / "results.tsv", run_id=ctx.run_id)
     report = write_report(store, ctx.paths.root, run_id=ctx.run_id)
+    scale = ctx.benchmark.metric
+    metrics: tuple[float | None, float | None] = (None, None)
+    if scale is not None:
+        metrics = tuple(  # type: ignore[assignment]
+            metric_mean(store.rollouts(ctx.run_id, node_id=n.id, split="test"), scale) for n in (base, best)
+        )
     return RunOutcome(
         reason,
         best.id,
@@ -80,4 +95,7 @@ def finish_run(ctx: RunContext, baseline: Node, reason: str, say: Callable[[str]
         best.dev_mean,
         store.count_rollouts(ctx.run_id),
         report,
+        ctx.score_kind,
+        f"{scale.name} ({scale.direction})" if scale is not None else None,
+        *metrics,
     )

@@ -12,15 +12,20 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from saddler.errors import RunStateError
+from saddler.errors import HarnessError, RunStateError
 
-TEMPLATE_BENCHMARKS = {"opsdesk": "opsdesk", "claude_agent": "claude-tasks", "skill": "skill-evals"}
+TEMPLATE_BENCHMARKS = {
+    "opsdesk": "opsdesk",
+    "claude_agent": "claude-tasks",
+    "skill": "skill-evals",
+    "inspect_agent": "inspect",
+}
 
 # Per-template defaults. opsdesk: about half of 30 iterations in the Capability phase, as in the paper's GAIA2
 # schedule (25 of 50); with 40 train tasks in batches of 6 that is two epochs. Finishes in under a minute.
@@ -33,6 +38,15 @@ TEMPLATE_RUN_DEFAULTS: dict[str, dict[str, Any]] = {
     # claude-tasks rollouts call the API: the key must pass the executor's environment allow-list.
     "claude_agent": {
         "executor": {"env_allow": ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "ANTHROPIC_API_KEY"]}
+    },
+    # inspect_agent: the example Inspect task ships in the template (protected); `{harness}` is the run's clone.
+    # The task model is the user's choice: --set 'benchmark_options.model="anthropic/claude-sonnet-4-5"'.
+    "inspect_agent": {
+        "benchmark_options": {"task": "{harness}/eval/word_problems.py@word_problems", "solver": "agent.py@agent"},
+        "executor": {
+            "env_allow": ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"],
+            "timeout_s": 600.0,
+        },
     },
 }
 
@@ -82,7 +96,13 @@ def _toml_value(value: Any) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table (inside a list, or a table nested below a [run.x] table)
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {value!r} to TOML")
+
+
+def _toml_key(key: str) -> str:
+    return key if key.replace("_", "").replace("-", "").isalnum() else _toml_value(key)
 
 
 def render_run_toml(run: dict[str, Any]) -> str:
@@ -106,9 +126,14 @@ def init_run(
     seed: int = 0,
     force: bool = False,
     overrides: dict[str, Any] | None = None,
+    include_uncommitted: bool = False,
+    say: Callable[[str], None] | None = None,
 ) -> Path:
-    """Create a run folder from a bundled template or the user's harness repo; return its saddler.toml."""
-    from saddler.benchmark import BENCHMARKS, is_known_benchmark
+    """Create a run folder from a bundled template or the user's harness repo; return its saddler.toml.
+
+    A harness repository with uncommitted changes is refused (`HarnessError` naming the files) unless
+    `include_uncommitted`, which commits them in the run's clone as the baseline and says so through `say`."""
+    from saddler.benchmark import is_known_benchmark, registered_benchmarks
     from saddler.errors import ConfigError, UnknownNameError
     from saddler.harness.space import HarnessSpace
     from saddler.resources import template_path
@@ -116,10 +141,9 @@ def init_run(
     if (template is None) == (harness is None):
         raise ConfigError("give exactly one of --template NAME or --harness PATH")
     paths = RunPaths(Path(run_dir))
-    if paths.root.exists() and any(paths.root.iterdir()):
-        if not force:
-            raise RunStateError(f"{paths.root} is not empty; pass --force to replace it")
-        shutil.rmtree(paths.root)
+    replace = paths.root.exists() and any(paths.root.iterdir())
+    if replace and not force:
+        raise RunStateError(f"{paths.root} is not empty; pass --force to replace it")
     source = template_path(template) if template else Path(harness).expanduser().resolve()  # type: ignore[arg-type]
     if not source.exists():
         raise ConfigError(f"--harness {source}: no such folder")
@@ -127,12 +151,24 @@ def init_run(
     if not bench:
         raise ConfigError("--benchmark NAME is required with --harness")
     if not is_known_benchmark(bench):
-        raise UnknownNameError("benchmark", bench, [*BENCHMARKS, "package.module:Class"])
+        raise UnknownNameError("benchmark", bench, [*registered_benchmarks(), "package.module:Class"])
+    dirty = _uncommitted(source, paths.root) if harness is not None else []
+    if dirty and not include_uncommitted:
+        raise HarnessError(
+            f"--harness {source} has {len(dirty)} uncommitted file(s): {_listing(dirty)}. A run starts from the "
+            "last commit, so these would be left out: commit them, or pass --include-uncommitted to make them "
+            "part of the run's baseline (your repository is not changed)"
+        )
+    if replace:
+        shutil.rmtree(paths.root)
     paths.root.mkdir(parents=True, exist_ok=True)
-    HarnessSpace.create(source, paths.harness(), paths.worktrees, clock=lambda: 946684800)
+    HarnessSpace.create(source, paths.harness(), paths.worktrees, clock=lambda: 946684800, uncommitted=dirty)
+    if dirty and say is not None:
+        say(f"included {len(dirty)} uncommitted file(s) of {source} in the run's baseline commit: {_listing(dirty)}")
     run: dict[str, Any] = {"name": paths.root.resolve().name, "seed": seed, "benchmark": bench, "harness": "harness"}
+    clone = str(paths.harness().resolve())
     for key, table in TEMPLATE_RUN_DEFAULTS.get(template or "", {}).items():
-        run[key] = dict(table)
+        run[key] = {k: v.replace("{harness}", clone) if isinstance(v, str) else v for k, v in table.items()}
     run.setdefault("sessions", {})["backend"] = backend
     for key, value in (overrides or {}).items():
         if isinstance(value, dict):
@@ -144,6 +180,18 @@ def init_run(
 
     load_run_config(paths.root)  # fail now, not later, on a bad override
     return paths.config
+
+
+def _uncommitted(source: Path, run_root: Path) -> list[str]:
+    from saddler.harness.gitcmd import is_repo_root
+    from saddler.harness.uncommitted import uncommitted_files
+
+    return uncommitted_files(source, exclude=run_root) if is_repo_root(source) else []
+
+
+def _listing(files: list[str], limit: int = 20) -> str:
+    shown = ", ".join(files[:limit])
+    return shown + (f" and {len(files) - limit} more" if len(files) > limit else "")
 
 
 @contextmanager

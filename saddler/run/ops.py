@@ -12,11 +12,12 @@ from saddler.reporting.progress import make_progress
 from saddler.run.context import open_context
 from saddler.run.folder import RunPaths
 from saddler.run.outcomes import split_seeds
-from saddler.scoring import pass_at_1
+from saddler.scoring import node_score
 
 
 def evaluate_node(run_dir: Path, node_id: int, split: str, runs: int, quiet: bool = False) -> dict[str, Any]:
-    """Pass@1 of node `node_id` on `split` over `runs` seeded runs; rollouts are stored (and reused)."""
+    """The run's score (Pass@1, or the mean graded score under `mean_score`) of node `node_id` on `split` over
+    `runs` seeded runs; rollouts are stored (and reused)."""
     paths = RunPaths(Path(run_dir).resolve())
     cfg = load_run_config(paths.root)
     with EvoDAG(paths.db) as store:
@@ -24,10 +25,11 @@ def evaluate_node(run_dir: Path, node_id: int, split: str, runs: int, quiet: boo
         try:
             node = store.get_node(node_id)
             rows = ctx.evaluator.evaluate(node, ctx.tasks[split], split, split_seeds(cfg.seed, split, runs))
-            score = pass_at_1(rows)
+            score = node_score(rows, ctx.score_kind)
             return {
                 "node_id": node_id,
                 "split": split,
+                "score": ctx.score_kind,
                 "mean": score.mean,
                 "std": score.std,
                 "runs": list(score.per_run),

@@ -171,7 +171,15 @@ def _diagnosis_values(req: DiagnosisRequest, web_search: bool) -> dict[str, str]
         "check_note": f", and run `{req.check_command}` to check your edit" if req.check_command else "",
         "check_command": req.check_command,
         "web_search_note": web,
+        "trace_format": trace_format_line(req.trace_format),
     }
+
+
+def trace_format_line(described: str) -> str:
+    """The sentence telling diagnosis what the traces are, from the benchmark's `trace_format`."""
+    if not described.strip():
+        return "Trace format: not declared by the benchmark; each rollout's trace path is a file or its own folder."
+    return f"Trace format (as the benchmark describes it): {described.strip()}"
 
 
 def format_evidence(req: DiagnosisRequest) -> str:

@@ -69,6 +69,7 @@ class DiagnosisRequest(_Model):
     attempt: int = 0  # > 0 when retrying after a failed validation
     check_command: str = ""
     retry_reason: str = ""  # why the previous attempt failed (session failure or the validation check), if any
+    trace_format: str = ""  # what the benchmark's trace files are (its `trace_format`); empty: not declared
 
 
 class Hypothesis(_Model):
