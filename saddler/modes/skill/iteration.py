@@ -60,6 +60,8 @@ class IterationMixin:
             tried.add(m.key)
             commit = self._commit(space, n, attempt, best.commit, m.text, f"autoresearch it{n}: {m.plan[:60]}")
             if commit is None:
+                rec.session(n, best.node_id, m, "failed:empty change")
+                self.say(f"iter {n}: rejected before evaluation ({m.strategy_type}): empty change")
                 rejected.append((m, "empty change"))
                 continue
             added = "\n".join(ln for ln in m.text.splitlines() if ln not in set(best.text.splitlines()))
@@ -121,6 +123,7 @@ class IterationMixin:
                 "timestamp": stamp,
                 "tried_keys": [r.key for r, _ in rejected],
             }
+            self.say(f"iter {n} [{last.strategy_type}] DISCARD: rejected before evaluation")
             return entry, best, stalls + 1
         self.ws.write_skill(n, m.text)
         self.ws.write_hypothesis(n, m, rejected)
@@ -173,7 +176,7 @@ class IterationMixin:
             "regressions": verdict.regressions,
             "kept_assertions_gained": verdict.gained if kept else [],
             "timestamp": stamp,
-            "tried_keys": [r.key for r, _ in rejected],
+            "tried_keys": [*(r.key for r, _ in rejected), m.key],
         }
         if decision == "KEEP":
             return entry, Best(m.text, results, new_rate, node.id, node.commit), 0

@@ -52,6 +52,7 @@ class Mutation:
     plan: str
     text: str  # the mutated SKILL.md
     source: str = "default"  # default | program | <mutator name>
+    cost_usd: float = 0.0  # what proposing it cost (an LLM mutator's session)
 
 
 @dataclass
