@@ -16,8 +16,9 @@ from skill_helpers import skill_repo
 from evodag.store import EvoDAG
 from saddler.harness.space import HarnessSpace
 from saddler.modes.skill import workspace as wsp
-from saddler.modes.skill.loop import SkillRun, SkillOutcome
-from saddler.modes.skill.mutator import Mutation, MutationState, OfflineMutator
+from saddler.modes.skill.default_strategy import OfflineMutator
+from saddler.modes.skill.loop import SkillOutcome, SkillRun
+from saddler.modes.skill.mutator import Mutation, MutationState
 from saddler.modes.skill.program import SkillOptions
 
 pytestmark = pytest.mark.slow

@@ -19,10 +19,11 @@ TEMPLATE = (
     "--allowedTools Read,Edit,Write -- {prompt}"
 )
 PROMPT = """You improve a skill's SKILL.md (in the current folder) by autoresearch: ONE change only.
-Focus level: {level}. Failing assertions (id: description — grader evidence):
+Focus level: {level}. Failing assertions, most important first (id: description — grader evidence):
 {failing}
-Capability issues reported by external verification: {issues}
+Capability issues reported by external verification (fix these first): {issues}
 program.md strategies (use them first when given): {strategies}
+Mutation exclusions (never make a change in these directions; they cannot be fixed in SKILL.md): {exclusions}
 Hypotheses already tried (do not repeat their direction): {tried}
 Default strategy, in order: missing (add the absent instruction to the right section), ambiguous (make a vague
 instruction specific), structural (move it earlier or make it a required check item), excess (remove filler).
@@ -56,6 +57,7 @@ class ClaudeMutator:
                 failing=failing,
                 issues="; ".join(state.program.capability_issues) or "none",
                 strategies="; ".join(f"[{s.type}] {s.text}" for s in state.program.strategies) or "none",
+                exclusions="; ".join(f"{e.pattern} ({e.reason})" for e in state.program.exclusions) or "none",
                 tried="; ".join(sorted(state.skip)) or "none",
                 result_file=result_file.name,
             )

@@ -13,7 +13,7 @@ from evodag.store import EvoDAG
 from saddler.harness.space import HarnessSpace
 from saddler.harness.structure import check_skill_text
 from saddler.modes.skill import workspace as wsp
-from saddler.modes.skill.mutator import Mutation, MutationState, Mutator, focus_level
+from saddler.modes.skill.mutator import Mutation, MutationState, Mutator, exclusion_text, focus_level
 from saddler.modes.skill.program import Program, SkillOptions
 from saddler.modes.skill.record import SkillRecorder
 from saddler.modes.skill.rules import Best, decide
@@ -64,8 +64,7 @@ class IterationMixin:
                 self.say(f"iter {n}: rejected before evaluation ({m.strategy_type}): empty change")
                 rejected.append((m, "empty change"))
                 continue
-            added = "\n".join(ln for ln in m.text.splitlines() if ln not in set(best.text.splitlines()))
-            excl = program.excluded_by(f"{m.plan}\n{m.analysis}\n{added}")
+            excl = program.excluded_by(exclusion_text(m, best.text))
             problems = (
                 [f"excluded mutation: {excl.pattern} ({excl.reason})"]
                 if excl

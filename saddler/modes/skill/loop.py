@@ -28,12 +28,13 @@ from saddler.errors import BackendError, ConfigError
 from saddler.harness.gitcmd import git
 from saddler.harness.space import HarnessSpace
 from saddler.modes.skill import workspace as wsp
+from saddler.modes.skill.default_strategy import OfflineMutator
 from saddler.modes.skill.iteration import IterationMixin
-from saddler.modes.skill.mutator import Mutator, OfflineMutator
+from saddler.modes.skill.mutator import Mutator
 from saddler.modes.skill.program import Program, SkillOptions, load_program
 from saddler.modes.skill.record import SkillRecorder
 from saddler.modes.skill.resume import resumable, resume_state
-from saddler.modes.skill.rules import Best, eval_seed, resolve_skill, stop_reason
+from saddler.modes.skill.rules import Best, eval_seed, resolve_skill, stop_message, stop_reason
 from saddler.modes.skill.start import start_run
 
 Say = Callable[[str], None]
@@ -218,7 +219,13 @@ class SkillRun(IterationMixin):
             run_id, status="finished", termination_reason=reason, finished_at=self.clock(), best_node_id=best.node_id
         )
         space.prune()
-        self.say(f"finished ({reason}): {log['baseline_pass_rate']} -> {log['final_pass_rate']}")
+        left = [k for k, ok in wsp.flat(best.results).items() if not ok]
+        self.say(stop_message(reason, self.opts, program, left))
+        base, final = log["baseline_pass_rate"], log["final_pass_rate"]
+        self.say(
+            f"Autoresearch 완료:\n- Pass rate: {base} → {final} ({final - base:+.2f})\n"
+            f"- {log['kept_mutations']}개 mutation 적용, {log['discarded_mutations']}개 폐기"
+        )
         return SkillOutcome(
             self.ws.root,
             self.skill_md,
