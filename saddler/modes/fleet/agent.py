@@ -36,6 +36,7 @@ FLEET_ENV = "SADDLER_FLEET_ROOT"
 _DESCRIPTION = re.compile(r"^\s*DESCRIPTION:\s*(.+?)\s*$", re.MULTILINE)
 PROMPT = """You are experiment {iteration} of the autoresearch fleet "{name}".
 Goal: {direction} the metric printed by `{eval_command}` (fixed eval harness: never edit it).
+Protected (the eval harness; any change to them is a crash and is reset): {protected}.
 Make ONE focused change to the code in this directory, then stop. The orchestrator commits your change, runs the
 eval itself, keeps the commit when the metric improves and runs `git reset --hard` otherwise, and appends the row
 to {results_file} (commit, metric, status, description). Do not edit {results_file}. Simplicity matters: a tiny
@@ -99,6 +100,7 @@ def build_prompt(paths: FleetPaths, iteration: int, discards: int, search: bool,
     return PROMPT.format(
         iteration=iteration, name=spec.fleet_name, direction=spec.problem.metric_direction,
         eval_command=spec.problem.eval_command, results_file=spec.problem.results_file,
+        protected=", ".join(paths.protected) or "nothing named",
         search=SEARCH.format(discards=discards, results_file=spec.problem.results_file) if search else "",
         program=program.strip(), history="\n".join(history[-20:]) or "(no experiments yet)",
     )  # fmt: skip
