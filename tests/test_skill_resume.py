@@ -207,3 +207,15 @@ def test_a_kill_while_the_workspace_is_created_never_leaves_it_stuck(
     )  # nothing left over, nothing archived: the interrupted start left no trace
     with EvoDAG(ws / "evodag.sqlite", readonly=True) as store:
         assert len({n.run_id for n in store.nodes()}) == 1 and store.get_run().status == "finished"
+
+
+def test_a_finished_run_is_archived_and_nothing_of_the_users_moves(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path, "program-discards.md")
+    (ws / "notes.md").write_text("my notes\n", encoding="utf-8")
+    skill_dir = skill_repo(tmp_path)
+    SkillRun(skill_dir, ws, SkillOptions(max_iterations=1)).run()
+    SkillRun(skill_dir, ws, SkillOptions(max_iterations=1)).run()  # finished before: archived, a new run
+    archived = {p.name for p in (ws / "previous" / "1").iterdir()}
+    assert {"autoresearch-log.json", "iteration-0", "iteration-1", "repo", "evodag.sqlite", "report.md"} <= archived
+    assert "notes.md" not in archived and "program.md" not in archived
+    assert (ws / "notes.md").read_text(encoding="utf-8") == "my notes\n" and (ws / "program.md").is_file()

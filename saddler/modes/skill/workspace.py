@@ -17,6 +17,7 @@ the start is redone) or one with its log (its remaining items are moved in and t
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import shutil
@@ -30,7 +31,10 @@ from saddler.errors import RunStateError
 from saddler.modes.skill.mutator import Mutation
 from saddler.modes.skill.program import STRATEGY_LABELS
 
-KEEP_FILES = ("program.md", "verification-results.json", "previous")
+RUN_FILES = (  # what a run (or `saddler report W`) writes into a workspace; only these are ever archived
+    "autoresearch-log.json*", "iteration-*", "repo", "worktrees", "evodag.sqlite*", "saddler.toml", "report.md",
+    "logs", "results.tsv", "progress.png", "export",
+)  # fmt: skip
 STAGE = ".start"
 LOG_NAME = "autoresearch-log.json"
 REASON_TEXT = {
@@ -80,9 +84,10 @@ class SkillWorkspace:
 
     def prepare(self) -> Path | None:
         """Create the folder; move what an earlier run left (a finished run, or files of another version) to
-        previous/{k}/ (returns that folder, if any). The user's program.md and verification-results.json stay."""
+        previous/{k}/ (returns that folder, if any). Only run files move: the user's program.md,
+        verification-results.json and anything else of theirs stay."""
         self.root.mkdir(parents=True, exist_ok=True)
-        leftovers = [c for c in self.root.iterdir() if c.name not in (*KEEP_FILES, STAGE)]
+        leftovers = [c for c in self.root.iterdir() if any(fnmatch.fnmatch(c.name, pat) for pat in RUN_FILES)]
         if not leftovers:
             return None
         k = 1
