@@ -194,3 +194,27 @@ def test_fleet_kill_returns_once_the_run_can_start_again(tmp_path: Path, monkeyp
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_default_protected_paths_come_from_the_eval_command(tmp_path: Path) -> None:
+    from saddler.modes.fleet.protect import eval_files, protected_changes
+
+    for name in ("eval.py", "bench.sh", "saddler_bench.py", "package.json", "conftest.py", "test_speed.py"):
+        (tmp_path / name).write_text("{}\n" if name.endswith(".json") else "# x\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "Makefile").write_text("build:\n\tcc x.c\nbenchmark: build\n\t@python3 eval.py --fast\n")
+    (tmp_path / "package.json").write_text(json.dumps({"scripts": {"bench": "bash bench.sh", "test": "jest"}}))
+    assert eval_files("python3 eval.py", tmp_path) == ["eval.py"]
+    assert eval_files("bash bench.sh && echo done", tmp_path) == ["bench.sh"]
+    assert eval_files("python3 saddler_bench.py", tmp_path) == ["saddler_bench.py"]
+    assert eval_files("make benchmark", tmp_path) == ["Makefile", "eval.py"]
+    assert eval_files("yarn bench", tmp_path) == ["bench.sh", "package.json"]
+    assert eval_files("npm run bench", tmp_path) == ["bench.sh", "package.json"]
+    assert eval_files("pytest --tb=short", tmp_path) == ["conftest.py", "test_*.py", "tests/"]
+    assert eval_files("pytest tests/", tmp_path) == ["tests/"]
+    changed = ["eval.py", "src/solver.py", "tests/test_a.py", "test_speed.py"]
+    assert protected_changes(changed, ["eval.py", "tests/", "test_*.py"]) == [
+        "eval.py",
+        "tests/test_a.py",
+        "test_speed.py",
+    ]

@@ -148,6 +148,8 @@ def read_fleet_json(path: Path) -> tuple[FleetSpec, dict[str, Any]]:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: invalid JSON: {exc}") from exc
+    if isinstance(raw, dict) and isinstance(raw.get("problem"), dict):  # written by saddler before 0.2, not a typo
+        raw["problem"].pop("eval_command_source", None)
     return parse_fleet(raw, str(path)), raw
 
 
