@@ -2,10 +2,10 @@
 
 Stdlib only (`ctypes` on demand), so rollout children, the fork server and benchmark plugins may import it.
 `run_process_group` is how saddler runs every external program it waits for (CLI agents, eval commands,
-judges): its own session and process group, stdin closed or fed from text, SIGKILL when this process dies,
-the whole group killed on timeout. A process that is a *child subreaper* inherits its descendants' orphans
-(a `setsid` + double fork cannot leave its tree), so "every descendant of X" names a rollout's processes
-whatever they did to their session or environment.
+judges): its own session and process group, stdin closed or fed from text. The command runs under a small
+supervisor (`python -m saddler.procs CMD...`, see `supervise`) that is a *child subreaper*: it inherits its
+descendants' orphans (a `setsid` + double fork cannot leave its tree), and it kills that whole tree when the
+command exits, on timeout, and when the process that started it dies, however it died (`kill -9` too).
 """
 
 from __future__ import annotations
@@ -142,15 +142,16 @@ def run_process_group(
     """Run a command to completion in its own session and process group; never raises for its failure.
 
     `stdin_text` is written to its stdin (then closed); otherwise stdin is /dev/null. `on_line` receives each
-    stdout line as it arrives (a log that can be followed); `on_start` the pid. The child is SIGKILLed if this
-    process dies, and on timeout its whole process group is SIGKILLed (`timed_out`, `returncode` None).
+    stdout line as it arrives (a log that can be followed); `on_start` the pid (the supervisor's: SIGTERM to it
+    ends the command's whole tree). Nothing the command started outlives it: its tree is killed when it exits,
+    on timeout (`timed_out`, `returncode` None) and when this process dies. Exit 127 = the command was not found.
     """
     started = time.monotonic()
     command = [str(a) for a in ([argv] if isinstance(argv, str) else argv)]
     if shell:
         command = ["/bin/sh", "-c", " ".join(command)]
     proc = subprocess.Popen(
-        [sys.executable, "-P", "-m", "saddler.procs", *command],  # sets PDEATHSIG, then execs the command
+        [sys.executable, "-P", "-m", "saddler.procs", *command],  # the supervisor, see `supervise`
         cwd=cwd,
         env=dict(env) if env is not None else None,
         stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
@@ -191,8 +192,7 @@ def run_process_group(
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop_process_tree(proc.pid)
         proc.wait()
     for reader in readers:
         reader.join(timeout=10)
@@ -205,17 +205,86 @@ def run_process_group(
     )
 
 
-def _exec_with_parent_death(argv: list[str]) -> None:
-    """`python -m saddler.procs CMD...`: die with the parent (PDEATHSIG survives exec), then exec CMD."""
+def stop_process_tree(supervisor: int, grace_s: float = 5.0) -> None:
+    """End a `run_process_group` command's whole tree: SIGTERM to its supervisor (which kills every descendant,
+    those in other sessions too, then exits); its process group is SIGKILLed if it has not exited in `grace_s`."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(supervisor, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while is_running(supervisor) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(supervisor, signal.SIGKILL)
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR1)
+
+
+def supervise(argv: list[str]) -> int:
+    """`python -m saddler.procs CMD...`: run CMD as this process's child and answer for its whole tree.
+
+    This process is a child subreaper, so every orphan of the tree is reparented here. It waits for CMD and
+    then kills whatever CMD left running; on SIGTERM (a timeout or `fleet kill`), SIGHUP, SIGINT, or SIGUSR1
+    (its parent-death signal: the process that started it died, even by SIGKILL) it kills the whole tree and
+    exits. CMD gets SIGKILL if this process dies. Returns CMD's exit status (`-N` re-raised as signal N)."""
     if not argv:
         sys.exit("usage: python -m saddler.procs COMMAND [ARGS...]")
-    die_with_parent()
-    try:
-        os.execvp(argv[0], argv)
-    except OSError as exc:
-        print(f"saddler: cannot run {argv[0]!r}: {exc}", file=sys.stderr)
+    parent = os.getppid()
+    watched = {signal.SIGCHLD, *STOP_SIGNALS}
+    signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    become_subreaper()
+    _parent_death_signal(signal.SIGUSR1)
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        return 128 + signal.SIGUSR1
+    child = os.fork()
+    if child == 0:
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        die_with_parent()
+        try:
+            os.execvp(argv[0], argv)
+        except OSError as exc:
+            print(f"saddler: cannot run {argv[0]!r}: {exc}", file=sys.stderr)
         os._exit(127)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)  # the tree holds the pipes; this process keeps none of them open but stderr
+    os.dup2(devnull, 1)
+    status = _wait_child_or_stop(child, watched)
+    kill_descendants(os.getpid())
+    reap_zombies()
+    if status is None:
+        return 128 + signal.SIGTERM
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {-code})
+        os.kill(os.getpid(), -code)
+        return 128 - code
+    return code
+
+
+def _parent_death_signal(signum: int) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
+
+
+def _wait_child_or_stop(child: int, watched: set[signal.Signals]) -> int | None:
+    """The child's wait status, or None when a stop signal came first (orphans are reaped meanwhile)."""
+    while True:
+        info = signal.sigwaitinfo(watched)
+        if info.si_signo != signal.SIGCHLD:
+            return None
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return 0
+            if pid == 0:
+                break
+            if pid == child:
+                return status
 
 
 if __name__ == "__main__":
-    _exec_with_parent_death(sys.argv[1:])
+    sys.exit(supervise(sys.argv[1:]))

@@ -120,8 +120,9 @@ def test_init_detects_the_eval_command_or_writes_bench_py(tmp_path: Path, monkey
     fleet_json = fleet_setup(tmp_path, monkeypatch, **{"problem.eval_command": None, "problem.metric_regex": None})
     paths = init_fleet(tmp_path / "root", fleet_json)
     assert paths.spec.problem.eval_command == "make benchmark"
-    written = json.loads((tmp_path / "root" / "fleet.json").read_text())
-    assert written["problem"]["eval_command_source"] == "Makefile target benchmark"
+    assert json.loads((tmp_path / "root" / "fleet.json").read_text()) == json.loads(fleet_json.read_text())
+    found = json.loads((tmp_path / "root" / ".fleet-init.json").read_text())
+    assert found["eval_command_source"] == "Makefile target benchmark"
     (tmp_path / "my-project" / "Makefile").unlink()
     subprocess.run(
         ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "no make"],

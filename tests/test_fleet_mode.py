@@ -190,7 +190,11 @@ def test_cli_init_json_and_broken_baseline(tmp_path: Path, monkeypatch: pytest.M
         "root": str(tmp_path / "root"),
         "workdir": str(tmp_path / "my-project"),
         "eval_command": "make benchmark",
+        "metric_regex": "^nothing: ([0-9]+)",
+        "detected": {},
         "results": str(tmp_path / "my-project" / "results.tsv"),
+        "protected": ["Makefile", "bench.py"],
+        "notes": [],
         "warnings": [],
     }
     (tmp_path / "my-project" / "program.md").write_text("# autoresearch\nMake one change.\n")
@@ -227,7 +231,7 @@ def test_a_killed_fleet_recovers_on_the_best_commit(tmp_path: Path, monkeypatch:
     assert [(r.status, r.description) for r in rows] == [
         ("keep", "baseline"),
         ("keep", "OPT_LEVEL 0 -> 1"),
-        ("crash", "interrupted experiment 2"),
+        ("crash", "interrupted experiment 2 (its unfinished changes were reset)"),
         ("crash", "rewrite the hot loop"),
     ]
     assert "OPT_LEVEL = 1\nSLOWDOWN = 0\n" in (work / "solution.py").read_text()

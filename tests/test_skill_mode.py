@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,9 @@ from evodag.store import EvoDAG
 from saddler.cli.app import app
 from saddler.errors import ConfigError
 from saddler.modes.skill.apply import apply_best
+from saddler.modes.skill.default_strategy import OfflineMutator
 from saddler.modes.skill.loop import SkillRun
-from saddler.modes.skill.mutator import Mutation, MutationState, OfflineMutator
+from saddler.modes.skill.mutator import Mutation, MutationState
 from saddler.modes.skill.program import SkillOptions
 from saddler.modes.skill.workspace import report_from_files
 from saddler.reporting.figures import build_report
@@ -191,6 +193,13 @@ def test_three_failed_validations_discard_the_iteration(tmp_path: Path) -> None:
         assert [n.status for n in store.nodes()].count("invalid") == 6
 
 
+class IgnoresExclusions(OfflineMutator):
+    """The offline mutator blind to mutation exclusions (as an LLM mutator may be): the loop must catch them."""
+
+    def propose(self, state: MutationState) -> Mutation | None:
+        return super().propose(replace(state, program=replace(state.program, exclusions=[])))
+
+
 def test_exclusions_discard_without_evaluation(tmp_path: Path) -> None:
     skill_dir = skill_repo(tmp_path)
     ws = tmp_path / "ws"
@@ -199,11 +208,19 @@ def test_exclusions_discard_without_evaluation(tmp_path: Path) -> None:
         'mutation_exclusions:\nexclusions:\n  - pattern: "SQL injection"\n    reason: "the API must change first"\n',
         encoding="utf-8",
     )
-    out = SkillRun(skill_dir, ws, SkillOptions(max_iterations=2), clock=clock).run()
+    out = SkillRun(skill_dir, ws, SkillOptions(max_iterations=2), mutator=IgnoresExclusions(), clock=clock).run()
     with EvoDAG(ws / "evodag.sqlite", readonly=True) as store:
         excluded = [n for n in store.nodes() if n.status_reason.startswith("excluded mutation: SQL injection")]
         assert excluded and all(not store.rollouts(node_id=n.id) for n in excluded)
     assert "SQL injection" not in out.best_text
+    aware = SkillRun(skill_repo(tmp_path / "aware"), tmp_path / "ws2", SkillOptions(max_iterations=2)).run()
+    assert "SQL injection" in aware.best_text  # without the exclusion the same run adds it
+    (tmp_path / "ws3").mkdir()
+    (tmp_path / "ws3" / "program.md").write_text((ws / "program.md").read_text(encoding="utf-8"), encoding="utf-8")
+    skips = SkillRun(skill_repo(tmp_path / "skips"), tmp_path / "ws3", SkillOptions(max_iterations=2)).run()
+    with EvoDAG(tmp_path / "ws3" / "evodag.sqlite", readonly=True) as store:
+        assert not [n for n in store.nodes() if n.status_reason.startswith("excluded")]  # never proposed
+    assert "SQL injection" not in skips.best_text
 
 
 def test_neutral_needs_approval(tmp_path: Path) -> None:

@@ -13,14 +13,8 @@ from benchmarks.skill_evals.agent import OfflineSkillAgent
 from benchmarks.skill_evals.evals import load_evals
 from benchmarks.skill_evals.grading import CaseResult, offline_judge, run_case
 from saddler.harness.structure import check_skill_text
-from saddler.modes.skill.mutator import (
-    MutationState,
-    OfflineMutator,
-    default_candidates,
-    failing_targets,
-    focus_level,
-    program_mutation,
-)
+from saddler.modes.skill.default_strategy import OfflineMutator, default_candidates
+from saddler.modes.skill.mutator import MutationState, failing_targets, focus_level, program_mutation
 from saddler.modes.skill.program import Exclusion, Program, SkillOptions, Strategy, load_program, parse_program
 from saddler.modes.skill.rules import decide, stop_reason
 
@@ -123,8 +117,10 @@ def _results(text: str) -> list[CaseResult]:
 def test_default_strategy_focuses_the_lowest_failing_level_and_orders_types() -> None:
     results = _results(SKILL)
     level = focus_level(results)
-    targets = failing_targets(results, Program())
-    assert targets and all(t.level == level for t in targets)
+    everything = failing_targets(results, Program())
+    focused = [t.level == level for t in everything]
+    assert focused and focused == sorted(focused, reverse=True)  # the focus level first, then the others
+    targets = [t for t in everything if t.level == level]
     kinds = [m.strategy_type for _, m in default_candidates(SKILL, targets, SUITE)]
     order = ["missing", "ambiguous", "structural", "excess"]
     primary = [k for k in kinds[: len(targets)]]

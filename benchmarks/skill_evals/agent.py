@@ -19,13 +19,13 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from benchmarks.skill_evals.evals import EvalCase
 from saddler.errors import BackendError
+from saddler.procs import run_process_group
 
 INSTRUCTION = (
     "이 스킬의 지시에 따라 주어진 프롬프트를 수행하라. 결과만 출력하라. (Follow this skill's instructions "
@@ -150,17 +150,8 @@ class CommandSkillAgent:
         if shutil.which(argv[0]) is None:
             raise BackendError(f"task agent CLI {argv[0]!r} not found on PATH; install it or use --backend offline")
         env = {**os.environ, "SADDLER_EVAL_SEED": str(seed)}
-        try:
-            proc = subprocess.run(
-                argv,
-                cwd=base_dir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=self.timeout_s,
-            )
-        except subprocess.TimeoutExpired:
+        proc = run_process_group(argv, cwd=base_dir, env=env, timeout_s=self.timeout_s)
+        if proc.timed_out:
             return AgentOutput("", error=f"timeout after {self.timeout_s:g}s")
         usage = parse_usage(proc.stdout)
         final = usage["final"] or {}

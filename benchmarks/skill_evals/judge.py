@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
+from pathlib import Path
 
 from saddler.errors import BackendError
+from saddler.procs import run_process_group
 
 JUDGE_TEMPLATE = "claude -p --output-format json --model {model} -- {prompt}"
 PROMPT = (
@@ -31,11 +32,8 @@ class CommandJudge:
         argv = build_argv(self.template, {"prompt": prompt, "model": self.model})
         if shutil.which(argv[0]) is None:
             raise BackendError(f"judge CLI {argv[0]!r} not found on PATH; install it or use --backend offline")
-        try:
-            proc = subprocess.run(
-                argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=self.timeout_s
-            )
-        except subprocess.TimeoutExpired:
+        proc = run_process_group(argv, cwd=Path.cwd(), timeout_s=self.timeout_s)
+        if proc.timed_out:
             return False, f"llm_judge: timeout after {self.timeout_s:g}s"
         final = parse_usage(proc.stdout)["final"] or {}
         text = str(final.get("result") or proc.stdout)

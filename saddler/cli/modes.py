@@ -114,32 +114,50 @@ def skill_report(workspace: Path = typer.Argument(..., help="a skill-mode worksp
 @handle_errors
 def fleet_init(
     run_dir: Path = FLEET_DIR,
-    from_fleet: Path = typer.Option(..., "--from-fleet", help="the seed's fleet.json"),
+    from_fleet: Path = typer.Option(None, "--from-fleet", help="the seed's fleet.json (default: DIR/fleet.json)"),
     bench_target: str = typer.Option(None, "--bench-target", help="command bench.py times when no eval is found"),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Create the fleet root from fleet.json (git init of the workdir, results.tsv, logs/, EvoDAG)."""
+    """Create the fleet root from fleet.json (git init of the workdir, results.tsv, logs/, EvoDAG); fleet.json
+    itself is never rewritten."""
+    from saddler.modes.fleet.agent import provider_notes
     from saddler.modes.fleet.loop import init_fleet
     from saddler.modes.fleet.setup import program_warnings
 
     paths = init_fleet(run_dir, from_fleet, bench_target=bench_target)
-    warnings = program_warnings(paths)
+    problem = paths.spec.problem
+    detected = {
+        key: paths.found[f"{key}_source"] for key in ("eval_command", "metric_regex") if f"{key}_source" in paths.found
+    }
     info = {
         "root": str(paths.root),
         "workdir": str(paths.workdir),
-        "eval_command": paths.spec.problem.eval_command,
+        "eval_command": problem.eval_command,
+        "metric_regex": problem.metric_regex,
+        "detected": detected,
         "results": str(paths.results),
-        "warnings": warnings,
+        "protected": paths.protected,
+        "notes": provider_notes(paths.spec.config),
+        "warnings": program_warnings(paths),
     }
     if json_out:
         print_json(info)
         return
-    for warning in warnings:
+    for warning in info["warnings"]:
         typer.echo(f"warning: {warning}", err=True)
-    typer.echo(
-        f"fleet ready: {paths.root}\n  workdir {paths.workdir}\n  eval `{paths.spec.problem.eval_command}`\n"
-        f"start it with `saddler fleet run {paths.root}`"
-    )
+    lines = [
+        f"fleet ready: {paths.root}",
+        f"  workdir    {paths.workdir}",
+        f"  eval       `{problem.eval_command}`"
+        + (f" (found: {detected['eval_command']})" if "eval_command" in detected else ""),
+        f"  metric     {problem.metric_regex or 'the single number the eval prints'}"
+        + (f" (from {detected['metric_regex']})" if "metric_regex" in detected else ""),
+        f"  results    {paths.results} (git-excluded, never reset)",
+        f"  protected  {', '.join(paths.protected) or 'nothing'} (an agent change to these is a crash)",
+        *(f"  note: {note}" for note in info["notes"]),
+        f"start it with `saddler fleet run {paths.root}`",
+    ]
+    typer.echo("\n".join(lines))
 
 
 @fleet_app.command("run")

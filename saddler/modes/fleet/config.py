@@ -1,27 +1,37 @@
 """fleet.json in the 002 seed's schema (defaults from its table), and the fleet root's files.
 
     FLEET/fleet.json  program.md  logs/session-iter-N.jsonl  .orch-state.json  .paused  evodag.sqlite
-    WORKDIR/results.tsv  (git-untracked; WORKDIR = problem.workdir, default the fleet root)
+    FLEET/.fleet-init.json   what `fleet init` found (see `Resolved`); the user's fleet.json is never rewritten
+    WORKDIR/results.tsv  (git-excluded and never reset, whatever its name; WORKDIR = problem.workdir)
+
+Every key is checked: an unknown or misspelt one is an error with its dotted path (and the key meant);
+`problem.metric_regex` must compile and have exactly one capture group (the metric). A relative
+`problem.workdir` is relative to the folder of the fleet.json init read.
 
 Additions beyond the seed (all optional): `config.command` (an agent command template with `{prompt}`,
 `{prompt_file}`, `{model}`, `{fallback_model}`, `{budget}`, `{max_turns}`; overrides the provider preset),
-`config.timeout_s` (per agent session), `problem.eval_timeout_s`, `seed`.
+`config.timeout_s` (per agent session), `problem.eval_timeout_s`, `problem.protected` (paths and globs in the
+workdir the agent must not change; default: the eval command's files), `seed`.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from saddler.config import format_validation_error
-from saddler.errors import ConfigError
+from saddler.errors import ConfigError, RunStateError
+
+RESOLVED = ".fleet-init.json"
 
 
 class _Part(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
 
 class AgentConfig(_Part):
@@ -40,6 +50,19 @@ class AgentConfig(_Part):
         return self
 
 
+def check_metric_regex(value: str) -> str:
+    """The seed's rule: a regular expression with exactly one capture group, the metric ('' = none)."""
+    if not value:
+        return value
+    try:
+        groups = re.compile(value, re.MULTILINE).groups
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression ({exc})") from exc
+    if groups != 1:
+        raise ValueError(f"needs exactly one capture group (the metric), found {groups}")
+    return value
+
+
 class Problem(_Part):
     workdir: str = ""
     eval_command: str = ""
@@ -48,6 +71,20 @@ class Problem(_Part):
     results_file: str = "results.tsv"
     program_md: str = "program.md"
     eval_timeout_s: float = Field(600.0, gt=0)
+    protected: list[str] | None = None
+
+    @field_validator("metric_regex")
+    @classmethod
+    def _metric_regex(cls, value: str) -> str:
+        return check_metric_regex(value)
+
+    @field_validator("results_file")
+    @classmethod
+    def _results_inside(cls, value: str) -> str:
+        path = Path(value)
+        if not value or path.is_absolute() or ".." in path.parts:
+            raise ValueError("must be a file name or a relative path inside the workdir")
+        return value
 
 
 class StopWhen(_Part):
@@ -70,12 +107,35 @@ class FleetSpec(_Part):
     seed: int = 0
 
 
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] | None = FleetSpec
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part)) if model else None
+        annotation = field.annotation if field else None
+        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    return model
+
+
+def _error_lines(exc: ValidationError) -> list[str]:
+    """`dotted.path: message` per error; an unknown key names the key probably meant."""
+    lines = []
+    for err, line in zip(exc.errors(), format_validation_error(exc), strict=True):
+        if err["type"] != "extra_forbidden":
+            lines.append(line.replace("Value error, ", ""))
+            continue
+        path = ".".join(str(p) for p in err["loc"])
+        model = _model_at(err["loc"])
+        close = difflib.get_close_matches(str(err["loc"][-1]), list(model.model_fields) if model else [], 1, 0.6)
+        lines.append(f"{path}: unknown key" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return lines
+
+
 def parse_fleet(data: Any, source: str) -> FleetSpec:
     """Validate fleet.json content; every error is listed by dotted path in one `ConfigError`."""
     try:
         return FleetSpec.model_validate(data)
     except ValidationError as exc:
-        lines = format_validation_error(exc)
+        lines = _error_lines(exc)
         raise ConfigError(f"{source}: {len(lines)} error(s)\n" + "\n".join(f"  {line}" for line in lines)) from exc
 
 
@@ -88,22 +148,52 @@ def read_fleet_json(path: Path) -> tuple[FleetSpec, dict[str, Any]]:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: invalid JSON: {exc}") from exc
+    if isinstance(raw, dict) and isinstance(raw.get("problem"), dict):  # written by saddler before 0.2, not a typo
+        raw["problem"].pop("eval_command_source", None)
     return parse_fleet(raw, str(path)), raw
 
 
-class FleetPaths:
-    """Where a fleet's files live; `workdir` is resolved against the fleet root."""
+def effective_spec(spec: FleetSpec, found: dict[str, Any]) -> FleetSpec:
+    """`spec` with what init found filled in where fleet.json leaves it empty (fleet.json always wins)."""
+    update = {k: found[k] for k in ("eval_command", "metric_regex") if found.get(k) and not getattr(spec.problem, k)}
+    return spec.model_copy(update={"problem": spec.problem.model_copy(update=update)}) if update else spec
 
-    def __init__(self, root: Path, spec: FleetSpec) -> None:
+
+class FleetPaths:
+    """Where a fleet's files live; `workdir` is resolved against `base` (the folder of the fleet.json init read,
+    default the fleet root). `found` is what init recorded in FLEET/.fleet-init.json."""
+
+    def __init__(
+        self, root: Path, spec: FleetSpec, *, base: Path | None = None, found: dict[str, Any] | None = None
+    ) -> None:
         self.root = Path(root).resolve()
-        self.spec = spec
+        self.found = found or {}
+        self.spec = effective_spec(spec, self.found)
+        base = Path(base).resolve() if base is not None else self.root
         workdir = Path(spec.problem.workdir).expanduser() if spec.problem.workdir else self.root
-        self.workdir = (workdir if workdir.is_absolute() else self.root / workdir).resolve()
+        self.workdir = (workdir if workdir.is_absolute() else base / workdir).resolve()
 
     @classmethod
     def open(cls, root: Path) -> FleetPaths:
-        spec, _ = read_fleet_json(Path(root) / "fleet.json")
-        return cls(root, spec)
+        """An initialised fleet root (RunStateError saying to run `fleet init` otherwise)."""
+        root = Path(root).resolve()
+        resolved = root / RESOLVED
+        if not resolved.is_file() or not (root / "fleet.json").is_file() or not (root / "evodag.sqlite").is_file():
+            why = "has no fleet.json" if not (root / "fleet.json").is_file() else "is not initialised"
+            raise RunStateError(
+                f"{root} {why}: run `saddler fleet init {root} --from-fleet fleet.json` first (it prepares the "
+                "workdir's git repository, results.tsv, logs/ and the EvoDAG)"
+            )
+        spec, _ = read_fleet_json(root / "fleet.json")
+        found = json.loads(resolved.read_text(encoding="utf-8"))
+        return cls(root, spec, base=Path(found.get("base") or root), found=found)
+
+    @property
+    def protected(self) -> list[str]:
+        """Workdir paths / globs the agent must not change: fleet.json's, else the eval command's files."""
+        if self.spec.problem.protected is not None:
+            return list(self.spec.problem.protected)
+        return list(self.found.get("protected") or [])
 
     @property
     def fleet_json(self) -> Path:
@@ -135,6 +225,10 @@ class FleetPaths:
     @property
     def agent_pid(self) -> Path:
         return self.root / ".agent.pid"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / ".lock"
 
     @property
     def db(self) -> Path:

@@ -1,6 +1,8 @@
 """Finding an eval command when fleet.json has none, as the 002 seed says: Makefile bench/benchmark/perf
-targets, package.json `bench*` scripts, pytest `benchmark` markers, a bench/ folder; else write `bench.py`
-(prints one number: the wall time in ms of a target command, seeded through SADDLER_BENCH_SEED)."""
+targets, package.json scripts (`bench*`, then `test`: `npm run bench`, `yarn test`; the runner follows the
+lock file), pytest `benchmark` markers, a bench/ folder; else write `bench.py` (prints one number: the wall
+time in ms of a target command, seeded through SADDLER_BENCH_SEED). A found benchmark that does not print a
+single number gets a `metric_regex` for its `name: value` line (`metric_regex_for`)."""
 
 from __future__ import annotations
 
@@ -58,9 +60,13 @@ def detect_eval_command(workdir: Path) -> Detection | None:
             scripts = json.loads(package.read_text(encoding="utf-8")).get("scripts") or {}
         except (json.JSONDecodeError, AttributeError):
             scripts = {}
+        runner = _js_runner(workdir)
         bench = sorted(k for k in scripts if k.startswith("bench"))
         if bench:
-            return Detection(f"npm run {bench[0]}", f"package.json script {bench[0]}")
+            run = f"{runner} {bench[0]}" if runner == "yarn" else f"{runner} run {bench[0]}"
+            return Detection(run, f"package.json script {bench[0]}")
+        if "test" in scripts:
+            return Detection(f"{runner} test", "package.json script test")
     for cfg in ("pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini"):
         path = workdir / cfg
         if (
@@ -79,6 +85,50 @@ def detect_eval_command(workdir: Path) -> Detection | None:
             if scripts_found:
                 return Detection(f"{runner} bench/{scripts_found[0].name}", "bench/ folder")
     return None
+
+
+def _js_runner(workdir: Path) -> str:
+    """yarn or pnpm when their lock file is there, else npm."""
+    if (workdir / "yarn.lock").is_file():
+        return "yarn"
+    if (workdir / "pnpm-lock.yaml").is_file():
+        return "pnpm"
+    return "npm"
+
+
+NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_NAME_VALUE = re.compile(rf"^\s*([A-Za-z_][\w.@/-]*)\s*([:=])\s*({NUMBER})\s*$", re.MULTILINE)
+GOAL_WORDS = {
+    "minimize": {"latency", "time", "duration", "ms", "sec", "seconds", "loss", "error", "errors", "p50", "p90",
+                 "p95", "p99", "size", "bytes", "mem", "memory", "cost"},
+    "maximize": {"acc", "accuracy", "score", "rate", "pass", "throughput", "qps", "rps", "f1", "bleu", "reward"},
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class MetricGuess:
+    regex: str  # "" when the output is a single number
+    line: str  # the output line the metric was read from
+    candidates: int  # how many `name: value` lines there were
+
+
+def metric_regex_for(output: str, direction: str = "minimize") -> MetricGuess | None:
+    """How to read the metric of a benchmark's output: none needed for a single number, else a regex for its
+    `name: value` line (a name that sounds like what `direction` optimizes first, then any metric-like name,
+    the last such line otherwise); None when the output has neither."""
+    lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
+    if lines and re.fullmatch(NUMBER, lines[-1]):
+        return MetricGuess("", lines[-1], 0)
+    pairs = _NAME_VALUE.findall(output)
+    if not pairs:
+        return None
+    words = lambda name: set(re.split(r"[^a-z0-9]+", name.lower()))  # noqa: E731
+    goal = GOAL_WORDS.get(direction, set())
+    other = set().union(*GOAL_WORDS.values())
+    name, sep, _value = ([p for p in pairs if words(p[0]) & goal] or [p for p in pairs if words(p[0]) & other]
+                         or pairs)[-1]  # fmt: skip
+    shown = f"{name}: ..." if sep == ":" else f"{name}=..."
+    return MetricGuess(rf"^{re.escape(name)}\s*{sep}\s*({NUMBER})", shown, len(pairs))
 
 
 def write_bench_script(workdir: Path, target: str) -> Detection:

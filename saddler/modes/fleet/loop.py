@@ -23,8 +23,17 @@ from evodag.models import Node
 from evodag.store import EvoDAG
 from saddler.errors import RunStateError
 from saddler.modes.fleet import results as tsv
-from saddler.modes.fleet.agent import FLEET_ENV, agent_argv, build_prompt, description, run_session
+from saddler.modes.fleet.agent import (
+    FLEET_ENV,
+    SessionRun,
+    agent_argv,
+    build_prompt,
+    description,
+    retries_with_fallback,
+    run_session,
+)
 from saddler.modes.fleet.config import FleetPaths
+from saddler.modes.fleet.protect import protected_changes
 from saddler.modes.fleet.setup import init_fleet, run_git
 from saddler.run.folder import run_lock
 
@@ -132,27 +141,100 @@ class FleetRun:
 
     def _recover(self, store: EvoDAG, run_id: int, best: Node) -> Node:
         """After a kill: close the interrupted iteration (its candidate undecided -> crash) and put the workdir
-        back on the best kept commit, dropping whatever the interrupted experiment left."""
+        back on the best kept commit, dropping whatever the interrupted experiment left (committed or not)."""
+        wd = self.paths.workdir
+        moved = run_git(["rev-parse", "HEAD"], wd) != best.commit or bool(run_git(["status", "--porcelain"], wd))
         current = store.current_iteration(run_id)
         if current is not None and current.finished_at is None:
             for node in store.nodes(run_id, status="pending"):
                 store.update_node(node.id, status="invalid", status_reason="interrupted before its evaluation")
             store.update_iteration(current.id, decision="invalid", step="done", finished_at=store.clock())
+            what = f"interrupted experiment {current.number}" + (
+                " (its unfinished changes were reset)" if moved else ""
+            )
             tsv.append_result(
                 self.paths.results,
-                tsv.ResultRow(
-                    run_git(["rev-parse", "--short=7", "HEAD"], self.paths.workdir),
-                    0.0,
-                    "crash",
-                    f"interrupted experiment {current.number}",
-                ),
+                tsv.ResultRow(run_git(["rev-parse", "--short=7", "HEAD"], wd), 0.0, "crash", what),
             )
             store.log_event("fleet.recovered", {"iteration": current.number, "reset_to": best.commit}, run_id=run_id)
-        if run_git(["rev-parse", "HEAD"], self.paths.workdir) != best.commit or run_git(
-            ["status", "--porcelain"], self.paths.workdir
-        ):
-            run_git(["reset", "-q", "--hard", best.commit], self.paths.workdir)
+        if moved:
+            self._reset(best.commit)
         return best
+
+    def _reset(self, commit: str) -> None:
+        """`git reset --hard commit` that never touches the results file (git-excluded; restored if an agent
+        committed it anyway)."""
+        results = self.paths.results
+        rows = results.read_bytes() if results.is_file() else None
+        run_git(["reset", "-q", "--hard", commit], self.paths.workdir)
+        if rows is not None and (not results.is_file() or results.read_bytes() != rows):
+            results.parent.mkdir(parents=True, exist_ok=True)
+            results.write_bytes(rows)
+
+    def _session(self, store: EvoDAG, run_id: int, n: int, parent: Node, prompt: str, search: bool) -> SessionRun:
+        """The agent's session (recorded with its cost); for codex and pi, a failed session that changed nothing
+        is retried once with config.fallback_model (claude falls back by itself)."""
+        cfg, wd = self.spec.config, self.paths.workdir
+        session = run_session(self.paths, n, prompt, search)
+        self._record_session(store, run_id, n, parent, session, cfg.model)
+        failed = session.returncode not in (0, None) and not session.stopped
+        untouched = run_git(["rev-parse", "HEAD"], wd) == parent.commit and not run_git(["status", "--porcelain"], wd)
+        if failed and untouched and retries_with_fallback(cfg):
+            self.say(f"iter {n}: the {cfg.model} session failed (exit {session.returncode}); retrying with "
+                     f"fallback_model {cfg.fallback_model}")  # fmt: skip
+            session = run_session(self.paths, n, prompt, search, model=cfg.fallback_model, append=True)
+            self._record_session(store, run_id, n, parent, session, cfg.fallback_model)
+        return session
+
+    def _record_session(
+        self, store: EvoDAG, run_id: int, n: int, parent: Node, session: SessionRun, model: str
+    ) -> None:
+        from saddler.agentcli import parse_usage
+
+        usage = parse_usage(session.stdout)
+        outcome = "timeout" if session.timed_out else f"exit_{session.returncode}"
+        store.add_session(
+            run_id,
+            "diagnosis_patch",
+            self.spec.config.provider,
+            iteration=n,
+            node_id=parent.id,
+            model=model,
+            turns=usage["turns"],
+            tokens_in=usage["tokens_in"],
+            tokens_out=usage["tokens_out"],
+            cost_usd=usage["cost_usd"],
+            duration_s=round(session.duration_s, 3),
+            transcript_path=str(session.log_path),
+            outcome=f"stopped:{session.stopped}" if session.stopped else outcome,
+        )
+        self.paths.write_state(cost_usd=store.session_cost(run_id))
+
+    def _tampered(
+        self,
+        store: EvoDAG,
+        run_id: int,
+        iteration_id: int,
+        n: int,
+        parent: Node,
+        node: Node,
+        touched: list[str],
+        desc: str,
+    ) -> Node:
+        """The agent changed the fixed eval harness: a crash row, the change reset, never evaluated or kept."""
+        reason = f"protected path changed: {', '.join(touched)}"
+        self._reset(parent.commit)
+        store.update_node(node.id, status="invalid", status_reason=f"{reason} (the eval harness is immutable)")
+        edge = store.edge_between(parent.id, node.id)
+        store.add_lesson(
+            run_id, "general", "uncertain", f"iteration {n}: {desc}: {reason}", node_id=node.id, edge_id=edge.id,
+            iteration=n, task_id="metric",
+        )  # fmt: skip
+        store.update_iteration(iteration_id, candidate_id=node.id, decision="invalid", step="done",
+                               finished_at=store.clock())  # fmt: skip
+        tsv.append_result(self.paths.results, tsv.ResultRow(node.commit[:7], 0.0, "crash", f"{reason} ({desc})"))
+        self.say(f"iter {n}: crash: {reason} (reset; the eval harness is immutable)")
+        return parent
 
     def _loop(self, store: EvoDAG, run_id: int) -> str:
         current = self._baseline(store, run_id)
@@ -184,26 +266,7 @@ class FleetRun:
         )
         self.paths.write_state(iteration=n, search=search)
         prompt = build_prompt(self.paths, n, discards, search, [r.line() for r in rows])
-        session = run_session(self.paths, n, prompt, search)
-        from saddler.agentcli import parse_usage
-
-        usage = parse_usage(session.stdout)
-        store.add_session(
-            run_id,
-            "diagnosis_patch",
-            self.spec.config.provider,
-            iteration=n,
-            node_id=parent.id,
-            model=self.spec.config.model,
-            turns=usage["turns"],
-            tokens_in=usage["tokens_in"],
-            tokens_out=usage["tokens_out"],
-            cost_usd=usage["cost_usd"],
-            duration_s=round(session.duration_s, 3),
-            transcript_path=str(session.log_path),
-            outcome="timeout" if session.timed_out else f"exit_{session.returncode}",
-        )
-        self.paths.write_state(cost_usd=store.session_cost(run_id))
+        session = self._session(store, run_id, n, parent, prompt, search)
         desc = description(session.stdout)
         if run_git(["status", "--porcelain"], wd):
             run_git(["add", "-A"], wd)
@@ -218,9 +281,11 @@ class FleetRun:
             self.say(f"iter {n}: no change")
             return parent
         desc = desc or run_git(["log", "-1", "--format=%s", head], wd)
-        run_git(["update-ref", f"refs/saddler/c/{head}", head], wd)
-        diff = run_git(["diff", "--no-color", "--binary", parent.commit, head], wd)
         files = [f for f in run_git(["diff", "--name-only", parent.commit, head], wd).splitlines() if f]
+        touched = protected_changes(files, self.paths.protected)
+        if not touched:
+            run_git(["update-ref", f"refs/saddler/c/{head}", head], wd)
+        diff = run_git(["diff", "--no-color", "--binary", parent.commit, head], wd)
         added = removed = 0
         for line in run_git(["diff", "--numstat", parent.commit, head], wd).splitlines():
             a, r, _ = line.split("\t", 2)
@@ -232,12 +297,14 @@ class FleetRun:
                 run_id, head, parent.id, n, "none", "mixed", origin, hypothesis=hyp, lines_changed=added + removed
             )
             store.add_edge(run_id, parent.id, node.id, "patch", diff, files, added, removed)
+        if touched:
+            return self._tampered(store, run_id, it.id, n, parent, node, touched, desc)
         result, seed = self._eval(n)
         best = parent.batch_after
         keep = result.metric is not None and (best is None or improved(result.metric, best, direction))
         status = "keep" if keep else ("crash" if result.metric is None else "discard")
         if not keep:
-            run_git(["reset", "-q", "--hard", parent.commit], wd)
+            self._reset(parent.commit)
         reason = f"metric {best} -> {result.metric} ({direction}): {status}" + (
             f"; {result.error}" if result.error else ""
         )

@@ -1,12 +1,14 @@
 """The 002 seed's operations on a fleet root: status, view, report, pause, resume, kill.
 
-`kill` ends the orchestrator (pid file), the agent's process group, and sweeps orphans: any process whose
-environment carries `SADDLER_FLEET_ROOT=<this fleet>` (every agent and eval saddler starts is tagged so).
+`kill` ends the orchestrator (pid file), the agent's process tree, and sweeps orphans: any process whose
+environment carries `SADDLER_FLEET_ROOT=<this fleet>` (every agent and eval saddler starts is tagged so); it
+returns once the run lock is free, so `saddler fleet run` can follow it at once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -19,6 +21,7 @@ from saddler.errors import RunStateError
 from saddler.modes.fleet import results as tsv
 from saddler.modes.fleet.agent import FLEET_ENV
 from saddler.modes.fleet.config import FleetPaths
+from saddler.procs import stop_process_tree
 
 
 def _alive(pid: int | None) -> bool:
@@ -222,28 +225,70 @@ def _tagged(pid: int, root: str) -> bool:
     return f"{FLEET_ENV}={root}".encode() in environ
 
 
-def kill(paths: FleetPaths) -> dict[str, Any]:
-    """Force-stop: the agent's process group, the orchestrator, then every process tagged with this fleet.
+def lock_is_free(lock: Path) -> bool:
+    """True when nobody holds the fleet's run lock (probed by taking and releasing it)."""
+    if not lock.exists():
+        return True
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    finally:
+        os.close(fd)
 
-    The agent goes first: it dies with the orchestrator anyway, and killing it first names it in the result."""
+
+def _wait(predicate: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def kill(paths: FleetPaths, grace_s: float = 10.0) -> dict[str, Any]:
+    """Force-stop, and return only once the fleet can be run again: the orchestrator (SIGTERM, SIGKILL after
+    `grace_s` if it still holds the run lock), the agent's whole process tree (its supervisor ends it; the
+    orchestrator's death ends it too), then every process tagged with this fleet. The orchestrator goes first
+    so it never sees its agent die and takes the half-done experiment for a finished one."""
     killed: list[int] = []
     orchestrator = _read_pid(paths.pid)
     agent = _read_pid(paths.agent_pid)
-    if agent and _alive(agent):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(agent, signal.SIGKILL)
-            killed.append(agent)
-    if orchestrator and orchestrator != os.getpid() and _alive(orchestrator):
+    own = orchestrator == os.getpid()
+    if orchestrator and not own and _alive(orchestrator):
         with contextlib.suppress(ProcessLookupError):
             os.kill(orchestrator, signal.SIGTERM)
             killed.append(orchestrator)
+    if agent and _alive(agent):
+        stop_process_tree(agent, grace_s=2.0)
+        killed.append(agent)
+    killed += _sweep(paths)
+    if not own and not _wait(lambda: lock_is_free(paths.lock), grace_s):
+        if orchestrator and _alive(orchestrator):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(orchestrator, signal.SIGKILL)
+        if not _wait(lambda: lock_is_free(paths.lock), grace_s):
+            raise RunStateError(
+                f"the run lock {paths.lock} is still held after killing the orchestrator; find its holder with "
+                f"`fuser {paths.lock}` and end it before `saddler fleet run {paths.root}`"
+            )
+    paths.pid.unlink(missing_ok=True)
+    paths.agent_pid.unlink(missing_ok=True)
+    paths.write_state(status="killed", termination_reason="killed", pid=None)
+    return {"killed": sorted(set(killed))}
+
+
+def _sweep(paths: FleetPaths) -> list[int]:
+    """SIGKILL every process tagged `SADDLER_FLEET_ROOT=<this fleet>` (agents and evals that escaped)."""
+    killed = []
     proc = Path("/proc")
     for entry in proc.iterdir() if proc.is_dir() else []:
         if entry.name.isdigit() and int(entry.name) != os.getpid() and _tagged(int(entry.name), str(paths.root)):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(entry.name), signal.SIGKILL)
                 killed.append(int(entry.name))
-    paths.pid.unlink(missing_ok=True)
-    paths.agent_pid.unlink(missing_ok=True)
-    paths.write_state(status="killed", termination_reason="killed", pid=None)
-    return {"killed": sorted(set(killed))}
+    return killed

@@ -7,18 +7,22 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from evodag.errors import UnknownRunError
 from evodag.store import EvoDAG
 from saddler.errors import ConfigError, RunStateError
 from saddler.harness.gitcmd import git
 from saddler.modes.fleet import results as tsv
-from saddler.modes.fleet.config import FleetPaths, read_fleet_json
-from saddler.modes.fleet.detect import detect_eval_command, write_bench_script
+from saddler.modes.fleet.agent import FLEET_ENV
+from saddler.modes.fleet.config import RESOLVED, FleetPaths, check_metric_regex, read_fleet_json
+from saddler.modes.fleet.detect import detect_eval_command, metric_regex_for, write_bench_script
+from saddler.modes.fleet.protect import eval_files
+from saddler.procs import run_process_group
 from saddler.run.folder import render_run_toml
 
 IDENTITY = ["-c", "user.name=saddler", "-c", "user.email=saddler@localhost", "-c", "commit.gpgsign=false"]
-EXCLUDES = (
+ROOT_FILES = (  # the fleet root's own files: excluded (anchored) when the root lies inside the workdir
     "logs/",
     ".orch-state.json",
     ".orch-state.tmp",
@@ -26,13 +30,16 @@ EXCLUDES = (
     ".orch.pid",
     ".agent.pid",
     ".lock",
+    RESOLVED,
+    RESOLVED + ".tmp",
     "evodag.sqlite",
     "evodag.sqlite-*",
     "saddler.toml",
     "report.md",
-    "__pycache__/",
-    "*.pyc",
+    "fleet.json",
+    "program.md",
 )
+EXCLUDES = ("__pycache__/", "*.pyc")
 DEFAULT_PROGRAM = """# autoresearch: {name}
 
 ## Setup
@@ -59,53 +66,44 @@ def _is_repo_root(path: Path) -> bool:
     return proc.returncode == 0 and Path(proc.stdout.strip()).resolve() == path.resolve()
 
 
-def init_fleet(run_dir: Path, fleet_json: Path, *, bench_target: str | None = None) -> FleetPaths:
-    """Create (or refresh) the fleet root `run_dir` from `fleet_json`; returns its paths."""
-    fleet_json = Path(fleet_json).resolve()
-    spec, raw = read_fleet_json(fleet_json)
+def init_fleet(run_dir: Path, fleet_json: Path | None = None, *, bench_target: str | None = None) -> FleetPaths:
+    """Create (or refresh) the fleet root `run_dir` from `fleet_json` (default: the root's own fleet.json, the
+    seed's layout). fleet.json is never rewritten: a fleet.json from elsewhere is copied verbatim, and what init
+    finds (eval command, metric_regex, protected paths) goes to FLEET/.fleet-init.json. Returns its paths."""
     root = Path(run_dir).resolve()
-    root.mkdir(parents=True, exist_ok=True)
-    problem = raw.setdefault("problem", {})
-    if spec.problem.workdir and not Path(spec.problem.workdir).expanduser().is_absolute():
-        problem["workdir"] = str((fleet_json.parent / spec.problem.workdir).resolve())
-    paths = FleetPaths(
-        root,
-        spec.model_copy(update={"problem": spec.problem.model_copy(update={"workdir": problem.get("workdir", "")})}),
-    )
+    fleet_json = Path(fleet_json).resolve() if fleet_json is not None else root / "fleet.json"
+    spec, _ = read_fleet_json(fleet_json)  # every key and the metric_regex checked before anything is touched
+    paths = FleetPaths(root, spec, base=fleet_json.parent)
     if not paths.workdir.is_dir():
         raise ConfigError(f"problem.workdir {paths.workdir} is not a folder")
-    if paths.program_md() is None:
-        source = fleet_json.parent / spec.problem.program_md
-        target = root / spec.problem.program_md
-        if source.is_file():
-            shutil.copyfile(source, target)
-        else:
-            target.write_text(
-                DEFAULT_PROGRAM.format(
-                    name=spec.fleet_name,
-                    results=spec.problem.results_file,
-                    eval=spec.problem.eval_command or "the eval command",
-                    direction=spec.problem.metric_direction,
-                ),
-                encoding="utf-8",
-            )
+    root.mkdir(parents=True, exist_ok=True)
+    if fleet_json != root / "fleet.json":
+        shutil.copyfile(fleet_json, root / "fleet.json")
+    found: dict[str, Any] = {"base": str(fleet_json.parent), "source": str(fleet_json)}
     written: list[str] = []
     if not spec.problem.eval_command:
-        found = detect_eval_command(paths.workdir)
-        if found is None:
+        detected = detect_eval_command(paths.workdir)
+        if detected is None:
             if not bench_target:
                 raise ConfigError(
                     "fleet.json has no problem.eval_command and no benchmark was found (Makefile "
-                    "bench/benchmark/perf, package.json bench*, pytest -m benchmark, bench/): pass "
+                    "bench/benchmark/perf, package.json bench*/test, pytest -m benchmark, bench/): pass "
                     "--bench-target CMD to have saddler write bench.py timing CMD"
                 )
-            found = write_bench_script(paths.workdir, bench_target)
-            written.append(found.command.split()[-1])
-        problem["eval_command"] = found.command
-        problem["eval_command_source"] = found.source
-    (root / "fleet.json").write_text(json.dumps(raw, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    paths = FleetPaths.open(root)
-    _prepare_git(paths.workdir, written)
+            detected = write_bench_script(paths.workdir, bench_target)
+            written.append(detected.command.split()[-1])
+        found.update(eval_command=detected.command, eval_command_source=detected.source)
+    command = spec.problem.eval_command or found["eval_command"]
+    _write_program(paths, fleet_json, command)
+    _prepare_git(paths.workdir, written, _excludes(paths))
+    if not spec.problem.eval_command and not spec.problem.metric_regex:
+        found.update(_metric_of(paths, command, spec.problem.metric_direction))
+    if spec.problem.protected is None:
+        found["protected"] = eval_files(command, paths.workdir)
+    tmp = root / (RESOLVED + ".tmp")
+    tmp.write_text(json.dumps(found, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(root / RESOLVED)
+    paths = FleetPaths(root, spec, base=fleet_json.parent, found=found)
     tsv.ensure_results(paths.results)
     paths.logs.mkdir(parents=True, exist_ok=True)
     options = {
@@ -135,12 +133,74 @@ def init_fleet(run_dir: Path, fleet_json: Path, *, bench_target: str | None = No
             )
     if not paths.state.is_file():
         paths.write_state(status="initialized", iteration=0, cost_usd=0.0)
-    return paths
+    return FleetPaths.open(root)
 
 
-def _prepare_git(workdir: Path, written: list[str]) -> None:
-    """A git repo at the workdir with our files excluded and nothing uncommitted (reset --hard must lose nothing);
-    `written` (a bench script saddler wrote) is committed as part of the fixed eval harness."""
+def _write_program(paths: FleetPaths, fleet_json: Path, command: str) -> None:
+    """program.md when neither the workdir nor the root has one: the one beside fleet.json, else the template."""
+    if paths.program_md() is not None:
+        return
+    spec = paths.spec
+    source = fleet_json.parent / spec.problem.program_md
+    target = paths.root / spec.problem.program_md
+    if source.is_file():
+        shutil.copyfile(source, target)
+        return
+    target.write_text(
+        DEFAULT_PROGRAM.format(
+            name=spec.fleet_name,
+            results=spec.problem.results_file,
+            eval=command,
+            direction=spec.problem.metric_direction,
+        ),
+        encoding="utf-8",
+    )
+
+
+def _metric_of(paths: FleetPaths, command: str, direction: str) -> dict[str, str]:
+    """Run the found benchmark once: a single number needs no metric_regex, a `name: value` line gets one."""
+    env = {**os.environ, "SADDLER_BENCH_SEED": "0", FLEET_ENV: str(paths.root)}
+    timeout = paths.spec.problem.eval_timeout_s
+    run = run_process_group(command, shell=True, cwd=paths.workdir, env=env, timeout_s=timeout)
+    if run.returncode != 0:
+        why = "timed out" if run.timed_out else f"exit {run.returncode}: {run.stderr.strip()[-300:]}"
+        raise ConfigError(
+            f"the found benchmark `{command}` fails ({why}); fix it or set problem.eval_command in fleet.json"
+        )
+    guess = metric_regex_for(run.stdout, direction)
+    if guess is None:
+        tail = " | ".join(run.stdout.strip().splitlines()[-3:])
+        raise ConfigError(
+            f"the found benchmark `{command}` prints no single number and no `name: value` line "
+            f"({tail or 'no output'}); set problem.metric_regex (one capture group: the metric) or "
+            "problem.eval_command in fleet.json"
+        )
+    if not guess.regex:
+        return {}
+    return {
+        "metric_regex": check_metric_regex(guess.regex),
+        "metric_regex_source": (
+            f"the benchmark's output line `{guess.line}` (of {guess.candidates} `name: value` lines)"
+        ),
+    }
+
+
+def _excludes(paths: FleetPaths) -> list[str]:
+    """gitignore patterns (anchored) for the results file and, when the fleet root is inside the workdir, the
+    root's own files; plus interpreter caches."""
+    out = [f"/{Path(paths.spec.problem.results_file).as_posix()}"]
+    if paths.root == paths.workdir or paths.workdir in paths.root.parents:
+        rel = paths.root.relative_to(paths.workdir).as_posix()
+        prefix = "/" if rel == "." else f"/{rel}/"
+        out += [prefix + name for name in (*ROOT_FILES, paths.spec.problem.program_md)]
+    return [*dict.fromkeys([*out, *EXCLUDES])]
+
+
+def _prepare_git(workdir: Path, written: list[str], excludes: list[str]) -> None:
+    """A git repo at the workdir with our files excluded and nothing uncommitted (reset --hard must lose nothing):
+    the results file (`excludes[0]`), whatever its name, is excluded and, if the user's repo tracked it,
+    untracked (its content kept); `written` (a bench script saddler wrote) is committed as part of the eval."""
+    results_file = excludes[0].lstrip("/")
     fresh = not _is_repo_root(workdir)
     if fresh:
         run_git(["init", "-q"], workdir)
@@ -148,21 +208,27 @@ def _prepare_git(workdir: Path, written: list[str]) -> None:
     exclude = exclude if exclude.is_absolute() else workdir / exclude
     exclude.parent.mkdir(parents=True, exist_ok=True)
     current = exclude.read_text(encoding="utf-8") if exclude.is_file() else ""
-    missing = [p for p in ("results.tsv", *EXCLUDES) if p not in current.splitlines()]
+    missing = [p for p in excludes if p not in current.splitlines()]
     if missing:
         exclude.write_text(current + "# saddler fleet\n" + "\n".join(missing) + "\n", encoding="utf-8")
-    if written and not fresh:
-        run_git(["add", "--", *written], workdir)
-        message = "fleet: bench script written by saddler"
-        run_git(["commit", "-q", "--no-verify", "-m", message, "--", *written], workdir)
-    if fresh or run_git(["status", "--porcelain"], workdir):
-        if not fresh:
-            raise RunStateError(
-                f"{workdir} has uncommitted changes; commit or stash them first (a discarded "
-                "experiment is undone with git reset --hard)"
-            )
+    if fresh:
         run_git(["add", "-A"], workdir)
         run_git(["commit", "-q", "--no-verify", "--allow-empty", "-m", "fleet: baseline"], workdir)
+        return
+    if run_git(["status", "--porcelain", "--", ".", *(f":!{w}" for w in written)], workdir):
+        raise RunStateError(
+            f"{workdir} has uncommitted changes; commit or stash them first (a discarded "
+            "experiment is undone with git reset --hard)"
+        )
+    if run_git(["ls-files", "--", results_file], workdir):
+        run_git(["rm", "-q", "--cached", "--", results_file], workdir)
+        message = f"fleet: stop tracking {results_file} (the fleet's log stays out of git)"
+        run_git(["commit", "-q", "--no-verify", "-m", message], workdir)  # the tree is clean: only the removal
+    if written:
+        run_git(["add", "--", *written], workdir)
+        run_git(
+            ["commit", "-q", "--no-verify", "-m", "fleet: bench script written by saddler", "--", *written], workdir
+        )
 
 
 def program_warnings(paths: FleetPaths) -> list[str]:

@@ -13,7 +13,7 @@ from evodag.store import EvoDAG
 from saddler.harness.space import HarnessSpace
 from saddler.harness.structure import check_skill_text
 from saddler.modes.skill import workspace as wsp
-from saddler.modes.skill.mutator import Mutation, MutationState, Mutator, focus_level
+from saddler.modes.skill.mutator import Mutation, MutationState, Mutator, exclusion_text, focus_level
 from saddler.modes.skill.program import Program, SkillOptions
 from saddler.modes.skill.record import SkillRecorder
 from saddler.modes.skill.rules import Best, decide
@@ -60,10 +60,11 @@ class IterationMixin:
             tried.add(m.key)
             commit = self._commit(space, n, attempt, best.commit, m.text, f"autoresearch it{n}: {m.plan[:60]}")
             if commit is None:
+                rec.session(n, best.node_id, m, "failed:empty change")
+                self.say(f"iter {n}: rejected before evaluation ({m.strategy_type}): empty change")
                 rejected.append((m, "empty change"))
                 continue
-            added = "\n".join(ln for ln in m.text.splitlines() if ln not in set(best.text.splitlines()))
-            excl = program.excluded_by(f"{m.plan}\n{m.analysis}\n{added}")
+            excl = program.excluded_by(exclusion_text(m, best.text))
             problems = (
                 [f"excluded mutation: {excl.pattern} ({excl.reason})"]
                 if excl
@@ -121,6 +122,7 @@ class IterationMixin:
                 "timestamp": stamp,
                 "tried_keys": [r.key for r, _ in rejected],
             }
+            self.say(f"iter {n} [{last.strategy_type}] DISCARD: rejected before evaluation")
             return entry, best, stalls + 1
         self.ws.write_skill(n, m.text)
         self.ws.write_hypothesis(n, m, rejected)
@@ -173,7 +175,7 @@ class IterationMixin:
             "regressions": verdict.regressions,
             "kept_assertions_gained": verdict.gained if kept else [],
             "timestamp": stamp,
-            "tried_keys": [r.key for r, _ in rejected],
+            "tried_keys": [*(r.key for r, _ in rejected), m.key],
         }
         if decision == "KEEP":
             return entry, Best(m.text, results, new_rate, node.id, node.commit), 0

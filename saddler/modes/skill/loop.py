@@ -11,6 +11,7 @@ The original skill folder is never written before that: the workspace keeps its 
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,13 +28,14 @@ from saddler.errors import BackendError, ConfigError
 from saddler.harness.gitcmd import git
 from saddler.harness.space import HarnessSpace
 from saddler.modes.skill import workspace as wsp
-from saddler.modes.skill.iteration import COMMIT_EPOCH, IterationMixin
-from saddler.modes.skill.mutator import Mutator, OfflineMutator
+from saddler.modes.skill.default_strategy import OfflineMutator
+from saddler.modes.skill.iteration import IterationMixin
+from saddler.modes.skill.mutator import Mutator
 from saddler.modes.skill.program import Program, SkillOptions, load_program
 from saddler.modes.skill.record import SkillRecorder
 from saddler.modes.skill.resume import resumable, resume_state
-from saddler.modes.skill.rules import Best, eval_seed, resolve_skill, stop_reason
-from saddler.run.folder import render_run_toml
+from saddler.modes.skill.rules import Best, eval_seed, resolve_skill, stop_message, stop_reason
+from saddler.modes.skill.start import start_run
 
 Say = Callable[[str], None]
 Approve = Callable[[str], bool]  # diff of a NEUTRAL mutation -> kept?
@@ -144,97 +146,34 @@ class SkillRun(IterationMixin):
         ]
 
     def run(self) -> SkillOutcome:
-        """Phases 0-3; an unfinished run in the workspace is continued (see `skill_resume`)."""
+        """Phases 0-3; an unfinished run in the workspace is continued (see `resume`), a finished one archived."""
         warnings = list(self.suite.warnings)
         for w in warnings:
             self.say(f"warning: {w}")
-        previous = resumable(self.ws.root)
-        if previous is not None:
-            return self._resume(previous, warnings)
-        self.ws.prepare()
-        program = load_program(self.ws.root)
-        original = self.skill_md.read_text(encoding="utf-8")
-        space = HarnessSpace.create(
-            self.skill_dir, self.ws.root / "repo", self.ws.root / "worktrees", clock=lambda: COMMIT_EPOCH
-        )
-        with EvoDAG(self.ws.root / "evodag.sqlite", clock=self.clock) as store:
-            opts = self.opts
-            config: dict[str, Any] = {
-                "name": self.name, "mode": "skill", "benchmark": "skill-evals", "skill_path": str(self.skill_md),
-                "evals": str(self.suite.path), "sessions": {"backend": opts.backend},
-                "loop": {"max_iterations": opts.max_iterations, "target_pass_rate": opts.target_pass_rate,
-                         "stall_limit": opts.stall_limit, "eval_runs": opts.eval_runs},
-            }  # fmt: skip
-            run_id = store.create_run(config, self.opts.seed).id
-            self._write_run_toml()
-            rec = SkillRecorder(store, space, run_id, self.mutator.name)
-            return self._start(store, space, rec, run_id, program, original, warnings, config)
-
-    def _resume(self, log: dict[str, Any], warnings: list[str]) -> SkillOutcome:
+        self.ws.finish_start()
+        log = resumable(self.ws.root)
+        resumed = log is not None
+        if log is None:
+            self.ws.prepare()
+            program = load_program(self.ws.root)
+            start_run(self.ws, self, program, self.evaluate, self.mutator.name, self.say, self.clock)
+            log = json.loads(self.ws.log_path.read_text(encoding="utf-8"))
         program = load_program(self.ws.root)
         space = HarnessSpace(self.ws.root / "repo", self.ws.root / "worktrees")
         space.prune()
+        original = (self.ws.root / "iteration-0" / "SKILL.md.bak").read_text(encoding="utf-8")
         with EvoDAG(self.ws.root / "evodag.sqlite", clock=self.clock) as store:
             run_id = store.get_run().id
-            st = resume_state(self.ws.root, log, store, run_id, self.evaluate)
-            self.say(f"resuming after iteration {len(log['iterations'])} (best {st.best.rate:.4f})")
-            original = (self.ws.root / "iteration-0" / "SKILL.md.bak").read_text(encoding="utf-8")
+            st = resume_state(self.ws, log, store, run_id, self.suite, self.evaluate)
+            if resumed:
+                store.update_run(run_id, status="running")
+                store.log_event("skill.resumed", {"after_iteration": len(log["iterations"])}, run_id=run_id)
+                self.say(f"resuming after iteration {len(log['iterations'])} (best {st.best.rate:.4f})")
             rec = SkillRecorder(store, space, run_id, self.mutator.name)
             return self._continue(
-                store,
-                space,
-                rec,
-                run_id,
-                program,
-                original,
-                warnings,
-                st.log,
-                st.best,
-                st.baseline_map,
-                st.stalls,
+                store, space, rec, run_id, program, original, warnings, st.log, st.best, st.baseline_map, st.stalls,
                 st.tried,
-            )
-
-    def _write_run_toml(self) -> None:
-        """W/saddler.toml, so `saddler report W` and `saddler status W` read the workspace like any run folder."""
-        opts = self.opts
-        (self.ws.root / "saddler.toml").write_text(render_run_toml({
-            "name": self.name, "seed": opts.seed, "benchmark": "skill-evals", "harness": "repo",
-            "benchmark_options": {"evals": str(self.suite.path), "agent": opts.backend, "holdout": False},
-            "loop": {"max_iterations": opts.max_iterations, "stall_limit": opts.stall_limit},
-            "sessions": {"backend": "offline"},
-        }), encoding="utf-8")  # fmt: skip
-
-    def _start(
-        self,
-        store: EvoDAG,
-        space: HarnessSpace,
-        rec: SkillRecorder,
-        run_id: int,
-        program: Program,
-        original: str,
-        warnings: list[str],
-        config: dict[str, Any],
-    ) -> SkillOutcome:
-        started = self.clock()
-        self.ws.write_skill(0, original, "SKILL.md.bak")
-        results = self.evaluate(original)
-        self.ws.write_evals(0, results)
-        rate = wsp.mean_pass_rate(results)
-        self.ws.write_benchmark(0, results, {})
-        base = rec.baseline(space.baseline_commit(), results, rate)
-        best = Best(original, results, rate, base.id, base.commit)
-        baseline_map = wsp.flat(results)
-        failing = [k for k, ok in baseline_map.items() if not ok]
-        self.say(f"baseline: mean pass rate {rate:.4f}; failing assertions: {', '.join(failing) or 'none'}")
-        log: dict[str, Any] = {
-            "skill_name": self.name, "skill_path": str(self.skill_md), "started_at": started, "completed_at": None,
-            "config": config["loop"], "baseline_pass_rate": round(rate, 4), "final_pass_rate": round(rate, 4),
-            "total_iterations": 0, "kept_mutations": 0, "discarded_mutations": 0, "termination_reason": None,
-            "iterations": [], "program_md_used": program.used,
-        }  # fmt: skip
-        self.ws.write_log(log)
-        return self._continue(store, space, rec, run_id, program, original, warnings, log, best, baseline_map, 0, set())
+            )  # fmt: skip
 
     def _continue(
         self,
@@ -280,7 +219,13 @@ class SkillRun(IterationMixin):
             run_id, status="finished", termination_reason=reason, finished_at=self.clock(), best_node_id=best.node_id
         )
         space.prune()
-        self.say(f"finished ({reason}): {log['baseline_pass_rate']} -> {log['final_pass_rate']}")
+        left = [k for k, ok in wsp.flat(best.results).items() if not ok]
+        self.say(stop_message(reason, self.opts, program, left))
+        base, final = log["baseline_pass_rate"], log["final_pass_rate"]
+        self.say(
+            f"Autoresearch 완료:\n- Pass rate: {base} → {final} ({final - base:+.2f})\n"
+            f"- {log['kept_mutations']}개 mutation 적용, {log['discarded_mutations']}개 폐기"
+        )
         return SkillOutcome(
             self.ws.root,
             self.skill_md,

@@ -1,5 +1,6 @@
 """Skill-mode settings: budgets (the 000 seed's defaults), `program.md` strategies and exclusions, and
-`verification-results.json` (capability_issues feed hypotheses; api_issues become exclusions).
+`verification-results.json` (capability_issues are mutation targets first; api_issues are never targets and
+become exclusions).
 
 program.md (in the workspace) is free Markdown; saddler reads from it:
 - `force_at_least_one_iteration: true` on a line of its own;
@@ -77,6 +78,7 @@ class Program:
     exclusions: list[Exclusion] = field(default_factory=list)
     force_at_least_one_iteration: bool = False
     capability_issues: list[str] = field(default_factory=list)
+    api_issues: list[str] = field(default_factory=list)
 
     def excluded_by(self, text: str) -> Exclusion | None:
         """The first exclusion whose pattern occurs (case-insensitive) in `text`."""
@@ -106,14 +108,20 @@ def parse_program(text: str) -> Program:
     return program
 
 
+_REFERENCES = ("assertion", "assertion_id", "eval", "eval_name")
+
+
 def _issue_text(item: Any) -> str:
+    """An issue as one line of text: its description, plus the assertion / eval it names when it names one."""
     if isinstance(item, str):
         return item
     if isinstance(item, dict):
-        for key in ("pattern", "description", "issue", "summary", "message", "title"):
-            if item.get(key):
-                return str(item[key])
-        return json.dumps(item, ensure_ascii=False, sort_keys=True)
+        text = next((str(item[k]) for k in ("pattern", "description", "issue", "summary", "message", "title")
+                     if item.get(k)), "")  # fmt: skip
+        refs = [str(item[k]) for k in _REFERENCES if isinstance(item.get(k), str | int) and str(item[k])]
+        if not text and not refs:
+            return json.dumps(item, ensure_ascii=False, sort_keys=True)
+        return f"{text} [{', '.join(refs)}]" if refs and text else (text or ", ".join(refs))
     return str(item)
 
 
@@ -132,7 +140,10 @@ def load_program(workspace: Path) -> Program:
             raise ConfigError(f"{vpath}: expected an object with capability_issues / api_issues lists")
         program.capability_issues += [_issue_text(i) for i in data.get("capability_issues") or []]
         for item in data.get("api_issues") or []:
+            program.api_issues.append(_issue_text(item))
+            pattern = next((str(item[k]) for k in ("pattern", "description", "issue", "summary", "message", "title")
+                            if isinstance(item, dict) and item.get(k)), _issue_text(item))  # fmt: skip
             program.exclusions.append(
-                Exclusion(_issue_text(item), "api_issue from verification-results.json: SKILL.md edits cannot fix it")
+                Exclusion(pattern, "api_issue from verification-results.json: SKILL.md edits cannot fix it")
             )
     return program

@@ -23,6 +23,7 @@ def hypothesis_dict(m: Mutation, level: str | None) -> dict[str, object]:
         "files": ["SKILL.md"],
         "origin": f"{m.source}:{m.strategy_type}",
         "symptoms": [level or ""],
+        "key": m.key,
     }
 
 
@@ -77,16 +78,21 @@ class SkillRecorder:
                 a,
                 r,
             )
+        self.session(n, parent.id, m, "ok" if not problems else f"failed:{problems[0][:80]}")
+        return node
+
+    def session(self, n: int, parent_id: int, m: Mutation, outcome: str) -> None:
+        """The mutator's session that proposed `m` (with what it cost), whatever became of `m`."""
         self.store.add_session(
             self.run_id,
             "diagnosis_patch",
             self.backend,
             iteration=n,
-            node_id=parent.id,
+            node_id=parent_id,
             turns=1,
-            outcome="ok" if not problems else f"failed:{problems[0][:80]}",
+            cost_usd=m.cost_usd,
+            outcome=outcome,
         )
-        return node
 
     def rollouts(self, node: Node, results: list[CaseResult]) -> None:
         rows = []

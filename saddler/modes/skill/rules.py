@@ -54,6 +54,22 @@ def stop_reason(n: int, opts: SkillOptions, best: float, stalls: int, program: P
     return None
 
 
+def stop_message(reason: str, opts: SkillOptions, program: Program, left: list[str]) -> str:
+    """What the run says when the circuit breaker stops it, in the seed's words (2-7); `left` = the failing
+    assertions still failing (named when no hypothesis is left for them)."""
+    if reason == "stall_limit":
+        return f"연속 {opts.stall_limit}회 개선 없음. 다른 전략이 필요합니다."
+    if reason == "target_achieved":
+        done = f"목표 pass_rate {opts.target_pass_rate} 달성!"
+        return f"{done} 모든 program.md 전략을 시도한 후 종료" if program.force_at_least_one_iteration else done
+    if reason == "max_iterations":
+        return "최대 iteration 수 도달."
+    return (
+        "시도할 가설이 남지 않았습니다 (no untried hypothesis left outside the mutation exclusions and api issues) "
+        f"for: {', '.join(left) or 'nothing'}"
+    )
+
+
 def eval_seed(seed: int, name: str, run: int) -> int:
     """The seed of eval `name`'s run `run`: the same in every iteration, so candidates face the same draws."""
     return int.from_bytes(hashlib.sha256(f"{seed}:{name}:{run}".encode()).digest()[:4], "big") & 0x7FFFFFFF

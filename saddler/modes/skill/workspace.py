@@ -8,21 +8,35 @@
     W/iteration-N/benchmark.json
     W/autoresearch-log.json, W/report.md, W/logs/{timestamp}/result.json + summary.md, W/logs/index.json
 A finished earlier run in the same workspace is moved to W/previous/{k}/ before a new one starts.
+
+A run starts in the staging folder W/.start/ (repo, evodag.sqlite, saddler.toml, iteration-0, and last
+autoresearch-log.json); the items are then moved into W, the log last: a workspace with a log has a complete
+start, and a kill at any point of the start leaves either a W/.start/ without a log (dropped on the next run:
+the start is redone) or one with its log (its remaining items are moved in and the run continues).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
-from benchmarks.skill_evals.evals import LEVELS
-from benchmarks.skill_evals.grading import CaseResult
+from benchmarks.skill_evals.agent import AgentOutput
+from benchmarks.skill_evals.evals import LEVELS, EvalSuite
+from benchmarks.skill_evals.grading import CaseResult, RunGrade
+from saddler.errors import RunStateError
 from saddler.modes.skill.mutator import Mutation
 from saddler.modes.skill.program import STRATEGY_LABELS
 
-KEEP_FILES = ("program.md", "verification-results.json", "previous")
+RUN_FILES = (  # what a run (or `saddler report W`) writes into a workspace; only these are ever archived
+    "autoresearch-log.json*", "iteration-*", "repo", "worktrees", "evodag.sqlite*", "saddler.toml", "report.md",
+    "logs", "results.tsv", "progress.png", "export",
+)  # fmt: skip
+STAGE = ".start"
+LOG_NAME = "autoresearch-log.json"
 REASON_TEXT = {
     "target_achieved": "target 달성 (target reached)",
     "stall_limit": "stall 중단 (stall limit)",
@@ -69,19 +83,50 @@ class SkillWorkspace:
         return self.root / "autoresearch-log.json"
 
     def prepare(self) -> Path | None:
-        """Create the folder; move an earlier run's files to previous/{k}/ (returns that folder, if any)."""
+        """Create the folder; move what an earlier run left (a finished run, or files of another version) to
+        previous/{k}/ (returns that folder, if any). Only run files move: the user's program.md,
+        verification-results.json and anything else of theirs stay."""
         self.root.mkdir(parents=True, exist_ok=True)
-        if not self.log_path.exists() and not (self.root / "iteration-0").exists():
+        leftovers = [c for c in self.root.iterdir() if any(fnmatch.fnmatch(c.name, pat) for pat in RUN_FILES)]
+        if not leftovers:
             return None
         k = 1
         while (self.root / "previous" / str(k)).exists():
             k += 1
         dest = self.root / "previous" / str(k)
         dest.mkdir(parents=True)
-        for child in list(self.root.iterdir()):
-            if child.name not in KEEP_FILES:
-                shutil.move(str(child), dest / child.name)
+        for child in leftovers:
+            shutil.move(str(child), dest / child.name)
         return dest
+
+    @property
+    def stage(self) -> Path:
+        return self.root / STAGE
+
+    def new_stage(self) -> SkillWorkspace:
+        """An empty W/.start/ to build a run's start in (see the module docstring)."""
+        shutil.rmtree(self.stage, ignore_errors=True)
+        self.stage.mkdir(parents=True)
+        return SkillWorkspace(self.stage)
+
+    def finish_start(self) -> bool:
+        """Move a completed start (W/.start/ holding its log) into W, the log last; drop an incomplete one.
+        True when a start was moved in."""
+        stage = self.stage
+        if not stage.is_dir():
+            return False
+        if not (stage / LOG_NAME).is_file():
+            shutil.rmtree(stage)  # killed before the start was complete: nothing of it counts
+            return False
+        for item in sorted(stage.iterdir(), key=lambda p: p.name == LOG_NAME):
+            target = self.root / item.name
+            if target.exists():
+                raise RunStateError(
+                    f"{target} exists while a run start waits in {stage}; move one of them away and rerun"
+                )
+            os.replace(item, target)
+        stage.rmdir()
+        return True
 
     def iteration_dir(self, n: int) -> Path:
         path = self.root / f"iteration-{n}"
@@ -137,7 +182,39 @@ class SkillWorkspace:
         (self.iteration_dir(n) / "hypothesis.md").write_text("\n".join(lines), encoding="utf-8")
 
     def write_log(self, log: dict[str, Any]) -> None:
-        write_json(self.log_path, log)
+        """autoresearch-log.json, replaced atomically (a kill never leaves half a log)."""
+        tmp = self.log_path.with_name(LOG_NAME + ".tmp")
+        write_json(tmp, log)
+        os.replace(tmp, self.log_path)
+
+    def load_results(self, n: int, suite: EvalSuite) -> list[CaseResult] | None:
+        """Iteration n's grading as written by `write_evals` (outputs, per-run grades, final verdicts), or None
+        when a file is missing: a resumed run reuses what it paid for instead of running the evals again."""
+        out = []
+        for case in suite.evals:
+            folder = self.root / f"iteration-{n}" / f"eval-{case.name}"
+            try:
+                grading = json.loads((folder / "grading.json").read_text(encoding="utf-8"))
+                runs = [
+                    RunGrade(
+                        r["run"],
+                        r["seed"],
+                        AgentOutput(
+                            (folder / ("output.md" if r["run"] == 1 else f"output-run-{r['run']}.md")).read_text(
+                                encoding="utf-8"
+                            ),
+                            error=r.get("error", ""),
+                        ),
+                        r["assertions"],
+                    )
+                    for r in grading["runs"]
+                ]
+            except (OSError, KeyError, TypeError, json.JSONDecodeError):
+                return None
+            if [a["id"] for a in grading["assertions"]] != [a.id for a in case.assertions]:
+                return None
+            out.append(CaseResult(case, runs, grading["assertions"]))
+        return out
 
     def write_run_logs(self, log: dict[str, Any], summary: str) -> Path:
         """The seed's 3-3 logs, kept inside the workspace: logs/{ts}/result.json, summary.md, logs/index.json."""
