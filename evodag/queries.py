@@ -61,6 +61,7 @@ def _run_block(store: EvoDAG, rid: int) -> dict[str, Any]:
     run = store.get_run(rid)
     data = codec.as_dict(run)
     data.pop("config")
+    data.pop("inputs")
     return data
 
 
