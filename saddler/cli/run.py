@@ -91,8 +91,11 @@ def register(app: typer.Typer) -> None:
         run_dir: Path = RUN_DIR,
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress output; only the final summary"),
         json_out: bool = typer.Option(False, "--json", help="print the final summary as JSON"),
+        allow_changed: bool = typer.Option(
+            False, "--allow-changed", help="resume although results-affecting inputs changed (recorded as an event)"
+        ),
     ) -> None:
-        """Run the optimization, or resume it from where it stopped."""
+        """Run the optimization, or resume it from where it stopped (refused, exit 2, when its inputs changed)."""
         from rich.console import Console
 
         from saddler.run.loop import Optimizer
@@ -100,7 +103,7 @@ def register(app: typer.Typer) -> None:
         _require_run(run_dir)
         console = Console(stderr=True, highlight=False)
         say = (lambda _t: None) if quiet or json_out else (lambda text: console.print(text, markup=False))
-        outcome = Optimizer(run_dir, quiet=quiet or json_out, say=say).run()
+        outcome = Optimizer(run_dir, quiet=quiet or json_out, say=say, allow_changed=allow_changed).run()
         if json_out:
             print_json(
                 {
