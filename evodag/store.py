@@ -245,9 +245,9 @@ class EvoDAG(RolloutsMixin, RecordsMixin):
         """Every node below `node_id`, ordered by id."""
         return queries.descendants(self, node_id)
 
-    def best_node(self, run_id: int | None = None, split: str = "dev") -> Node | None:
-        """Highest dev (or test) mean; ties to fewer lines_changed, then lower id."""
-        return queries.best_node(self, run_id, split)
+    def best_node(self, run_id: int | None = None) -> Node | None:
+        """The run's best node as the optimizer recorded it (`runs.best_node_id`), or None."""
+        return queries.best_node(self, run_id)
 
     def batch(self, run_id: int | None = None) -> dict[str, Any]:
         """The current iteration's mini-batch with each task's status on parent and candidate."""

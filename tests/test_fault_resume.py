@@ -108,13 +108,20 @@ def _command_run(path: Path) -> Path:
     return path
 
 
-def test_a_paid_backend_is_charged_once_per_session_through_kills_and_interrupts(tmp_path: Path) -> None:
-    """The command backend with a fake agent that reports $0.0125 a session: every fault point, SIGKILL and
-    SIGINT, and the resumed run's sessions and cost equal an uninterrupted run's."""
-    reference = _command_run(tmp_path / "reference")
+@pytest.fixture(scope="module")
+def command_reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An uninterrupted run with the command backend: a fake agent that reports $0.0125 a session."""
+    reference = _command_run(tmp_path_factory.mktemp("command") / "reference")
     assert _saddler_run(reference, None) == 0
     want = session_record(reference)
     assert want["stats"][1] > 0 and all(cost == 0.0125 for *_, cost, _ in want["rows"])
+    return reference
+
+
+def test_a_paid_backend_is_charged_once_per_session_through_kills_and_interrupts(
+    tmp_path: Path, command_reference: Path
+) -> None:
+    """Every fault point, SIGKILL and SIGINT: the resumed run's sessions and cost equal an uninterrupted run's."""
 
     faulted = _command_run(tmp_path / "faulted")
     moments = [
@@ -124,13 +131,11 @@ def test_a_paid_backend_is_charged_once_per_session_through_kills_and_interrupts
     reached = [moment for moment in moments if _saddler_run(faulted, moment) in KILLED]
     assert _saddler_run(faulted, None) == 0
     assert reached == moments, f"moments not reached: {sorted(set(moments) - set(reached))}"
-    _assert_same_run(reference, faulted)
+    _assert_same_run(command_reference, faulted)
 
 
-def test_ctrl_c_while_an_agent_works_pays_nothing_twice(tmp_path: Path) -> None:
-    """SIGINT from outside at a moment the run does not choose (the 4th session is being written), then resume."""
-    reference = _command_run(tmp_path / "reference")
-    assert _saddler_run(reference, None) == 0
+def test_ctrl_c_while_an_agent_works_pays_nothing_twice(tmp_path: Path, command_reference: Path) -> None:
+    """SIGINT from outside at a moment the run does not choose (soon after its 4th session), then resume."""
     faulted = _command_run(tmp_path / "faulted")
     proc = subprocess.Popen(
         [sys.executable, "-m", "saddler", "run", str(faulted), "--quiet"],
@@ -150,4 +155,4 @@ def test_ctrl_c_while_an_agent_works_pays_nothing_twice(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=120) == 130
     assert _saddler_run(faulted, None) == 0
-    _assert_same_run(reference, faulted)
+    _assert_same_run(command_reference, faulted)
