@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ def test_every_reader_names_the_node_the_loop_chose(tmp_path: Path, ranking: str
         report_best = build_report(store)["best"]["node"]
         status_best = status_snapshot(store, run_dir)["best_node"]
     assert recorded[-1] == run.best_node_id and len(recorded) >= 2, "the baseline, then each change"
-    assert all(a != b for a, b in zip(recorded, recorded[1:], strict=False)), "written only when it changes"
+    assert all(a != b for a, b in pairwise(recorded)), "written only when it changes"
     cli = runner.invoke(evodag_app, ["best", "--json", "--db", str(run_dir / "evodag.sqlite")])
     exported = json.loads((run_dir / "best" / "EXPORT.json").read_text())["node_id"]
     assert {outcome["best_node"], json.loads(cli.output)["best"]["id"], report_best, status_best, exported} == {
