@@ -1,4 +1,5 @@
-"""`saddler init | run | status | pause | resume | stop | report | eval | export`: thin wrappers over the library."""
+"""`saddler init | run | fork | status | pause | resume | stop | report | eval | export`: thin wrappers over the
+library."""
 
 from __future__ import annotations
 
@@ -119,6 +120,30 @@ def register(app: typer.Typer) -> None:
         else:
             for line in outcome.metric_lines():
                 typer.echo(line)
+
+    @app.command()
+    @handle_errors
+    def fork(
+        run_dir: Path = RUN_DIR,
+        new_dir: Path = typer.Argument(..., help="the new run folder (must not exist, or be empty)"),
+        from_iteration: int = typer.Option(..., "--from-iteration", min=0, help="keep iterations 1..N (0: baseline)"),
+        sets: list[str] = typer.Option([], "--set", help="change a [run] key in the fork: policies.phases=none"),
+        json_out: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """Branch a run: a new run folder with its history up to iteration N (nothing paid twice), run on its own."""
+        from saddler.run.fork import fork_run
+
+        _require_db(run_dir)
+        info = fork_run(run_dir, new_dir, from_iteration, _parse_sets(sets))
+        if json_out:
+            print_json(info)
+        else:
+            changed = f"; changed: {', '.join(info['changed'])}" if info["changed"] else ""
+            typer.echo(
+                f"forked {run_dir} at iteration {from_iteration} into {new_dir} ({info['nodes']} nodes, "
+                f"{info['rollouts']} rollouts, {info['sessions']} sessions kept{changed}); "
+                f"continue it with `saddler run {new_dir}`"
+            )
 
     @app.command()
     @handle_errors
