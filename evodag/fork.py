@@ -53,8 +53,7 @@ def fork_store(
     done = len(finished)
     if not 0 <= up_to_iteration <= done or finished != list(range(1, done + 1)):
         raise InvalidValueError(
-            f"cannot fork from iteration {up_to_iteration}: the run has finished iterations 1..{done}; "
-            f"choose 0..{done}"
+            f"cannot fork from iteration {up_to_iteration}: the run has finished iterations 1..{done}; choose 0..{done}"
         )
     if Path(dest).exists():
         raise InvalidValueError(f"{dest} already exists; fork into a new file")
@@ -80,14 +79,11 @@ def _history_rollouts(source: EvoDAG, rid: int, keep: list[Iteration], node_ids:
     return {
         r.id
         for r in source.rollouts(run_id=rid)
-        if r.node_id in node_ids
-        and ((r.split == "train" and (r.node_id, r.task_id) in used) or r.split == "dev")
+        if r.node_id in node_ids and ((r.split == "train" and (r.node_id, r.task_id) in used) or r.split == "dev")
     }
 
 
-def _copy(
-    out: EvoDAG, rid: int, n: int, boundary: int, nodes: set[int], history: set[int], path_of: Rewrite
-) -> None:
+def _copy(out: EvoDAG, rid: int, n: int, boundary: int, nodes: set[int], history: set[int], path_of: Rewrite) -> None:
     conn = out.conn
     ids = ",".join(str(i) for i in sorted(nodes)) or "NULL"
     conn.execute(
@@ -135,4 +131,3 @@ def _copy_rollouts(out: EvoDAG, rid: int, history: set[int], path_of: Rewrite) -
             "INSERT OR IGNORE INTO rollout_cache (cache_key, payload, created_at) VALUES (?, ?, ?)",
             (key, codec.dumps(payload), out.clock()),
         )
-
