@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -54,6 +55,20 @@ class StoreBase:
         self._writable()
         with self._tx():
             yield
+
+    def put_blob(self, content: bytes) -> str:
+        """Store `content` content-addressed (sha256 of its bytes) and return the sha; storing twice is harmless."""
+        sha = hashlib.sha256(content).hexdigest()
+        with self.transaction():
+            insert(self.conn, "blobs", {"sha": sha, "content": content}, or_ignore=True)
+        return sha
+
+    def _blob(self, sha: str) -> str | bytes:
+        row = self.conn.execute("SELECT content FROM blobs WHERE sha = ?", (sha,)).fetchone()
+        if row is None:
+            raise EvoDAGError(f"unknown blob {sha}; blobs are written by add_edge, is this the right database?")
+        content: str | bytes = row[0]
+        return content
 
     # internals ----------------------------------------------------------------------------------
     def _writable(self) -> None:

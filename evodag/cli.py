@@ -150,20 +150,14 @@ def lineage(node_id: int, db: DbOpt = None, run: RunOpt = None, as_json: JsonOpt
 
 
 @app.command()
-def best(
-    split: Annotated[str, typer.Option("--split", help="dev or test")] = "dev",
-    db: DbOpt = None,
-    run: RunOpt = None,
-    run_id: RunIdOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """The best node on dev (ties: fewer lines changed, then lower id) and its path from the root."""
+def best(db: DbOpt = None, run: RunOpt = None, run_id: RunIdOpt = None, as_json: JsonOpt = False) -> None:
+    """The run's best node, as the optimizer recorded it by its ranking policy, and its path from the root."""
     from evodag import queries
 
     def build(s: EvoDAG) -> dict[str, Any]:
-        top = s.best_node(run_id, split)
+        top = s.best_node(run_id)
         path = [] if top is None else [queries.brief(n) for n in s.lineage(top.id)]
-        return {"split": split, "best": queries.brief(top), "path": path}
+        return {"best": queries.brief(top), "path": path}
 
     _show(db, run, as_json, build, render.best_text)
 

@@ -22,11 +22,12 @@ TABLE_OF: dict[type, str] = {
     Event: "events",
 }
 JSON_COLUMNS: dict[str, frozenset[str]] = {
-    "runs": frozenset({"config"}),
+    "runs": frozenset({"config", "inputs"}),
     "nodes": frozenset({"hypothesis"}),
     "edges": frozenset({"files_changed", "fixed", "regressed", "still_failing", "still_passing"}),
     "iterations": frozenset({"batch"}),
     "events": frozenset({"payload"}),
+    "sessions": frozenset({"result"}),
 }
 BOOL_COLUMNS: dict[str, frozenset[str]] = {
     "rollouts": frozenset({"passed"}),

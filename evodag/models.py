@@ -28,6 +28,7 @@ class Run:
     best_node_id: int | None = None
     baseline_node_id: int | None = None
     status: str = "running"  # running | paused | finished | failed
+    inputs: dict[str, Any] | None = None  # results-affecting inputs: dotted key -> value (see saddler.run.inputs)
 
 
 @dataclass
@@ -130,6 +131,9 @@ class SessionRow:
     outcome: str = ""  # ok | no_patch | failed:<reason> ...
     error: str = ""
     created_at: str = ""
+    attempt: int | None = None  # the session key is (run, iteration, role, attempt); None for unkeyed rows
+    result: dict[str, Any] | None = None  # the validated answer (without stats), replayed on resume
+    change_sha: str | None = None  # diagnosis: the worktree change it made, a binary-safe diff in `blobs`
 
 
 @dataclass

@@ -10,7 +10,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from evodag import codec
-from evodag.errors import InvalidValueError, UnknownTaskError
+from evodag.errors import UnknownTaskError
 from evodag.models import Edge, Iteration, Lesson, Node
 
 if TYPE_CHECKING:
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 RECENT_DECISIONS = 10
 NODE_BRIEF = ("id", "commit", "parent_id", "iteration", "status", "dev_mean", "dev_std", "test_mean", "test_std",
               "lines_changed")  # fmt: skip
-SCORE_COLUMNS = {"dev": "dev_mean", "test": "test_mean"}
 
 
 def brief(node: Node | None) -> dict[str, Any] | None:
@@ -27,14 +26,11 @@ def brief(node: Node | None) -> dict[str, Any] | None:
     return None if node is None else {k: getattr(node, k) for k in NODE_BRIEF}
 
 
-def best_node(store: EvoDAG, run_id: int | None = None, split: str = "dev") -> Node | None:
-    """Highest mean score on `split` (dev|test); ties to fewer lines_changed, then lower id. None if unscored."""
-    if split not in SCORE_COLUMNS:
-        raise InvalidValueError(f"best node is ranked on dev or test, not {split!r}")
-    col = SCORE_COLUMNS[split]
-    rid = store._run_or_latest(run_id)
-    where = f"run_id = ? AND {col} IS NOT NULL ORDER BY {col} DESC, lines_changed ASC, id ASC"
-    return store._one(Node, where, (rid,))
+def best_node(store: EvoDAG, run_id: int | None = None) -> Node | None:
+    """The run's best node as the optimizer recorded it (`runs.best_node_id`, set by its ranking policy whenever
+    its choice changes); None while none is recorded. evodag never ranks: there is one rule, the run's."""
+    run = store.get_run(store._run_or_latest(run_id))
+    return None if run.best_node_id is None else store.get_node(run.best_node_id)
 
 
 def lineage(store: EvoDAG, node_id: int) -> list[Node]:
@@ -61,6 +57,7 @@ def _run_block(store: EvoDAG, rid: int) -> dict[str, Any]:
     run = store.get_run(rid)
     data = codec.as_dict(run)
     data.pop("config")
+    data.pop("inputs")
     return data
 
 

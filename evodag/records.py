@@ -67,18 +67,44 @@ class RecordsMixin(StoreBase):
         return self._many(Lesson, filters)
 
     # sessions -----------------------------------------------------------------------------------
-    def add_session(self, run_id: int, role: str, backend: str, **fields: Any) -> SessionRow:
-        """Record one optimizer agent conversation (fields = SessionRow's optional ones); logs `session.added`."""
-        codec.check_fields(SessionRow, fields, forbidden=("id", "run_id", "role", "backend", "created_at"))
+    def add_session(
+        self, run_id: int, role: str, backend: str, *, change: bytes | None = None, **fields: Any
+    ) -> SessionRow:
+        """Record one optimizer agent conversation (fields = SessionRow's optional ones); logs `session.added`.
+
+        With `attempt` (and `iteration`) set the row is keyed by (run, iteration, role, attempt): a session is paid
+        for once, so adding a key that is already stored changes nothing and returns the stored row. `change` (a
+        diagnosis session's worktree change, bytes) is stored content-addressed in `blobs` as `change_sha`.
+        """
+        codec.check_fields(
+            SessionRow, fields, forbidden=("id", "run_id", "role", "backend", "created_at", "change_sha")
+        )
         codec.check_choice("session role", role, SESSION_ROLES)
         values = {"run_id": run_id, "role": role, "backend": backend, **fields, "created_at": self.clock()}
+        if fields.get("attempt") is not None and fields.get("iteration") is None:
+            raise EvoDAGError("a keyed session (attempt set) needs its iteration")
         with self.transaction():
             self._run_or_latest(run_id)
-            session_id = insert(self.conn, "sessions", values)
-            self._event("session.added", {"id": session_id, **values}, run_id)
+            if fields.get("attempt") is not None:
+                stored = self.session_at(run_id, fields["iteration"], role, fields["attempt"])
+                if stored is not None:
+                    return stored
+            if change is not None:
+                values["change_sha"] = self.put_blob(change)
+            session_id = insert(self.conn, "sessions", codec.encode("sessions", values))
+            self._event("session.added", {"id": session_id, **{k: v for k, v in values.items() if k != "result"}},
+                        run_id)  # fmt: skip
         session = self._one(SessionRow, "id = ?", (session_id,))
         assert session is not None
         return session
+
+    def session_at(self, run_id: int, iteration: int, role: str, attempt: int) -> SessionRow | None:
+        """The stored session with this key, or None (it has not been paid for yet)."""
+        return self._one(
+            SessionRow,
+            "run_id = ? AND iteration = ? AND role = ? AND attempt = ?",
+            (run_id, iteration, role, attempt),
+        )
 
     def sessions(self, run_id: int | None = None, iteration: int | None = None) -> list[SessionRow]:
         """Sessions ordered by id."""

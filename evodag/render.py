@@ -148,9 +148,9 @@ def lineage_text(doc: dict[str, Any]) -> str:
 
 def best_text(doc: dict[str, Any]) -> str:
     if doc["best"] is None:
-        return f"no node has a {doc['split']} score yet"
+        return "the run has not recorded a best node yet"
     path = " -> ".join(f"#{n['id']}" for n in doc["path"])
-    return f"best on {doc['split']}: {node_line(doc['best'])}\npath: {path}"
+    return f"best: {node_line(doc['best'])}\npath: {path}"
 
 
 def _status(s: dict[str, Any]) -> str:

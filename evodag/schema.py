@@ -114,11 +114,23 @@ _V2: list[Step] = [
     "DROP INDEX rollouts_run",  # it beat rollouts_node for (run, node, split) lookups; whole-run reads scan anyway
 ]
 
-MIGRATIONS: list[list[Step]] = [_V1, _V2]
+_V3: list[Step] = [
+    # a session is paid for once: keyed by (run, iteration, role, attempt), with its validated answer (JSON, without
+    # stats) and, for diagnosis, the worktree change it made (a binary-safe diff in `blobs`), so a resumed run
+    # replays it instead of calling the backend again. Rows written before V3 (and by the seed modes) have no key.
+    "ALTER TABLE sessions ADD COLUMN attempt INTEGER",
+    "ALTER TABLE sessions ADD COLUMN result TEXT",
+    "ALTER TABLE sessions ADD COLUMN change_sha TEXT REFERENCES blobs(sha)",
+    "CREATE UNIQUE INDEX sessions_once ON sessions(run_id, iteration, role, attempt) WHERE attempt IS NOT NULL",
+    # the run's results-affecting inputs (config keys, harness baseline, benchmark fingerprint) as a JSON object
+    "ALTER TABLE runs ADD COLUMN inputs TEXT",
+]
+
+MIGRATIONS: list[list[Step]] = [_V1, _V2, _V3]
 """Ordered migrations; migration i (0-based) brings `user_version` from i to i+1."""
 
 LATEST = len(MIGRATIONS)
-READABLE_FROM = 1
+READABLE_FROM = 3
 """The oldest version read-only openers accept: migrations after it only add or drop indexes. Raise it to the
 new LATEST whenever a migration changes tables or columns."""
 

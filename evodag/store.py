@@ -19,7 +19,7 @@ from typing import Any
 from evodag import codec, queries
 from evodag.base import Clock, utc_now
 from evodag.connection import insert, update
-from evodag.errors import EvoDAGError, UnknownEdgeError, UnknownNodeError
+from evodag.errors import UnknownEdgeError, UnknownNodeError
 from evodag.models import EDGE_KINDS, NODE_STATUSES, Edge, Event, Node, Run
 from evodag.records import RecordsMixin
 from evodag.rollouts import RolloutsMixin
@@ -203,10 +203,14 @@ class EvoDAG(RolloutsMixin, RecordsMixin):
         return self._one(Edge, "child_id = ? ORDER BY id", (child_id,))
 
     def get_blob(self, sha: str) -> str:
-        row = self.conn.execute("SELECT content FROM blobs WHERE sha = ?", (sha,)).fetchone()
-        if row is None:
-            raise EvoDAGError(f"unknown blob {sha}; blobs are written by add_edge, is this the right database?")
-        return str(row[0])
+        """The text stored under `sha` (bytes stored by `put_blob` are decoded as UTF-8, invalid bytes escaped)."""
+        content = self._blob(sha)
+        return content.decode("utf-8", "surrogateescape") if isinstance(content, bytes) else str(content)
+
+    def get_blob_bytes(self, sha: str) -> bytes:
+        """The exact bytes stored under `sha` (text is encoded as UTF-8)."""
+        content = self._blob(sha)
+        return content if isinstance(content, bytes) else str(content).encode("utf-8", "surrogateescape")
 
     # events -------------------------------------------------------------------------------------
     def log_event(self, kind: str, payload: dict[str, Any] | None = None, run_id: int | None = None) -> Event:
@@ -241,9 +245,9 @@ class EvoDAG(RolloutsMixin, RecordsMixin):
         """Every node below `node_id`, ordered by id."""
         return queries.descendants(self, node_id)
 
-    def best_node(self, run_id: int | None = None, split: str = "dev") -> Node | None:
-        """Highest dev (or test) mean; ties to fewer lines_changed, then lower id."""
-        return queries.best_node(self, run_id, split)
+    def best_node(self, run_id: int | None = None) -> Node | None:
+        """The run's best node as the optimizer recorded it (`runs.best_node_id`), or None."""
+        return queries.best_node(self, run_id)
 
     def batch(self, run_id: int | None = None) -> dict[str, Any]:
         """The current iteration's mini-batch with each task's status on parent and candidate."""

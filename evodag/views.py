@@ -65,15 +65,14 @@ def branches(store: EvoDAG, run_id: int | None = None) -> list[list[int]]:
     return paths
 
 
-def best_node(store: EvoDAG, split: str = "dev", run_id: int | None = None) -> Node | None:
-    """Highest mean on `split` (dev|test) in the latest run (or `run_id`); ties to fewer lines_changed,
-    then lower id; None when no node has that score."""
-    return queries.best_node(store, run_id, split)
+def best_node(store: EvoDAG, run_id: int | None = None) -> Node | None:
+    """The run's recorded best node (see `evodag.queries.best_node`), or None."""
+    return queries.best_node(store, run_id)
 
 
-def best_path(store: EvoDAG, split: str = "dev", run_id: int | None = None) -> list[Node]:
+def best_path(store: EvoDAG, run_id: int | None = None) -> list[Node]:
     """The lineage of the best node (empty when there is none)."""
-    best = best_node(store, split, run_id)
+    best = best_node(store, run_id)
     return [] if best is None else lineage(store, best.id)
 
 

@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from saddler.errors import ConfigError
 
@@ -35,11 +35,19 @@ class LoopConfig(_Strict):
     dev_runs: int = Field(1, ge=1)
 
 
+REMOVED_VALUES: dict[tuple[str, str], str] = {
+    ("ranking", "best_batch"): "batch scores of different mini-batches are not comparable, so no node can be ranked "
+    "by them; use 'best_dev' (the default) or 'latest_kept'",
+}
+
+
 class PolicyConfig(_Strict):
     """Policies chosen by name (see `saddler.policies`)."""
 
     sampler: Literal["epoch", "full"] = "epoch"
-    acceptance: Literal["strict_mean"] = "strict_mean"
+    acceptance: Literal["strict_mean", "pass_count"] = Field(
+        "strict_mean", description="what must strictly improve on the batch: mean task score or tasks passed"
+    )
     reject_task_regression: bool = False
     min_margin: float = Field(0.0, ge=0)
     accept_neutral: bool = Field(False, description="keep an equal-score, regression-free candidate (000 seed NEUTRAL)")
@@ -49,12 +57,23 @@ class PolicyConfig(_Strict):
         "passed: Pass@1) | mean_score (mean graded score: partial credit counts) | auto (the benchmark's score_kind)",
     )
     dev_eval: Literal["on_accept", "always", "never"] = "on_accept"
-    ranking: Literal["best_dev", "best_batch"] = "best_dev"
+    ranking: Literal["best_dev", "latest_kept"] = Field("best_dev", description="which node is the answer")
     phases: Literal["capability_then_steering", "none"] = "capability_then_steering"
     capability_epochs: float = Field(1.0, ge=0)
     steering_allows_capability: bool = False
     evolution: Literal["dag", "continue"] = Field("dag", description="continue = always build on the latest kept node")
     max_patch_attempts: int = Field(3, ge=1, description="diagnosis retries after a failed validation, plus one")
+    evolution_bases: Literal["kept", "any"] = Field(
+        "kept", description="nodes evolution may start from: kept ones (baseline, accepted, neutral) or any valid one"
+    )
+
+    @field_validator("ranking", mode="before")
+    @classmethod
+    def _removed_values(cls, value: Any, info: ValidationInfo) -> Any:
+        why = REMOVED_VALUES.get((str(info.field_name), value)) if isinstance(value, str) else None
+        if why:
+            raise ValueError(f"{value!r} was removed: {why}")
+        return value
 
 
 class ExecutorConfig(_Strict):

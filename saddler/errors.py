@@ -54,3 +54,13 @@ class AuthenticationError(BackendError):
 
 class RunStateError(SaddlerError):
     """The run folder is missing, locked by another process, or inconsistent."""
+
+
+class ChangedInputsError(SaddlerError):
+    """A run's results-affecting inputs changed since it started; `changed` names the dotted keys."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, changed: list[str]):
+        self.changed = list(changed)
+        super().__init__(message)

@@ -111,7 +111,7 @@ def build_fixture(path: Path) -> dict[str, int]:
         s.update_node(n5, status="neutral")
         s.update_node(n6, status="accepted")
         s.update_node(n7, status="invalid", status_reason="protected path touched")
-        s.update_run(run, baseline_node_id=n1)
+        s.update_run(run, baseline_node_id=n1, best_node_id=n6)  # what the loop's ranking policy records
         _rollouts(s, run)
         s.add_lesson(run, "fixed", "true_fix", "retrying the lookup tool fixes t-b", edge_id=e12, iteration=1,
                      task_id="t-b")  # fmt: skip

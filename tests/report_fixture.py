@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evodag.store import EvoDAG
+from saddler.policies.ranking import pick_best
 
 P, F = True, False
 START, FINISH = "2026-03-01T10:00:00+00:00", "2026-03-01T11:02:03+00:00"
@@ -288,6 +289,13 @@ def _iteration(store: EvoDAG, fx: Fixture, spec: tuple[Any, ...]) -> None:
     )
 
 
+def _record_best(store: EvoDAG, run_id: int) -> None:
+    """What the loop does after each decision: record the ranking policy's pick when it changed."""
+    best = pick_best(store.nodes(run_id))
+    if best is not None and store.get_run(run_id).best_node_id != best.id:
+        store.update_run(run_id, best_node_id=best.id)
+
+
 def build_run(
     store: EvoDAG, clock: _Clock, iterations: int = 8, finish: bool = True, commits: dict[str, str] | None = None
 ) -> Fixture:
@@ -299,8 +307,10 @@ def build_run(
     fx.ids["N1"] = base.id
     store.update_run(run.id, baseline_node_id=base.id)
     _evaluate_dev(store, fx, "N1")
+    _record_best(store, run.id)
     for spec in ITERATIONS[:iterations]:
         _iteration(store, fx, spec)
+        _record_best(store, run.id)
     if finish:
         for label in ("N1", "N7"):
             for rep, outcomes in enumerate(TEST[label]):

@@ -83,6 +83,21 @@ def test_unknown_key_wrong_type_and_nested_value(tmp_path: Path) -> None:
     assert exc.value.exit_code == 2
 
 
+def test_policy_names_and_a_removed_value(tmp_path: Path) -> None:
+    run = GOOD_RUN + '\n[run.policies]\nranking = "best_batch"\nacceptance = "vibes"\nevolution_bases = "all"\n'
+    code, out = validate(folder(tmp_path, run=run))
+    assert code == 2
+    assert out.splitlines() == [
+        "saddler.toml: run.policies.acceptance: Input should be 'strict_mean' or 'pass_count'",
+        "saddler.toml: run.policies.ranking: Value error, 'best_batch' was removed: batch scores of different "
+        "mini-batches are not comparable, so no node can be ranked by them; use 'best_dev' (the default) or "
+        "'latest_kept'",
+        "saddler.toml: run.policies.evolution_bases: Input should be 'kept' or 'any'",
+    ]
+    ok = GOOD_RUN + '\n[run.policies]\nranking = "latest_kept"\nacceptance = "pass_count"\nevolution_bases = "any"\n'
+    assert validate(folder(tmp_path / "ok", run=ok)) == (0, "ok\n")
+
+
 def test_errors_in_the_runs_harness_are_reported_too(tmp_path: Path) -> None:
     harness = '[harness]\n\n[harness.components]\ncapability = "tools/**"\n\n[harness.structure]\nlint = 1\n'
     run = GOOD_RUN.replace("[run.loop]", 'harness = "hx"\n\n[run.loop]')

@@ -65,7 +65,7 @@ def step(edge_id: int, parent: int, child: int, kind: str, diff: str, files: lis
 def test_summary(db: Path) -> None:
     assert run_json(db, "summary") == {
         "run": {"id": 1, "seed": 7, "started_at": "2026-01-01T00:00:01.000+00:00", "finished_at": None,
-                "termination_reason": None, "best_node_id": None, "baseline_node_id": 1, "status": "running"},
+                "termination_reason": None, "best_node_id": 6, "baseline_node_id": 1, "status": "running"},
         "nodes": {"total": 8, "by_status": {"accepted": 3, "baseline": 1, "invalid": 1, "neutral": 1, "pending": 1,
                                             "rejected": 1}},
         "rollouts": {"count": 32, "cost": 0.42},
@@ -187,11 +187,24 @@ def test_lineage_and_best(db: Path) -> None:
         "  rebase -> #5 neutral  c5c5c5c5c5  dev 0.550 ± 0.050  lines 4",
         "    cherry_pick -> #6 accepted c6c6c6c6c6  dev 0.700 ± 0.020  lines 15",
     ]
-    assert run_json(db, "best") == {"split": "dev", "best": N6, "path": [N1, N5, N6]}
+    assert run_json(db, "best") == {"best": N6, "path": [N1, N5, N6]}
     assert run_cli(db, "best").splitlines() == [
-        "best on dev: #6 accepted c6c6c6c6c6  dev 0.700 ± 0.020  lines 15", "path: #1 -> #5 -> #6"]  # fmt: skip
-    assert run_json(db, "best", "--split", "test") == {"split": "test", "best": None, "path": []}
-    assert run_cli(db, "best", "--split", "test") == "no node has a test score yet\n"
+        "best: #6 accepted c6c6c6c6c6  dev 0.700 ± 0.020  lines 15", "path: #1 -> #5 -> #6"]  # fmt: skip
+
+
+def test_best_is_what_the_run_recorded_not_a_second_ranking(tmp_path: Path) -> None:
+    """A rejected node scoring higher on dev is never named: `evo-dag best` reads the run's own choice."""
+    db = tmp_path / "evodag.sqlite"
+    build_fixture(db)
+    with EvoDAG(db) as s:
+        s.update_node(3, dev_mean=0.99, dev_std=0.0)  # rejected
+        assert s.summary()["best"]["id"] == 6
+    assert run_json(db, "best")["best"]["id"] == 6
+    with EvoDAG(db) as s:
+        s.update_run(1, best_node_id=None)
+    assert run_json(db, "best") == {"best": None, "path": []}
+    assert run_cli(db, "best") == "the run has not recorded a best node yet\n"
+    assert runner.invoke(app, ["best", "--split", "test", "--db", str(db)]).exit_code == 2  # no second rule
 
 
 def test_batch(db: Path) -> None:
@@ -263,7 +276,6 @@ def test_export_formats(db: Path, tmp_path: Path) -> None:
         (["edge", "1", "7"], "evo-dag: unknown edge 1->7; `evo-dag lineage CHILD` shows the edges leading to a node"),
         (["scenario", "t-zzz"], "evo-dag: unknown task 't-zzz': no rollout or lesson mentions it"),
         (["export", "--format", "png"], "evo-dag: unknown export format 'png'; choose one of: json, graphml, dot"),
-        (["best", "--split", "train"], "evo-dag: best node is ranked on dev or test, not 'train'"),
         (["lessons", "--category", "oops"], "evo-dag: invalid lesson category 'oops'; expected one of: fixed,"),
         (["lessons", "--attribution", "luck"], "evo-dag: invalid attribution 'luck'; expected one of: true_fix,"),
     ],

@@ -48,25 +48,20 @@ def test_lineage_descendants_branches(store: EvoDAG) -> None:
 
 def test_best_and_frontier(store: EvoDAG) -> None:
     best = views.best_node(store)
-    assert best is not None and best.id == 6  # ties with node 4 on dev 0.70, fewer lines changed
-    assert views.best_node(store, split="test") is None
+    assert best is not None and best.id == 6  # the run's recorded choice
     assert [n.id for n in views.best_path(store)] == [1, 5, 6]
-    assert views.best_path(store, split="test") == []
     assert [n.id for n in views.frontier(store)] == [6, 8]
     assert [n.id for n in store.frontier()] == [6, 8]
 
 
-def test_best_tie_breaks_on_id(tmp_path: Path) -> None:
+def test_no_best_before_the_run_records_one(tmp_path: Path) -> None:
     with EvoDAG(tmp_path / "e.sqlite") as s:
         run = s.create_run({}, 0).id
-        ids = [
-            s.add_node(run, f"c{i}", None, 0, "baseline", "baseline", "baseline", lines_changed=5).id for i in range(3)
-        ]
-        for node_id in ids:
-            s.update_node(node_id, dev_mean=0.5)
-        assert views.best_node(s).id == ids[0]  # type: ignore[union-attr]
-        s.update_node(ids[2], lines_changed=4)
-        assert views.best_node(s).id == ids[2]  # type: ignore[union-attr]
+        node = s.add_node(run, "c0", None, 0, "baseline", "baseline", "baseline", status="baseline").id
+        s.update_node(node, dev_mean=0.5)
+        assert views.best_node(s) is None and views.best_path(s) == []
+        s.update_run(run, best_node_id=node)
+        assert views.best_node(s).id == node  # type: ignore[union-attr]
 
 
 def test_scenario_of_lesson_only_task_and_unknown(store: EvoDAG, tmp_path: Path) -> None:

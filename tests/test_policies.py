@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from evodag.models import Node
 from saddler.config import LoopConfig
-from saddler.policies import make_acceptance, make_phase_schedule, make_sampler, pick_best
+from saddler.policies import make_acceptance, make_phase_schedule, make_ranking, make_sampler, pick_best
 from saddler.policies.acceptance import TaskOutcome
 from saddler.policies.stopping import LoopState, StopConditions, trailing_stalls
 
@@ -113,6 +113,31 @@ def test_ranking_best_dev_ties_to_smaller_change() -> None:
     no_dev = [_node(1, "baseline", None), _node(2, "accepted", None), _node(3, "rejected", None)]
     best = pick_best(no_dev)
     assert best is not None and best.id == 2
+
+
+def test_ranking_latest_kept_ignores_dev() -> None:
+    nodes = [_node(1, "baseline", 0.4), _node(2, "accepted", 0.9), _node(3, "neutral", 0.5), _node(4, "rejected", 1.0)]
+    best = make_ranking("latest_kept")(nodes)
+    assert best is not None and best.id == 3
+    best = make_ranking("best_dev")(nodes)
+    assert best is not None and best.id == 2
+
+
+def test_acceptance_pass_count_needs_a_task_to_flip() -> None:
+    def partial(score: float, passed: bool) -> TaskOutcome:
+        return TaskOutcome((score,), (passed,), ("success",))
+
+    before = {"a": partial(0.2, False), "b": partial(1.0, True)}
+    more_credit = {"a": partial(0.6, False), "b": partial(1.0, True)}
+    flipped = {"a": partial(0.6, True), "b": partial(1.0, True)}
+    assert make_acceptance(0.0, False, False, "strict_mean").decide(before, more_credit).verdict == "accepted"
+    by_passes = make_acceptance(0.0, False, False, "pass_count")
+    verdict = by_passes.decide(before, more_credit)
+    assert (verdict.verdict, verdict.before, verdict.after) == ("rejected", 0.5, 0.5)
+    assert verdict.reason == "batch pass rate 0.500 -> 0.500 on 2 task(s): not a strict improvement"
+    assert by_passes.decide(before, flipped).verdict == "accepted"
+    with pytest.raises(ValueError, match="unknown acceptance 'vibes'; available: strict_mean, pass_count"):
+        make_acceptance(0.0, False, False, "vibes")
 
 
 def test_stop_conditions(tmp_path: Path) -> None:

@@ -240,7 +240,7 @@ def test_partial_run_has_no_test_figures(tmp_path: Path) -> None:
     store, clock = open_store(tmp_path / "evodag.db")
     fx = build_run(store, clock, iterations=5, finish=False)
     r = build_report(store)
-    # no best recorded yet: the ranking policy picks N2 over N6 (both 0.75) for its smaller change
+    # the best recorded while the run went: the ranking policy picked N2 over N6 (both 0.75) for its smaller change
     assert r["best"] == {"node": fx.ids["N2"], "commit": fake_commit("N2"), "status": "accepted"}
     assert r["summary"]["test"] == {
         "baseline": {"mean": None, "std": None, "runs": 0},

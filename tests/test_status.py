@@ -45,7 +45,7 @@ def test_finished_run_snapshot_and_text(tmp_path: Path) -> None:
 
 @pytest.fixture()
 def running(tmp_path: Path) -> tuple[EvoDAG, int, dict[str, int]]:
-    """Five iterations done, the sixth just started, no best recorded on the run row yet."""
+    """Five iterations done, the sixth just started, not finished."""
     writer, clock = open_store(tmp_path / "evodag.db")
     fx = build_run(writer, clock, iterations=5, finish=False)
     writer.start_iteration(fx.run_id, 6, 1, ["tr-1", "tr-4", "tr-6"], phase="steering", stall_count=0)
@@ -64,7 +64,7 @@ def test_running_snapshot_reads_while_the_writer_keeps_writing(
     }  # fmt: skip
     decisions = [(d["iteration"], d["decision"]) for d in snap["last_decisions"]]
     assert decisions == [(2, "rejected"), (3, "invalid"), (4, "accepted"), (5, "accepted"), (6, None)]
-    # N2 and N6 both score 0.75 on dev: the ranking policy prefers N2's smaller change (14 vs 20 lines)
+    # N2 and N6 both score 0.75 on dev: the recorded pick is N2 for its smaller change (14 vs 20 lines)
     assert (snap["best_node"], snap["best_dev"], snap["termination_reason"]) == (ids["N2"], 0.75, None)
     # it1 6 + it2 6 + it3 2 + it4 3 + it5 6 train; N1, N2, N5, N6 on dev
     assert (snap["rollouts"], snap["rollouts_by_split"]) == (39, {"train": 23, "dev": 16, "test": 0})

@@ -1,4 +1,5 @@
-"""`saddler init | run | status | pause | resume | stop | report | eval | export`: thin wrappers over the library."""
+"""`saddler init | run | fork | status | pause | resume | stop | report | eval | export`: thin wrappers over the
+library."""
 
 from __future__ import annotations
 
@@ -96,8 +97,11 @@ def register(app: typer.Typer) -> None:
         run_dir: Path = RUN_DIR,
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress output; only the final summary"),
         json_out: bool = typer.Option(False, "--json", help="print the final summary as JSON"),
+        allow_changed: bool = typer.Option(
+            False, "--allow-changed", help="resume although results-affecting inputs changed (recorded as an event)"
+        ),
     ) -> None:
-        """Run the optimization, or resume it from where it stopped."""
+        """Run the optimization, or resume it from where it stopped (refused, exit 2, when its inputs changed)."""
         from rich.console import Console
 
         from saddler.run.loop import Optimizer
@@ -105,7 +109,7 @@ def register(app: typer.Typer) -> None:
         _require_run(run_dir)
         console = Console(stderr=True, highlight=False)
         say = (lambda _t: None) if quiet or json_out else (lambda text: console.print(text, markup=False))
-        outcome = Optimizer(run_dir, quiet=quiet or json_out, say=say).run()
+        outcome = Optimizer(run_dir, quiet=quiet or json_out, say=say, allow_changed=allow_changed).run()
         if json_out:
             print_json(
                 {
@@ -125,6 +129,30 @@ def register(app: typer.Typer) -> None:
         else:
             for line in outcome.metric_lines():
                 typer.echo(line)
+
+    @app.command()
+    @handle_errors
+    def fork(
+        run_dir: Path = RUN_DIR,
+        new_dir: Path = typer.Argument(..., help="the new run folder (must not exist, or be empty)"),
+        from_iteration: int = typer.Option(..., "--from-iteration", min=0, help="keep iterations 1..N (0: baseline)"),
+        sets: list[str] = typer.Option([], "--set", help="change a [run] key in the fork: policies.phases=none"),
+        json_out: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """Branch a run: a new run folder with its history up to iteration N (nothing paid twice), run on its own."""
+        from saddler.run.fork import fork_run
+
+        _require_db(run_dir)
+        info = fork_run(run_dir, new_dir, from_iteration, _parse_sets(sets))
+        if json_out:
+            print_json(info)
+        else:
+            changed = f"; changed: {', '.join(info['changed'])}" if info["changed"] else ""
+            typer.echo(
+                f"forked {run_dir} at iteration {from_iteration} into {new_dir} ({info['nodes']} nodes, "
+                f"{info['rollouts']} rollouts, {info['sessions']} sessions kept{changed}); "
+                f"continue it with `saddler run {new_dir}`"
+            )
 
     @app.command()
     @handle_errors

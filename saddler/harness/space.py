@@ -204,6 +204,19 @@ class HarnessSpace:
         self.keep(sha)
         return sha
 
+    def worktree_change(self, path: Path) -> bytes:
+        """Everything changed in the worktree against its HEAD (untracked files included) as a binary-safe diff:
+        what a diagnosis session did, stored so a resumed run can re-create it with `apply_change`."""
+        git(["add", "-A"], path)
+        return git_bytes(["diff", "--cached", "--binary", "--full-index", "--no-renames", "--no-color", "HEAD"], path)
+
+    def apply_change(self, path: Path, change: bytes) -> None:
+        """Re-create a stored `worktree_change` in a fresh worktree of the same commit (raises `HarnessError` when
+        it does not apply: the worktree is not at the commit the change was taken from)."""
+        if change:
+            text = change.decode("utf-8", "surrogateescape")
+            git(["apply", "--binary", "--index", "--whitespace=nowarn", "-"], path, input=text)
+
     def diff(self, a: str, b: str) -> str:
         """Unified diff from `a` to `b` (binary-safe, no rename detection)."""
         return git(["diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", a, b], self.repo_dir).stdout

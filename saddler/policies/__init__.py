@@ -6,7 +6,7 @@ configurations rather than forks: see `saddler.policies.build_policies`.
 
 from saddler.policies.acceptance import Acceptance, AcceptanceDecision, make_acceptance
 from saddler.policies.phases import PhaseSchedule, make_phase_schedule
-from saddler.policies.ranking import pick_best
+from saddler.policies.ranking import make_ranking, pick_best
 from saddler.policies.sampler import make_sampler
 from saddler.policies.stopping import StopConditions
 from saddler.ports import BatchSampler
@@ -19,6 +19,7 @@ __all__ = [
     "StopConditions",
     "make_acceptance",
     "make_phase_schedule",
+    "make_ranking",
     "make_sampler",
     "pick_best",
 ]

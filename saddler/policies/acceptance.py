@@ -1,6 +1,8 @@
 """Acceptance on the mini-batch: only a strict improvement goes on to dev.
 
-Scores are compared on the tasks valid in both runs (no infra_error/timeout on either side).
+Scores are compared on the tasks valid in both runs (no infra_error/timeout on either side). What is compared is
+`policies.acceptance`: `strict_mean` (the mean task score, partial credit included) or `pass_count` (the share of
+tasks passed, by majority over repetitions: partial credit that does not flip a task counts for nothing).
 Options: `min_margin` (the mean must rise by more than it), `reject_task_regression` (any task that
 passed before and fails after rejects, as in the 000 seed's assertion-level rule), `accept_neutral`
 (an equal mean with no regression is kept: the seed's approved NEUTRAL). `score` is the per-task score
@@ -59,21 +61,32 @@ def batch_mean(outcomes: dict[str, TaskOutcome], tasks: list[str] | tuple[str, .
     return mean(outcomes[t].value(kind) for t in tasks) if tasks else 0.0
 
 
+def pass_rate(outcomes: dict[str, TaskOutcome], tasks: list[str] | tuple[str, ...]) -> float:
+    return sum(1 for t in tasks if outcomes[t].passed) / len(tasks) if tasks else 0.0
+
+
+MEASURES = ("strict_mean", "pass_count")
+
+
 @dataclass
 class Acceptance:
     min_margin: float = 0.0
     reject_task_regression: bool = False
     accept_neutral: bool = False
-    score: str = "mean_score"
+    score: str = "mean_score"  # the per-task score `strict_mean` averages (policies.score)
+    measure: str = "strict_mean"  # strict_mean | pass_count (see the module docstring)
 
     def decide(self, before: dict[str, TaskOutcome], after: dict[str, TaskOutcome]) -> AcceptanceDecision:
         """Compare parent (`before`) and candidate (`after`) on the same batch and seeds."""
         tasks = tuple(t for t in before if t in after and before[t].valid and after[t].valid)
         if not tasks:
             return AcceptanceDecision("rejected", "no task valid in both runs", 0.0, 0.0)
-        b, a = batch_mean(before, tasks, self.score), batch_mean(after, tasks, self.score)
+        if self.measure == "pass_count":
+            b, a, label = pass_rate(before, tasks), pass_rate(after, tasks), "batch pass rate"
+        else:
+            b, a, label = batch_mean(before, tasks, self.score), batch_mean(after, tasks, self.score), "batch"
         regressions = tuple(t for t in tasks if before[t].passed and not after[t].passed)
-        text = f"batch {b:.3f} -> {a:.3f} on {len(tasks)} task(s)"
+        text = f"{label} {b:.3f} -> {a:.3f} on {len(tasks)} task(s)"
         if a > b + self.min_margin + 1e-12:
             if self.reject_task_regression and regressions:
                 return AcceptanceDecision(
@@ -89,6 +102,12 @@ class Acceptance:
 
 
 def make_acceptance(
-    min_margin: float, reject_task_regression: bool, accept_neutral: bool, score: str = "mean_score"
+    min_margin: float,
+    reject_task_regression: bool,
+    accept_neutral: bool,
+    score: str = "mean_score",
+    measure: str = "strict_mean",
 ) -> Acceptance:
-    return Acceptance(min_margin, reject_task_regression, accept_neutral, score)
+    if measure not in MEASURES:
+        raise ValueError(f"unknown acceptance {measure!r}; available: {', '.join(MEASURES)}")
+    return Acceptance(min_margin, reject_task_regression, accept_neutral, score, measure)

@@ -20,7 +20,6 @@ from evodag.models import Edge, Node, RolloutRow
 from evodag.store import EvoDAG
 from saddler import scoring
 from saddler.benchmark import MetricScale
-from saddler.policies.ranking import pick_best
 
 DIAGNOSIS_KINDS = ("capability", "steering", "mixed", "unclassified")
 EVOLUTION_KINDS = ("rebase", "cherry_pick", "revert", "merge")
@@ -92,12 +91,8 @@ def lineage(nodes: dict[int, Node], node_id: int) -> list[Node]:
 
 
 def best_node_id(store: EvoDAG, run_id: int) -> int | None:
-    """The run row's best node; while unset, the ranking policy's pick (`saddler.policies.ranking.pick_best`)."""
-    run = store.get_run(run_id)
-    if run.best_node_id is not None:
-        return run.best_node_id
-    best = pick_best(store.nodes(run.id))
-    return best.id if best else run.baseline_node_id
+    """The run's best node as its loop recorded it (`runs.best_node_id`, the ranking policy's pick), or None."""
+    return store.get_run(run_id).best_node_id
 
 
 def _dev_delta(nodes: dict[int, Node], node: Node) -> float | None:

@@ -1,11 +1,13 @@
 """Everything a run has open while it runs: store, harness space, benchmark, executor, backend, policies.
 
-`RunContext` also holds the small operations the loop repeats (evaluate on a batch or on dev, record
-a session, pick the best node, build session requests) so `saddler.run.loop` reads as the method itself.
+`RunContext` also holds the small operations the loop repeats (evaluate on a batch or on dev, read and update
+the best node, build session requests) so `saddler.run.loop` reads as the method itself. Sessions go through
+`calls` (`saddler.run.session_calls`): each is paid for once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,17 +25,20 @@ from saddler.policies import (
     StopConditions,
     make_acceptance,
     make_phase_schedule,
+    make_ranking,
     make_sampler,
-    pick_best,
 )
 from saddler.ports import Executor, Progress, SessionBackend
 from saddler.run import evolution
 from saddler.run.evaluate import Evaluator
 from saddler.run.folder import RunPaths
 from saddler.run.outcomes import evidence, split_seeds, transitions
+from saddler.run.session_calls import SessionCalls
 from saddler.scoring import node_score
 from saddler.sessions.registry import load_backend
-from saddler.sessions.schema import DiagnosisRequest, Hypothesis, ReflectionRequest, SessionStats
+from saddler.sessions.schema import DiagnosisRequest, Hypothesis, ReflectionRequest
+
+KEPT_DECISIONS = ("accepted", "neutral")
 
 
 @dataclass
@@ -48,6 +53,8 @@ class RunContext:
     executor: Executor
     evaluator: Evaluator
     backend: SessionBackend
+    calls: SessionCalls
+    ranking: Callable[[Sequence[Node]], Node | None]
     sampler: BatchSampler
     phases: PhaseSchedule
     acceptance: Acceptance
@@ -76,18 +83,16 @@ class RunContext:
         score = node_score(rows, self.score_kind)
         return self.store.update_node(node.id, dev_mean=score.mean, dev_std=score.std)
 
-    def record_session(self, role: str, stats: SessionStats, iteration: int, node_id: int | None) -> None:
-        self.store.add_session(
-            self.run_id,
-            role,
-            stats.backend,
-            iteration=iteration,
-            node_id=node_id,
-            **stats.model_dump(exclude={"backend"}),
-        )
-
     def best(self) -> Node:
-        best = pick_best(self.store.nodes(run_id=self.run_id))
+        """The run's best node as the loop last recorded it (`runs.best_node_id`); a pure read."""
+        best_id = self.store.get_run(self.run_id).best_node_id
+        if best_id is None:
+            raise RuntimeError("the run has no best node recorded; the baseline records the first")
+        return self.store.get_node(best_id)
+
+    def update_best(self) -> Node:
+        """Apply the ranking policy to the run's nodes and record its pick in `runs.best_node_id` when it changed."""
+        best = self.ranking(self.store.nodes(run_id=self.run_id))
         if best is None:
             raise RuntimeError("the run has no kept node, not even its baseline")
         if self.store.get_run(self.run_id).best_node_id != best.id:
@@ -95,7 +100,15 @@ class RunContext:
         return best
 
     def diagnosis_request(
-        self, it: Iteration, parent: Node, worktree: Path, rows: list[RolloutRow], attempt: int, excluded: list[str]
+        self,
+        it: Iteration,
+        parent: Node,
+        worktree: Path,
+        rows: list[RolloutRow],
+        attempt: int,
+        excluded: list[str],
+        retry_reason: str = "",
+        excluded_plans: dict[str, str] | None = None,
     ) -> DiagnosisRequest:
         comp = self.space.config.components
         return DiagnosisRequest(
@@ -111,7 +124,9 @@ class RunContext:
             exploration=it.exploration,
             lineage_origins=evolution.lineage_origins(self.store, parent.id),
             excluded=excluded,
+            excluded_plans=excluded_plans or {},
             attempt=attempt,
+            retry_reason=retry_reason,
             check_command=self.cfg.sessions.check_command or self.space.config.check_command,
             trace_format=self.benchmark.trace_format,
         )
@@ -152,6 +167,7 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
         run_id = store.create_run(stored, cfg.seed).id
         describe_benchmark(store, run_id, benchmark, kind)
     executor = make_executor(cfg.executor)
+    backend = load_backend(cfg.sessions, benchmark=benchmark, run_dir=paths.root, seed=cfg.seed)
     cache = EvoDAG(cfg.executor.cache) if cfg.executor.cache else None
     evaluator = Evaluator(
         store,
@@ -178,10 +194,14 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
         tasks=tasks,
         executor=executor,
         evaluator=evaluator,
-        backend=load_backend(cfg.sessions, benchmark=benchmark, run_dir=paths.root, seed=cfg.seed),
+        backend=backend,
+        calls=SessionCalls(store, run_id, backend, space),
+        ranking=make_ranking(pol.ranking),
         sampler=make_sampler(pol.sampler, train_ids, loop.batch_size, cfg.seed),
         phases=make_phase_schedule(pol.phases, len(train_ids), pol.capability_epochs, pol.steering_allows_capability),
-        acceptance=make_acceptance(pol.min_margin, pol.reject_task_regression, pol.accept_neutral, kind),
+        acceptance=make_acceptance(
+            pol.min_margin, pol.reject_task_regression, pol.accept_neutral, kind, pol.acceptance
+        ),
         stop=StopConditions(loop, paths.root),
         train_seeds=split_seeds(cfg.seed, "train", reps),
         dev_seeds=split_seeds(cfg.seed, "dev", loop.dev_runs),

@@ -2,9 +2,10 @@
 
 A rollout's identity is `rollout_cache_key(tree, task, split, seed, repetition, benchmark fp, model fp)`.
 For each (task, repetition) the `Evaluator` reuses, in order: the node's own row with that key; any row in
-the run's store with that key (`find_rollout`); the shared cross-run cache (`cache_store.cache_get`). A
-reused row is copied for this node with cost 0 (nothing was spent) and the original trace path. Misses run
-through the executor; each result is inserted the moment it arrives (a crash loses nothing finished).
+the run's store with that key (`find_rollout`); the run's own `rollout_cache` table (`saddler fork` fills it
+with its source's other rollouts); the shared cross-run cache (`cache_store.cache_get`). A reused row is copied
+for this node with cost 0 (nothing was spent) and the original trace path. Misses run through the executor;
+each result is inserted the moment it arrives (a crash loses nothing finished).
 
 Every executed rollout gets its own trace folder, `traces/n<node>/<split>/<task>-r<rep>-s<seed>/`
 (`rollout_trace_dir`), so parallel rollouts never share a file. A result without a `trace_path` whose folder
@@ -135,8 +136,10 @@ class Evaluator:
         fields: dict[str, Any] | None = None
         if found is not None:
             fields = {name: getattr(found, name) for name in _COPIED}
-        elif self.cache_store is not None:
-            payload = self.cache_store.cache_get(item.key)
+        else:
+            payload = self.store.cache_get(item.key)  # a fork's copy of its source's other rollouts
+            if payload is None and self.cache_store is not None:
+                payload = self.cache_store.cache_get(item.key)
             if payload is not None:
                 fields = {name: payload[name] for name in _COPIED if name in payload}
                 fields.setdefault("trace_path", None)

@@ -1,17 +1,18 @@
-"""Evolution plumbing: build the request from the EvoDAG and carry out the chosen action in git.
+"""Evolution's view of the DAG and the check of its answer.
 
-The decision itself belongs to the backend (offline rules or an LLM session); this module only
-gathers the DAG view it decides from and turns cherry-pick / revert into real commits and nodes.
+The decision itself belongs to the backend (offline rules or an LLM session); this module gathers the DAG view
+it decides from (`build_request`, with the nodes it may start from) and checks the answer against the store
+(`answer_error`): an answer is a claim, and one naming a node or edge that does not exist, a base it may not
+start from, or edges that cannot be applied there is refused with a reason the retry prompt states.
+`saddler.run.transplant` carries out cherry-pick / revert; `saddler.run.evolve` is the loop's step.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 
 from evodag.models import Node
 from evodag.store import EvoDAG
-from saddler.harness.space import HarnessSpace
 from saddler.run.outcomes import failing_tasks
 from saddler.sessions.schema import EdgeInfo, EvolutionRequest, EvolutionResult, NodeInfo
 
@@ -30,8 +31,26 @@ def tried_actions(store: EvoDAG, run_id: int, before_iteration: int) -> list[str
     ]
 
 
+KEPT = ("baseline", "accepted", "neutral")
+
+
+def allowed_bases(nodes: list[Node], bases: str) -> list[int]:
+    """Ids of the nodes evolution may start from: kept ones (`policies.evolution_bases = "kept"`), or every node
+    that is neither invalid nor still pending (`"any"`)."""
+    if bases == "any":
+        return [n.id for n in nodes if n.status not in ("invalid", "pending")]
+    return [n.id for n in nodes if n.status in KEPT]
+
+
 def build_request(
-    store: EvoDAG, run_id: int, iteration: int, current: Node, best: Node, run_dir: str, db_path: str
+    store: EvoDAG,
+    run_id: int,
+    iteration: int,
+    current: Node,
+    best: Node,
+    run_dir: str,
+    db_path: str,
+    bases: str = "kept",
 ) -> EvolutionRequest:
     nodes = store.nodes(run_id=run_id)
     by_id = {n.id: n for n in nodes}
@@ -88,62 +107,36 @@ def build_request(
         lineage_edge_ids=lineage_edges,
         failing_train_tasks=failing,
         tried_actions=tried_actions(store, run_id, iteration),
+        allowed_base_ids=allowed_bases(nodes, bases),
     )
 
 
-@dataclass
-class EvolvedNode:
-    """A node made by cherry-pick or revert, or the reason none could be made."""
-
-    node: Node | None
-    key: str
-    error: str = ""
-
-
-def apply_action(
-    store: EvoDAG, space: HarnessSpace, run_id: int, iteration: int, phase: str, result: EvolutionResult
-) -> EvolvedNode | None:
-    """Carry out cherry_pick / revert as a commit + node + edge; None for continue / rebase."""
-    if result.action not in ("cherry_pick", "revert") or not result.edge_ids:
-        return None
-    base = store.get_node(result.parent_node_id)
-    edge = store.get_edge(result.edge_ids[0])
-    key = f"{result.action}:{edge.id}@{base.id}"
-    src_parent, src_child = store.get_node(edge.parent_id), store.get_node(edge.child_id)
-    op = space.cherry_pick if result.action == "cherry_pick" else space.revert
-    verb = "cherry-pick" if result.action == "cherry_pick" else "revert"
-    git = op(base.commit, src_parent.commit, src_child.commit, f"saddler: {verb} n{src_child.id} onto n{base.id}")
-    if not git.ok or not git.commit:
-        return EvolvedNode(None, key, git.error or "git produced no commit")
-    existing = store.node_by_commit(git.commit, run_id=run_id)
-    if existing is not None:
-        return EvolvedNode(existing, key)
-    origin = src_child.origin if result.action == "cherry_pick" else f"revert:{src_child.origin}"
-    added, removed = space.numstat(space.baseline_commit(), git.commit)
-    with store.transaction():
-        node = store.add_node(
-            run_id,
-            git.commit,
-            base.id,
-            iteration,
-            phase,
-            result.action,
-            origin,
-            status="pending",
-            hypothesis={"evolution": result.rationale},
-            lines_changed=added + removed,
-        )
-        files = space.changed_files(base.commit, git.commit)
-        a, r = space.numstat(base.commit, git.commit)
-        store.add_edge(
-            run_id,
-            base.id,
-            node.id,
-            result.action,
-            space.diff(base.commit, git.commit),
-            files,
-            a,
-            r,
-            source_edge_id=edge.id,
-        )
-    return EvolvedNode(node, key)
+def answer_error(store: EvoDAG, run_id: int, request: EvolutionRequest, result: EvolutionResult) -> str:
+    """Why the answer cannot be carried out ('' when it can): the base must be a node of this run that evolution
+    may start from; cherry-pick / revert need edges of this run, each listed once; a revert undoes edges on the
+    base's lineage, a cherry-pick brings edges that are not on it yet."""
+    nodes = {n.node_id: n for n in request.nodes}
+    base = nodes.get(result.parent_node_id)
+    if base is None:
+        return f"node {result.parent_node_id} does not exist in this run (its nodes are listed in the prompt)"
+    if result.parent_node_id not in request.allowed_base_ids:
+        allowed = ", ".join(str(i) for i in request.allowed_base_ids)
+        return f"node {base.node_id} is {base.status}: evolution may start from nodes {allowed} only"
+    if result.action not in ("cherry_pick", "revert"):
+        return ""
+    if not result.edge_ids:
+        return f"a {result.action} needs edge_ids: the edges to apply, in order"
+    lineage = {e.id for e in (store.edge_into(n.id) for n in store.lineage(base.node_id)[1:]) if e is not None}
+    seen: set[int] = set()
+    for edge_id in result.edge_ids:
+        edge = next((e for e in request.edges if e.edge_id == edge_id), None)
+        if edge is None:
+            return f"edge {edge_id} does not exist in this run (its edges are listed in the prompt)"
+        if edge_id in seen:
+            return f"edge {edge_id} is listed twice"
+        seen.add(edge_id)
+        if result.action == "revert" and edge_id not in lineage:
+            return f"edge {edge_id} is not on node {base.node_id}'s lineage: a revert undoes a change the base holds"
+        if result.action == "cherry_pick" and edge_id in lineage:
+            return f"edge {edge_id} is already on node {base.node_id}'s lineage: there is nothing to cherry-pick"
+    return ""

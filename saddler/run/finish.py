@@ -63,6 +63,7 @@ def evaluate_test(ctx: RunContext, node: Node) -> Node:
 
 
 def finish_run(ctx: RunContext, baseline: Node, reason: str, say: Callable[[str], None]) -> RunOutcome:
+    """Test-evaluate the baseline and the recorded best node, export the best, write the report."""
     from saddler.harness.export import export_harness
     from saddler.reporting.figures import write_report
     from saddler.reporting.results_tsv import write_results_tsv
@@ -76,9 +77,7 @@ def finish_run(ctx: RunContext, baseline: Node, reason: str, say: Callable[[str]
     base = evaluate_test(ctx, store.get_node(baseline.id))
     best = base if best.id == base.id else evaluate_test(ctx, best)
     export_harness(ctx.space, store, best.id, ctx.paths.best)
-    store.update_run(
-        ctx.run_id, status="finished", termination_reason=reason, best_node_id=best.id, finished_at=store.clock()
-    )
+    store.update_run(ctx.run_id, status="finished", termination_reason=reason, finished_at=store.clock())
     write_results_tsv(store, ctx.paths.root / "results.tsv", run_id=ctx.run_id)
     report = write_report(store, ctx.paths.root, run_id=ctx.run_id)
     scale = ctx.benchmark.metric

@@ -141,7 +141,7 @@ class ClaudeBackend(common.LLMSessionBackend):
         prompt = render(role, request, self.config.prompts, web_search=web, base_dir=self.run_dir)
         options = self.build_options(role, request)
         self.last_options = options
-        path = common.transcript_path(self.run_dir, request.iteration, role)
+        path = common.transcript_path(self.run_dir, request.iteration, role, request.attempt)
         transcript = common.Transcript(path)
         transcript.write("prompt", role=role, text=prompt, system=options.system_prompt)
         stats = SessionStats(backend=self.name, model=self.config.model, transcript_path=str(path))

@@ -148,7 +148,7 @@ class CommandBackend(common.LLMSessionBackend):
         return build_argv(self.template, values)
 
     def _session(self, role: Role, request: common.Request) -> common.Result:
-        transcript_file = common.transcript_path(self.run_dir, request.iteration, role)
+        transcript_file = common.transcript_path(self.run_dir, request.iteration, role, request.attempt)
         base = transcript_file.with_suffix("")
         prompt_file, result_file = Path(f"{base}.prompt.md"), Path(f"{base}.result.json")
         web = self.web_search(role, request)

@@ -162,9 +162,11 @@ def changed_files(worktree: Path) -> list[str]:
     return sorted(set(paths))
 
 
-def transcript_path(run_dir: Path, iteration: int, role: str) -> Path:
-    """`run_dir/sessions/<iteration>-<role>.jsonl`, its folder created."""
-    path = Path(run_dir) / "sessions" / f"{iteration}-{role}.jsonl"
+def transcript_path(run_dir: Path, iteration: int, role: str, attempt: int = 0) -> Path:
+    """`run_dir/sessions/<iteration>-<role>.jsonl` (`<iteration>-<role>-<attempt>.jsonl` for a retry), its folder
+    created: each paid attempt keeps its own transcript."""
+    suffix = f"-{attempt}" if attempt else ""
+    path = Path(run_dir) / "sessions" / f"{iteration}-{role}{suffix}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -139,14 +139,12 @@ def _diagnosis_values(req: DiagnosisRequest, web_search: bool) -> dict[str, str]
         f"- {kind}: {', '.join(f'`{g}`' for g in globs) or '(none)'}" for kind, globs in req.component_globs.items()
     )
     lineage = (
-        f"\nAlready applied in this lineage (do not apply again): {', '.join(req.lineage_origins)}.\n"
+        f"\nAlready applied in this lineage (do not apply again): {', '.join(dict.fromkeys(req.lineage_origins))}.\n"
         if req.lineage_origins
         else ""
     )
-    excluded = f"\nExcluded here (do not try again): {', '.join(req.excluded)}.\n" if req.excluded else ""
     attempt = (
-        f"\nThis is retry {req.attempt}: the previous edit failed validation (empty, protected path, wrong phase "
-        "or broken structure). Start from the clean worktree and make a valid change.\n"
+        f"\nThis is retry {req.attempt}: the worktree is clean again; start from it and make a valid change.\n"
         if req.attempt > 0
         else ""
     )
@@ -166,7 +164,7 @@ def _diagnosis_values(req: DiagnosisRequest, web_search: bool) -> dict[str, str]
         "component_globs": globs or "- (no component map)",
         "evidence": format_evidence(req),
         "lineage_note": lineage,
-        "excluded_note": excluded,
+        "excluded_note": excluded_note(req),
         "attempt_note": attempt,
         "check_note": f", and run `{req.check_command}` to check your edit" if req.check_command else "",
         "check_command": req.check_command,
@@ -180,6 +178,17 @@ def trace_format_line(described: str) -> str:
     if not described.strip():
         return "Trace format: not declared by the benchmark; each rollout's trace path is a file or its own folder."
     return f"Trace format (as the benchmark describes it): {described.strip()}"
+
+
+def excluded_note(req: DiagnosisRequest) -> str:
+    """The mutations not to try again, once each, as their agent wrote them (its plan) with their origin."""
+    if not req.excluded:
+        return ""
+    lines = []
+    for origin in dict.fromkeys(req.excluded):
+        plan = req.excluded_plans.get(origin, "").strip()
+        lines.append(f"- {plan} (`{origin}`)" if plan else f"- `{origin}`")
+    return "\nExcluded here (already tried on this parent; do not try again):\n" + "\n".join(lines) + "\n"
 
 
 def format_evidence(req: DiagnosisRequest) -> str:

@@ -65,8 +65,9 @@ class DiagnosisRequest(_Model):
     evidence: list[TaskEvidence]  # the mini-batch on the parent: train only
     exploration: bool = False  # plateau reached: exploration variant (web search allowed where possible)
     lineage_origins: list[str] = Field(default_factory=list)  # origins already applied in the parent's lineage
-    excluded: list[str] = Field(default_factory=list)  # patch ids/strategies not to try again here
-    attempt: int = 0  # > 0 when retrying after a failed validation
+    excluded: list[str] = Field(default_factory=list)  # patch ids/strategies not to try again here (no duplicates)
+    excluded_plans: dict[str, str] = Field(default_factory=dict)  # excluded origin -> the plan its agent wrote
+    attempt: int = 0  # > 0 when retrying (after a failed session or a failed validation)
     check_command: str = ""
     retry_reason: str = ""  # why the previous attempt failed (session failure or the validation check), if any
     trace_format: str = ""  # what the benchmark's trace files are (its `trace_format`); empty: not declared
@@ -120,6 +121,7 @@ class ReflectionRequest(_Model):
     parent_dev_mean: float | None = None
     candidate_dev_mean: float | None = None
     best_dev_mean: float | None = None
+    attempt: int = 0  # > 0 when retrying this session
     retry_reason: str = ""  # why the previous attempt of this session failed, if any
 
 
@@ -177,6 +179,7 @@ class EvolutionRequest(_Model):
     failing_train_tasks: dict[int, list[str]] = Field(default_factory=dict)  # node -> train tasks it fails
     tried_actions: list[str] = Field(default_factory=list)  # "cherry_pick:12@7" etc. already done
     allowed_base_ids: list[int] = Field(default_factory=list)  # nodes `parent_node_id` may name (kept nodes)
+    attempt: int = 0  # > 0 when retrying this session
     retry_reason: str = ""  # why the previous answer was refused (e.g. it named an unknown node), if any
 
 

@@ -1,0 +1,133 @@
+"""Copy a run's history up to the end of one iteration into a new EvoDAG file (`saddler fork`).
+
+The new file holds the run (same id, status `paused`, no best recorded yet: the forking side records it) and,
+as they stood when iteration N finished: nodes of iterations 0..N (test scores cleared: test is opened at the
+end of a run), their edges and blobs, the iterations, lessons and sessions (with their stored answers and
+changes) of iterations 1..N, the rollouts those iterations used (train rollouts of each iteration's parent and
+candidate on its batch, dev rollouts of the copied nodes) and the events logged up to that moment. Every other
+rollout of the source run goes to the new file's `rollout_cache`, so a fork that evaluates the same harness on
+the same task and seed reuses it instead of paying again. Ids are kept, so every reference stays valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from evodag import codec
+from evodag.errors import InvalidValueError
+from evodag.models import Iteration, RolloutRow, Run
+from evodag.store import EvoDAG
+
+Rewrite = Callable[[str | None], str | None]
+_CACHED = ("score", "passed", "disposition", "llm_calls", "duration_s", "trace_path", "error_tail", "rationale",
+           "failure_file", "task_group")  # fmt: skip
+
+
+def _boundary(source: EvoDAG, run_id: int, iterations: list[Iteration], n: int) -> int:
+    """The id of the last event of the history up to iteration `n`."""
+    events = source.events(run_id=run_id)
+    if n == 0:
+        first = next((it for it in iterations if it.number == 1), None)
+        started = [e.id for e in events if first and e.kind == "iteration.started" and e.payload.get("id") == first.id]
+        return started[0] - 1 if started else (events[-1].id if events else 0)
+    last = next(it for it in iterations if it.number == n)
+    finished = [
+        e.id
+        for e in events
+        if e.kind == "iteration.updated" and e.payload.get("id") == last.id and e.payload.get("finished_at")
+    ]
+    return finished[-1]
+
+
+def fork_store(
+    source: EvoDAG, dest: Path, up_to_iteration: int, *, run_id: int | None = None, rewrite: Rewrite | None = None
+) -> Run:
+    """Write the history of run `run_id` (default: the latest) up to iteration `up_to_iteration` into a new store
+    at `dest` (see the module docstring); `rewrite` maps stored file paths (traces, transcripts) to the new
+    folder's. Raises `InvalidValueError` when that iteration has not finished."""
+    rid = source._run_or_latest(run_id)
+    its = source.iterations(run_id=rid)
+    finished = [it.number for it in its if it.finished_at is not None]
+    done = len(finished)
+    if not 0 <= up_to_iteration <= done or finished != list(range(1, done + 1)):
+        raise InvalidValueError(
+            f"cannot fork from iteration {up_to_iteration}: the run has finished iterations 1..{done}; choose 0..{done}"
+        )
+    if Path(dest).exists():
+        raise InvalidValueError(f"{dest} already exists; fork into a new file")
+    boundary = _boundary(source, rid, its, up_to_iteration)
+    keep = [it for it in its if it.number <= up_to_iteration]
+    node_ids = {n.id for n in source.nodes(run_id=rid) if n.iteration <= up_to_iteration}
+    history = _history_rollouts(source, rid, keep, node_ids)
+    path_of = rewrite or (lambda p: p)
+    with EvoDAG(dest, clock=source.clock) as out:
+        out.conn.execute("ATTACH DATABASE ? AS src", (str(Path(source.path).resolve()),))
+        try:
+            with out.transaction():
+                _copy(out, rid, up_to_iteration, boundary, node_ids, history, path_of)
+        finally:
+            out.conn.execute("DETACH DATABASE src")
+        return out.get_run(rid)
+
+
+def _history_rollouts(source: EvoDAG, rid: int, keep: list[Iteration], node_ids: set[int]) -> set[int]:
+    """Ids of the rollouts iterations 0..N used: each iteration's parent and candidate on its batch, dev of the
+    copied nodes."""
+    used = {(node, task) for it in keep for node in (it.parent_id, it.candidate_id) if node for task in it.batch}
+    return {
+        r.id
+        for r in source.rollouts(run_id=rid)
+        if r.node_id in node_ids and ((r.split == "train" and (r.node_id, r.task_id) in used) or r.split == "dev")
+    }
+
+
+def _copy(out: EvoDAG, rid: int, n: int, boundary: int, nodes: set[int], history: set[int], path_of: Rewrite) -> None:
+    conn = out.conn
+    ids = ",".join(str(i) for i in sorted(nodes)) or "NULL"
+    conn.execute(
+        "INSERT INTO runs (id, config, seed, started_at, baseline_node_id, status, inputs) "
+        "SELECT id, config, seed, started_at, baseline_node_id, 'paused', inputs FROM src.runs WHERE id = ?",
+        (rid,),
+    )
+    edges = f"src.edges WHERE run_id = {int(rid)} AND child_id IN ({ids})"
+    sessions = f"src.sessions WHERE run_id = {int(rid)} AND (iteration <= {int(n)} OR iteration IS NULL)"
+    conn.execute(
+        f"INSERT INTO blobs SELECT * FROM src.blobs WHERE sha IN (SELECT diff_sha FROM {edges} "
+        f"UNION SELECT change_sha FROM {sessions} AND change_sha IS NOT NULL)"
+    )
+    conn.execute(f"INSERT INTO nodes SELECT * FROM src.nodes WHERE run_id = ? AND id IN ({ids})", (rid,))
+    conn.execute("UPDATE nodes SET test_mean = NULL, test_std = NULL")
+    conn.execute(f"INSERT INTO edges SELECT * FROM {edges}")
+    conn.execute("INSERT INTO edge_tasks SELECT * FROM src.edge_tasks WHERE edge_id IN (SELECT id FROM edges)")
+    conn.execute("INSERT INTO iterations SELECT * FROM src.iterations WHERE run_id = ? AND number <= ?", (rid, n))
+    conn.execute("INSERT INTO lessons SELECT * FROM src.lessons WHERE run_id = ? AND iteration <= ?", (rid, n))
+    conn.execute(f"INSERT INTO sessions SELECT * FROM {sessions}")
+    conn.execute("INSERT INTO events SELECT * FROM src.events WHERE run_id = ? AND id <= ?", (rid, boundary))
+    for sid, path in conn.execute("SELECT id, transcript_path FROM sessions").fetchall():
+        conn.execute("UPDATE sessions SET transcript_path = ? WHERE id = ?", (path_of(path), sid))
+    _copy_rollouts(out, rid, history, path_of)
+
+
+def _copy_rollouts(out: EvoDAG, rid: int, history: set[int], path_of: Rewrite) -> None:
+    conn = out.conn
+    cols = codec.select_list(RolloutRow)
+    rows = conn.execute(f"SELECT {cols} FROM src.rollouts WHERE run_id = ? ORDER BY id", (rid,)).fetchall()
+    decode = codec.decoder(RolloutRow)
+    names = [c.strip('"') for c in cols.split(", ")]
+    cached: dict[str, dict[str, Any]] = {}
+    for raw in rows:
+        row = decode(raw)
+        if row.id in history:
+            values = dict(zip(names, raw, strict=True))
+            values["trace_path"] = path_of(row.trace_path)
+            marks = ", ".join("?" for _ in names)
+            conn.execute(f"INSERT INTO rollouts ({cols}) VALUES ({marks})", tuple(values[c] for c in names))
+        elif row.cache_key:
+            cached.setdefault(row.cache_key, {c: getattr(row, c) for c in _CACHED})
+    for key, payload in cached.items():
+        conn.execute(
+            "INSERT OR IGNORE INTO rollout_cache (cache_key, payload, created_at) VALUES (?, ?, ?)",
+            (key, codec.dumps(payload), out.clock()),
+        )

@@ -1,0 +1,192 @@
+"""Steps 4-5 of an iteration: diagnosis-patch in an isolated worktree of the parent, then validation.
+
+Each attempt is one session paid for once (keyed `(iteration, diagnosis_patch, attempt)`, see
+`saddler.run.session_calls`). A failed session (unreadable answer, turn or budget limit, timeout, non-zero exit)
+is retried up to `sessions.retries` times with its failure stated in `retry_reason`. A patch that fails
+validation is an `invalid` node, and the next attempt (up to `policies.max_patch_attempts` patches) is told which
+check failed: empty change, which protected path, the phase and what it allows, which structure rule; the
+mutation it tried is excluded from then on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evodag.models import Iteration, Node, RolloutRow
+from saddler.run.context import RunContext
+from saddler.run.faults import fault_point
+from saddler.run.session_calls import failure_reason
+from saddler.sessions.schema import DiagnosisResult, Hypothesis
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class Excluded:
+    """Mutations not to try again on this parent: origins in first-seen order (no duplicates), each with the
+    plan its agent wrote (shown in the prompt as written)."""
+
+    plans: dict[str, str] = field(default_factory=dict)
+
+    def add(self, origin: str, plan: str = "") -> None:
+        if origin not in self.plans or (plan and not self.plans[origin]):
+            self.plans[origin] = plan
+
+    @property
+    def origins(self) -> list[str]:
+        return list(self.plans)
+
+    @classmethod
+    def of_parent(cls, ctx: RunContext, parent: Node, before_iteration: int) -> Excluded:
+        """Mutations already tried on `parent` in earlier iterations (a resumed iteration must not see its own)."""
+        found = cls()
+        children = [n for n in ctx.store.children(parent.id) if n.iteration < before_iteration]
+        for node in sorted(children, key=lambda n: n.origin):
+            found.add(node.origin, str((node.hypothesis or {}).get("plan", "")))
+        return found
+
+
+@dataclass
+class _Attempt:
+    result: DiagnosisResult
+    commit: str | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def patch(ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow], say: Say) -> Node | None:
+    """Diagnose and patch; the valid candidate, else the last invalid one, else None (no patch)."""
+    store = ctx.store
+    excluded = Excluded.of_parent(ctx, parent, it.number)
+    _log_evidence(ctx, it, before)
+    node: Node | None = None
+    attempt = patches = failures = 0
+    reason = ""
+    while patches < ctx.cfg.policies.max_patch_attempts:
+        made = _attempt(ctx, it, parent, before, attempt, excluded, reason)
+        attempt += 1
+        result = made.result
+        failed = failure_reason(result.stats) if result.status == "failed" else ""
+        if result.status == "failed" and failures < ctx.cfg.sessions.retries:
+            failures += 1
+            reason = failed or f"the session failed: {result.reason}"
+            store.log_event("diagnosis.retry", {"iteration": it.number, "reason": reason}, run_id=ctx.run_id)
+            say(f"iter {it.number:>3} [{it.phase}] diagnosis failed, retrying: {reason[:160]}")
+            continue
+        if result.status != "patched" or result.hypothesis is None:
+            why = failed or result.reason
+            store.log_event("diagnosis.no_patch", {"iteration": it.number, "reason": why}, run_id=ctx.run_id)
+            say(f"iter {it.number:>3} [{it.phase}] no patch: {why}")
+            return node
+        patches += 1
+        hyp = result.hypothesis
+        excluded_before = hyp.origin in excluded.plans
+        excluded.add(hyp.origin, hyp.plan)
+        if made.commit is None:
+            store.log_event("diagnosis.empty", {"iteration": it.number, "origin": hyp.origin}, run_id=ctx.run_id)
+            reason = (
+                "your change was refused: empty change — the worktree had no edit when the session ended; edit the "
+                "harness files in the worktree itself (a commit of your own is fine, an edit elsewhere is not)"
+            )
+            continue
+        problems = made.problems + ([f"excluded mutation: {hyp.origin} was already tried"] if excluded_before else [])
+        node = _candidate_node(ctx, it, parent, made.commit, hyp, problems)
+        if not problems:
+            return node
+        say(f"iter {it.number:>3} invalid n{node.id} {hyp.origin}: {'; '.join(problems)}")
+        reason = (
+            f"your change ({hyp.origin}) was refused: {'; '.join(problems)}. The worktree is clean again; make a "
+            "different change that passes these checks"
+        )
+    return node
+
+
+def _attempt(
+    ctx: RunContext,
+    it: Iteration,
+    parent: Node,
+    before: list[RolloutRow],
+    attempt: int,
+    excluded: Excluded,
+    reason: str,
+) -> _Attempt:
+    """One session in a fresh worktree of the parent, its edit committed and checked; the worktree is removed."""
+    space = ctx.space
+    worktree = space.worktree(parent.commit, f"it{it.number}-a{attempt}")
+    try:
+        plans = {o: p for o, p in excluded.plans.items() if p}
+        request = ctx.diagnosis_request(it, parent, worktree, before, attempt, excluded.origins, reason, plans)
+        result = ctx.calls.diagnose(request, parent.id)
+        if result.status != "patched" or result.hypothesis is None:
+            return _Attempt(result)
+        hyp = result.hypothesis
+        commit = space.commit_worktree(worktree, f"saddler it{it.number}: {hyp.origin}: {hyp.plan[:60]}")
+        fault_point("commit")
+        if commit is None:
+            return _Attempt(result)
+        return _Attempt(result, commit, validate(ctx, it, parent.commit, commit, worktree))
+    finally:
+        space.remove_worktree(worktree)
+
+
+def validate(ctx: RunContext, it: Iteration, parent: str, commit: str, worktree: Path) -> list[str]:
+    """Every check the change parent→commit fails, each naming what failed and what would pass."""
+    space = ctx.space
+    files = space.changed_files(parent, commit)
+    problems = space.check_change(parent, commit)
+    allowed = ctx.phases.allowed_kinds(it.phase)
+    by_kind: dict[str, list[str]] = {}
+    for path in files:
+        by_kind.setdefault(space.classify(path), []).append(path)
+    wrong = {k: v for k, v in by_kind.items() if k not in allowed and k != "protected"}
+    if wrong:
+        comp = space.config.components
+        globs = {"capability": comp.capability, "steering": comp.steering}
+        what = "; ".join(f"{kind}: {', '.join(paths)}" for kind, paths in sorted(wrong.items()))
+        may = ", ".join(f"{k} ({', '.join(globs.get(k, [])) or 'no paths'})" for k in allowed)
+        problems.append(f"wrong phase: the {it.phase} phase allows {may} only; this change also touches {what}")
+    return problems + [f"structure rule: {p}" for p in space.validate(worktree, parent)]
+
+
+def _candidate_node(
+    ctx: RunContext, it: Iteration, parent: Node, commit: str, hyp: Hypothesis, problems: list[str]
+) -> Node:
+    store, space = ctx.store, ctx.space
+    existing = store.node_by_commit(commit, run_id=ctx.run_id)
+    if existing is not None and existing.parent_id == parent.id:
+        return existing
+    files = space.changed_files(parent.commit, commit)
+    added, removed = space.numstat(space.baseline_commit(), commit)
+    with store.transaction():
+        node = store.add_node(
+            ctx.run_id,
+            commit,
+            parent.id,
+            it.number,
+            it.phase,
+            space.patch_kind(files),
+            hyp.origin,
+            status="invalid" if problems else "pending",
+            status_reason="; ".join(problems),
+            hypothesis=hyp.model_dump(),
+            lines_changed=added + removed,
+        )
+        fault_point("write")
+        a, r = space.numstat(parent.commit, commit)
+        store.add_edge(ctx.run_id, parent.id, node.id, "patch", space.diff(parent.commit, commit), files, a, r)
+    return node
+
+
+def _log_evidence(ctx: RunContext, it: Iteration, before: list[RolloutRow]) -> None:
+    """The traces diagnosis is shown, logged once per iteration (also when a resumed iteration diagnoses again)."""
+    logged = any(
+        e.kind == "diagnosis.evidence" and e.payload.get("iteration") == it.number
+        for e in ctx.store.events(run_id=ctx.run_id)
+    )
+    if not logged:
+        ctx.store.log_event(
+            "diagnosis.evidence",
+            {"iteration": it.number, "trace_paths": [r.trace_path for r in before if r.trace_path]},
+            run_id=ctx.run_id,
+        )

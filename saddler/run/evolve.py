@@ -1,0 +1,114 @@
+"""Step 1 of an iteration: evolution picks the parent from the whole DAG, and never aborts the run.
+
+The answer is checked against the store (`evolution.answer_error`). An invalid answer is asked again once, with
+the error stated in `retry_reason`; a failed session is retried up to `sessions.retries` times; after that the
+iteration continues from the current node. Every call is a paid attempt keyed `(iteration, evolution, attempt)`.
+A cherry-pick / revert node is dev-evaluated and kept only if it is not worse than its base on dev; the nodes it
+was built through (one per edge) share its verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from evodag.models import Iteration, Node
+from saddler.run import evolution, transplant
+from saddler.run.context import KEPT_DECISIONS, RunContext
+from saddler.run.session_calls import failure_reason
+from saddler.sessions.schema import EvolutionRequest, EvolutionResult
+
+Say = Callable[[str], None]
+INVALID_ANSWER_RETRIES = 1
+
+
+def evolve(ctx: RunContext, it: Iteration, current: Node, say: Say) -> Node:
+    """The parent of iteration `it`: `current` (continue), another kept node (rebase), or a new cherry-pick /
+    revert node when it is kept."""
+    if it.number == 1 or ctx.cfg.policies.evolution == "continue":
+        return current
+    request = evolution.build_request(
+        ctx.store,
+        ctx.run_id,
+        it.number,
+        current,
+        ctx.best(),
+        str(ctx.paths.root),
+        str(ctx.paths.db),
+        ctx.cfg.policies.evolution_bases,
+    )
+    result = _answer(ctx, it, request, current)
+    base = ctx.store.get_node(result.parent_node_id)
+    made = transplant.apply_action(ctx.store, ctx.space, ctx.run_id, it.number, it.phase, result)
+    ctx.store.log_event(
+        "evolution.action",
+        {
+            "iteration": it.number,
+            "action": result.action,
+            "key": made.key if made else transplant.action_key(result),
+            "rationale": result.rationale,
+            "error": made.error if made else "",
+        },
+        run_id=ctx.run_id,
+    )
+    say(f"iter {it.number:>3} evolution: {result.rationale}" + (f" ({made.error})" if made and made.error else ""))
+    if made is None or made.node is None:
+        return base
+    node = _judge(ctx, result, base, made.nodes)
+    return node if node.status in KEPT_DECISIONS else base
+
+
+def _answer(ctx: RunContext, it: Iteration, request: EvolutionRequest, current: Node) -> EvolutionResult:
+    """A valid answer, asking again when the session failed or named what does not exist; else `continue`."""
+    attempt = failures = invalid = 0
+    reason = ""
+    while True:
+        asked = request.model_copy(update={"attempt": attempt, "retry_reason": reason})
+        result = ctx.calls.evolve(asked, current.id)
+        attempt += 1
+        failed = failure_reason(result.stats)
+        if failed:
+            if failures < ctx.cfg.sessions.retries:
+                failures += 1
+                reason = failed
+                continue
+            return _fallback(result, current, f"evolution failed ({failed})")
+        error = evolution.answer_error(ctx.store, ctx.run_id, request, result)
+        if not error:
+            return result
+        ctx.store.log_event(
+            "evolution.invalid", {"iteration": it.number, "attempt": attempt - 1, "error": error}, run_id=ctx.run_id
+        )
+        if invalid < INVALID_ANSWER_RETRIES:
+            invalid += 1
+            reason = f"your answer was refused: {error}. Answer again with ids from the lists above"
+            continue
+        return _fallback(result, current, f"the answer was refused ({error})")
+
+
+def _fallback(result: EvolutionResult, current: Node, why: str) -> EvolutionResult:
+    return EvolutionResult(
+        action="continue",
+        parent_node_id=current.id,
+        edge_ids=[],
+        rationale=f"continue from the current node n{current.id}: {why}",
+        stats=result.stats,
+    )
+
+
+def _judge(ctx: RunContext, result: EvolutionResult, base: Node, nodes: list[Node]) -> Node:
+    """Dev-evaluate the last node of the chain and give every node of it the verdict (once)."""
+    node = nodes[-1]
+    if node.status != "pending":
+        return node
+    if ctx.cfg.policies.dev_eval != "never":
+        node = ctx.eval_dev(node)
+    better = node.dev_mean is None or base.dev_mean is None or node.dev_mean >= base.dev_mean
+    status = "accepted" if better else "rejected"
+    reason = f"{result.action}: dev {node.dev_mean} vs base {base.dev_mean}"
+    with ctx.store.transaction():
+        for i, step in enumerate(nodes[:-1], 1):
+            why = f"step {i} of {len(nodes)} of the {reason} (judged with n{node.id})"
+            ctx.store.update_node(step.id, status=status, status_reason=why)
+        node = ctx.store.update_node(node.id, status=status, status_reason=reason)
+    ctx.update_best()
+    return node

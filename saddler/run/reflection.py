@@ -1,0 +1,121 @@
+"""Step 7 of an iteration: the edge's per-task transitions, measured; then reflection on them, accepted or not.
+
+Fixed / regressed / still failing / still passing come from the stored before/after rollouts of the same batch
+(majority over repetitions) and are set on the edge before the session runs, so a failed reflection still leaves
+a complete edge. The session adds what scores cannot say: attribution (true fix, true regression, stochastic,
+uncertain), root cause and lesson text. Its per-task claims are checked against the measurement: a lesson whose
+category contradicts it is corrected to the measured category (and says so), a lesson about a task outside the
+batch is dropped, and an attribution the category rules out ("true fix" of a task that was not fixed) becomes
+`uncertain`. A failed session is retried up to `sessions.retries` times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from evodag.models import Iteration, Node, RolloutRow
+from saddler.run.context import RunContext
+from saddler.run.faults import fault_point
+from saddler.run.outcomes import task_outcomes
+from saddler.run.session_calls import failure_reason
+from saddler.sessions.schema import LessonOut, ReflectionResult
+
+CATEGORIES = ("fixed", "regressed", "still_failing", "still_passing")
+_BY_PASSES = {
+    (False, True): "fixed",
+    (True, False): "regressed",
+    (False, False): "still_failing",
+    (True, True): "still_passing",
+}
+_ATTRIBUTION_NEEDS = {"true_fix": "fixed", "true_regression": "regressed"}
+
+
+def measured_transitions(before: Iterable[RolloutRow], after: Iterable[RolloutRow]) -> dict[str, str]:
+    """Task -> category, for every task measured on both nodes (a task passes by majority of its repetitions)."""
+    b, a = task_outcomes(before), task_outcomes(after)
+    return {task: _BY_PASSES[(b[task].passed, a[task].passed)] for task in sorted(set(b) & set(a))}
+
+
+def checked_lessons(lessons: list[LessonOut], measured: dict[str, str]) -> tuple[list[LessonOut], list[str]]:
+    """The lessons consistent with the measured transitions, and a note for each one corrected or dropped."""
+    kept: list[LessonOut] = []
+    notes: list[str] = []
+    for lesson in lessons:
+        category: str = lesson.category
+        attribution: str = lesson.attribution
+        text = lesson.text
+        if lesson.task_id is not None and lesson.task_id not in measured:
+            notes.append(f"dropped a lesson on {lesson.task_id}: the task is not in this batch")
+            continue
+        if lesson.task_id is None and category != "general":
+            notes.append(f"a {category} lesson names no task: kept as general")
+            category = "general"
+        truth = measured.get(lesson.task_id or "")
+        if truth is not None and category != "general" and category != truth:
+            notes.append(f"{lesson.task_id}: the reflection said {category}, the batch scores say {truth}")
+            text += f" [corrected by saddler: the reflection said {category}; the batch scores say {truth}]"
+            category = truth
+        needs = _ATTRIBUTION_NEEDS.get(attribution)
+        if needs and category not in (needs, "general"):
+            notes.append(f"{lesson.task_id}: {attribution} of a {category} task became uncertain")
+            text += f" [attribution {attribution} dropped by saddler: the task is {category}]"
+            attribution = "uncertain"
+        kept.append(lesson.model_copy(update={"category": category, "attribution": attribution, "text": text}))
+    return kept, notes
+
+
+def reflect(
+    ctx: RunContext,
+    it: Iteration,
+    parent: Node,
+    cand: Node,
+    decision: str,
+    before: list[RolloutRow],
+    after: list[RolloutRow],
+) -> None:
+    store = ctx.store
+    edge = store.edge_between(parent.id, cand.id)
+    measured = measured_transitions(before, after)
+    groups = {cat: [t for t, c in measured.items() if c == cat] for cat in CATEGORIES}
+    if any(getattr(edge, cat) != groups[cat] for cat in CATEGORIES):
+        store.set_edge_transitions(edge.id, **groups)
+    if it.step in ("reflected", "done") or store.lessons(edge_id=edge.id):
+        return  # already reflected before a crash
+    result = _session(ctx, it, parent, cand, decision, before, after)
+    lessons, notes = checked_lessons(result.lessons, measured)
+    with store.transaction():
+        for lesson in lessons:
+            store.add_lesson(
+                ctx.run_id,
+                lesson.category,
+                lesson.attribution,
+                lesson.text,
+                node_id=cand.id,
+                edge_id=edge.id,
+                iteration=it.number,
+                task_id=lesson.task_id,
+            )
+            fault_point("reflect")
+        if notes:
+            store.log_event("reflection.corrected", {"iteration": it.number, "notes": notes}, run_id=ctx.run_id)
+        store.update_iteration(it.id, step="reflected")
+
+
+def _session(
+    ctx: RunContext,
+    it: Iteration,
+    parent: Node,
+    cand: Node,
+    decision: str,
+    before: list[RolloutRow],
+    after: list[RolloutRow],
+) -> ReflectionResult:
+    request = ctx.reflection_request(it, parent, cand, decision, before, after)
+    attempt = 0
+    while True:
+        result = ctx.calls.reflect(request.model_copy(update={"attempt": attempt}), cand.id)
+        failed = failure_reason(result.stats)
+        if not failed or attempt >= ctx.cfg.sessions.retries:
+            return result
+        attempt += 1
+        request = request.model_copy(update={"retry_reason": failed})
