@@ -130,14 +130,14 @@ def test_acceptance_pass_count_needs_a_task_to_flip() -> None:
     before = {"a": partial(0.2, False), "b": partial(1.0, True)}
     more_credit = {"a": partial(0.6, False), "b": partial(1.0, True)}
     flipped = {"a": partial(0.6, True), "b": partial(1.0, True)}
-    assert make_acceptance(0.0, False, False, "strict_mean").decide(before, more_credit).verdict == "accepted"
-    by_passes = make_acceptance(0.0, False, False, "pass_count")
+    assert make_acceptance(0.0, False, False, measure="strict_mean").decide(before, more_credit).verdict == "accepted"
+    by_passes = make_acceptance(0.0, False, False, measure="pass_count")
     verdict = by_passes.decide(before, more_credit)
     assert (verdict.verdict, verdict.before, verdict.after) == ("rejected", 0.5, 0.5)
     assert verdict.reason == "batch pass rate 0.500 -> 0.500 on 2 task(s): not a strict improvement"
     assert by_passes.decide(before, flipped).verdict == "accepted"
     with pytest.raises(ValueError, match="unknown acceptance 'vibes'; available: strict_mean, pass_count"):
-        make_acceptance(0.0, False, False, "vibes")
+        make_acceptance(0.0, False, False, measure="vibes")
 
 
 def test_stop_conditions(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from saddler.errors import RunStateError
 from saddler.harness.gitcmd import git
 from saddler.harness.space import KEEP_PREFIX, HarnessSpace
 from saddler.policies import make_ranking
+from saddler.run.context import resolve_score_kind
 from saddler.run.folder import RunPaths, render_run_toml, run_lock
 from saddler.run.inputs import changes, fingerprint
 
@@ -73,7 +74,10 @@ def _fork(src: RunPaths, new: RunPaths, src_cfg: RunConfig, n: int, overrides: d
         _copy_artifacts(src, new, store, run.id)
         best = make_ranking(cfg.policies.ranking)(nodes)
         bench = load_benchmark(cfg.benchmark, cfg.benchmark_options)
-        inputs = fingerprint(cfg, new.root, space.baseline_commit(), bench.fingerprint(), bench.model_fingerprint())
+        inputs = fingerprint(
+            cfg, new.root, space.baseline_commit(), bench.fingerprint(), bench.model_fingerprint(),
+            resolve_score_kind(cfg.policies.score, bench),
+        )  # fmt: skip
         changed = changes(source_inputs, inputs) if source_inputs is not None else {}
         store.update_run(run.id, best_node_id=best.id if best else None, inputs=inputs)
         store.log_event(

@@ -42,9 +42,14 @@ def config_inputs(config: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in flatten(config).items() if k not in MAY_CHANGE}
 
 
-def fingerprint(cfg: RunConfig, run_dir: Path, baseline_commit: str, bench_fp: str, model_fp: str) -> dict[str, Any]:
-    """Every results-affecting input of a run, by dotted key."""
+def fingerprint(
+    cfg: RunConfig, run_dir: Path, baseline_commit: str, bench_fp: str, model_fp: str, score_kind: str | None = None
+) -> dict[str, Any]:
+    """Every results-affecting input of a run, by dotted key. `score_kind` is `policies.score` as resolved for the
+    benchmark (`auto` names the benchmark's own kind; the run's stored config holds the resolved one)."""
     found = config_inputs(cfg.model_dump(mode="json"))
+    if score_kind is not None:
+        found["policies.score"] = score_kind
     for name, path in sorted(cfg.sessions.prompts.items()):
         file = Path(path).expanduser()
         file = file if file.is_absolute() else run_dir / file
@@ -75,7 +80,7 @@ def check_inputs(ctx: RunContext, allow_changed: bool, say: Callable[[str], None
     run = ctx.store.get_run(ctx.run_id)
     current = fingerprint(
         ctx.cfg, ctx.paths.root, ctx.space.baseline_commit(), ctx.benchmark.fingerprint(),
-        ctx.benchmark.model_fingerprint(),
+        ctx.benchmark.model_fingerprint(), ctx.score_kind,
     )  # fmt: skip
     if run.inputs is not None:
         changed = changes(run.inputs, current)
