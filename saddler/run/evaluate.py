@@ -4,11 +4,14 @@ A rollout's identity is `rollout_cache_key(tree, task, split, seed, repetition, 
 For each (task, repetition) the `Evaluator` reuses, in order: the node's own row with that key; any row in
 the run's store with that key (`find_rollout`); the shared cross-run cache (`cache_store.cache_get`). A
 reused row is copied for this node with cost 0 (nothing was spent) and the original trace path. Misses run
-through the executor; each result is inserted the moment it arrives (a crash loses nothing finished).
+through the executor; each result is inserted the moment it arrives (a crash loses nothing finished). A rollout
+that failed because the disk is full is not stored as the candidate's failure: it raises `DiskFullError`, so the
+resumed run executes it again.
 """
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,12 +19,14 @@ from typing import Any
 from evodag.models import DISPOSITIONS, Node, RolloutRow
 from evodag.store import EvoDAG
 from saddler.benchmark import Benchmark, RolloutResult, Task
+from saddler.errors import DiskFullError, ExecutorError
 from saddler.executor.base import RolloutJob, rollout_cache_key
 from saddler.harness.space import HarnessSpace
 from saddler.ports import Executor, Progress
 from saddler.reporting.progress import NullProgress
 from saddler.run.faults import fault_point
 
+_DISK_FULL = ("No space left on device", "Disk quota exceeded", "[Errno 28]")
 _COPIED = (
     "score", "passed", "disposition", "llm_calls", "duration_s", "trace_path", "error_tail", "rationale",
     "failure_file",
@@ -155,7 +160,9 @@ class Evaluator:
         def on_result(job: RolloutJob, result: RolloutResult) -> None:
             if job.cache_key in rows:  # a retried task delivered twice: the first result stands
                 return
-            fault_point("rollout")
+            fault_point("rollout", trace_dir)
+            if result.disposition == "infra_error" and any(m in result.error_tail for m in _DISK_FULL):
+                raise DiskFullError(f"rollout {job.task.id}", trace_dir)  # the machine's fault, not the candidate's
             result = _sanitize(result)
             fields = {name: getattr(result, name) for name in _COPIED}
             rows[job.cache_key] = self.store.add_rollout(
@@ -169,6 +176,10 @@ class Evaluator:
         self.progress.start(len(jobs), f"n{node.id} {split}")
         try:
             self.executor.run(jobs, on_result)
+        except ExecutorError as exc:
+            if isinstance(exc.__cause__, OSError) and exc.__cause__.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFullError("a rollout", exc.__cause__.filename or trace_dir) from exc
+            raise
         finally:
             self.progress.finish()
 

@@ -1,27 +1,43 @@
-"""Fault injection for crash-safety tests: `SADDLER_FAULT=<point>:<n>` SIGKILLs this process at the
-n-th time it passes `point` (counted from process start). Unset in normal use: one dict lookup.
+"""Fault injection for crash-safety tests: `SADDLER_FAULT=<point>:<n>[:<action>]` acts the n-th time this process
+passes `point` (counted from process start). Unset in normal use: one dict lookup.
 
 Points: `rollout` (a rollout result received, not yet stored), `session` (a diagnosis session returned,
 its edits not yet committed), `commit` (a candidate committed, its node not yet stored), `write` (inside
-the transaction that stores a node and its edge), `reflect` (lessons being written).
+the transaction that stores a node and its edge), `reflect` (lessons being written), `finish` (the end of the run,
+before the export and the report are written).
+
+Actions: `kill` (default: SIGKILL this process), `enospc` (raise `OSError(ENOSPC)`, as a file write on a full
+disk does), `sqlite_full` (raise SQLite's `database or disk is full`, as a store write on a full disk does).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import sqlite3
 from collections import Counter
 
 _passes: Counter[str] = Counter()
+ACTIONS = ("kill", "enospc", "sqlite_full")
 
 
-def fault_point(point: str) -> None:
+def fault_point(point: str, path: str = "") -> None:
+    """Pass fault point `point`; `path` is the file a write here would go to (named by an `enospc` fault)."""
     spec = os.environ.get("SADDLER_FAULT")
     if not spec:
         return
-    name, _, count = spec.partition(":")
+    name, _, rest = spec.partition(":")
     if name != point:
         return
+    count, _, action = rest.partition(":")
     _passes[point] += 1
-    if _passes[point] >= int(count or 1):
-        os.kill(os.getpid(), signal.SIGKILL)
+    if _passes[point] != int(count or 1):
+        return
+    if action == "enospc":
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path or None)
+    if action == "sqlite_full":
+        exc = sqlite3.OperationalError("database or disk is full")
+        exc.sqlite_errorcode = sqlite3.SQLITE_FULL
+        raise exc
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from evodag.models import Node
 from saddler.run.context import RunContext
+from saddler.run.faults import fault_point
 from saddler.scoring import pass_at_1
 
 
@@ -66,6 +67,7 @@ def finish_run(ctx: RunContext, baseline: Node, reason: str, say: Callable[[str]
     )
     base = evaluate_test(ctx, store.get_node(baseline.id))
     best = base if best.id == base.id else evaluate_test(ctx, best)
+    fault_point("finish", str(ctx.paths.best))
     export_harness(ctx.space, store, best.id, ctx.paths.best)
     store.update_run(
         ctx.run_id, status="finished", termination_reason=reason, best_node_id=best.id, finished_at=store.clock()
