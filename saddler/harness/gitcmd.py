@@ -159,3 +159,34 @@ def _age(path: Path) -> float:
         return time.time() - path.stat().st_mtime
     except OSError:
         return 0.0
+
+
+def stale_locks(git_dir: Path, older_than: float) -> list[Path]:
+    """git's `*.lock` files under `git_dir` (index, HEAD, config, packed-refs, refs/**, worktrees/*/...) last
+    touched before `older_than` (seconds since the epoch), sorted. Loose-object folders are not searched."""
+    found = []
+    for root, dirs, files in os.walk(git_dir):
+        if Path(root) == git_dir / "objects":
+            dirs[:] = [d for d in dirs if d in ("info", "pack")]
+        for name in files:
+            if name.endswith(".lock"):
+                path = Path(root) / name
+                try:
+                    if path.lstat().st_mtime < older_than:
+                        found.append(path)
+                except FileNotFoundError:
+                    continue
+    return sorted(found)
+
+
+def remove_stale_locks(git_dir: Path, older_than: float) -> list[Path]:
+    """Delete `stale_locks(git_dir, older_than)` and return them. Call it only while holding the run lock
+    taken at `older_than`: then no live git process of this run can own them (they are a killed run's)."""
+    removed = []
+    for path in stale_locks(git_dir, older_than):
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(path)
+    return removed

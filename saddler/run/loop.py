@@ -13,15 +13,18 @@ from pathlib import Path
 from evodag.models import Iteration, Node, RolloutRow
 from evodag.store import EvoDAG
 from saddler.config import load_run_config
+from saddler.policies.ranking import pick_best
 from saddler.policies.stopping import LoopState, trailing_stalls
 from saddler.ports import Progress
 from saddler.reporting.progress import make_progress
 from saddler.run import evolution
 from saddler.run.context import RunContext, open_context
 from saddler.run.faults import fault_point
-from saddler.run.finish import RunOutcome, finish_run
+from saddler.run.finish import RunOutcome, finish_run, finished_outcome
 from saddler.run.folder import RunPaths, run_lock
 from saddler.run.outcomes import task_outcomes
+from saddler.run.preflight import require_ok
+from saddler.run.recovery import recover_after_crash
 
 Say = Callable[[str], None]
 KEPT_DECISIONS = ("accepted", "neutral")
@@ -40,9 +43,11 @@ class Optimizer:
         self.progress = progress or make_progress(quiet)
 
     def run(self) -> RunOutcome:
-        self.paths.traces.mkdir(parents=True, exist_ok=True)
-        self.paths.sessions.mkdir(parents=True, exist_ok=True)
-        with run_lock(self.paths.root), EvoDAG(self.paths.db) as store:
+        require_ok(self.paths.root)  # a config that cannot work is refused before anything is written
+        with run_lock(self.paths.root) as lock, EvoDAG(self.paths.db) as store:
+            recover_after_crash(self.paths, self.cfg.harness, lock.acquired_at, store, self.say)
+            self.paths.traces.mkdir(parents=True, exist_ok=True)
+            self.paths.sessions.mkdir(parents=True, exist_ok=True)
             ctx = open_context(self.paths, self.cfg, store, self.progress)
             try:
                 return self._run(ctx)
@@ -51,28 +56,48 @@ class Optimizer:
                 ctx.space.prune()
 
     def _run(self, ctx: RunContext) -> RunOutcome:
-        baseline = self._baseline(ctx)
+        if ctx.store.get_run(ctx.run_id).status == "finished":
+            reason = ctx.stop.check(self._state(ctx)[2])
+            if reason:  # nothing asks for more: report the stored end, write nothing
+                return finished_outcome(ctx)
+        baseline = self._baseline_node(ctx)
+        if ctx.stop.sentinel() == "paused":  # before anything runs, the baseline included
+            return self._paused(ctx)
+        baseline = ctx.eval_dev(baseline) if ctx.cfg.policies.dev_eval != "never" else baseline
         ctx.store.update_run(ctx.run_id, status="running", finished_at=None, termination_reason=None)
         while True:
-            iterations = ctx.store.iterations(run_id=ctx.run_id)
-            done = [it for it in iterations if it.finished_at is not None]
-            stalls = trailing_stalls([it.decision for it in done])
-            cost = ctx.store.rollout_cost(ctx.run_id) + ctx.store.session_cost(ctx.run_id)
-            state = LoopState(len(done), ctx.store.count_rollouts(ctx.run_id), cost, ctx.best().dev_mean, stalls)
+            iterations, done, state = self._state(ctx)
             reason = ctx.stop.check(state)
             if reason:
                 break
             pending = iterations[-1] if iterations and iterations[-1].finished_at is None else None
-            self._iteration(ctx, len(done) + 1, pending, self._current(ctx, done, baseline), stalls)
+            self._iteration(ctx, len(done) + 1, pending, self._current(ctx, done, baseline), state.stall_count)
         if reason == "paused":
-            ctx.store.update_run(ctx.run_id, status="paused", termination_reason="paused")
-            self.say("paused: `saddler resume DIR` then `saddler run DIR` continues from here")
-            best = ctx.best()
-            return RunOutcome("paused", best.id, None, None, best.dev_mean, ctx.store.count_rollouts(ctx.run_id), None)
+            return self._paused(ctx)
         return finish_run(ctx, baseline, reason, self.say)
 
     @staticmethod
-    def _baseline(ctx: RunContext) -> Node:
+    def _state(ctx: RunContext) -> tuple[list[Iteration], list[Iteration], LoopState]:
+        """The iterations, the finished ones, and the numbers the stop conditions look at."""
+        iterations = ctx.store.iterations(run_id=ctx.run_id)
+        done = [it for it in iterations if it.finished_at is not None]
+        stalls = trailing_stalls([it.decision for it in done])
+        cost = ctx.store.rollout_cost(ctx.run_id) + ctx.store.session_cost(ctx.run_id)
+        best = pick_best(ctx.store.nodes(run_id=ctx.run_id))
+        dev = best.dev_mean if best is not None else None
+        return iterations, done, LoopState(len(done), ctx.store.count_rollouts(ctx.run_id), cost, dev, stalls)
+
+    def _paused(self, ctx: RunContext) -> RunOutcome:
+        run = ctx.store.get_run(ctx.run_id)
+        if (run.status, run.termination_reason) != ("paused", "paused"):
+            ctx.store.update_run(ctx.run_id, status="paused", termination_reason="paused")
+        self.say("paused: `saddler resume DIR` then `saddler run DIR` continues from here")
+        best = ctx.best()
+        return RunOutcome("paused", best.id, None, None, best.dev_mean, ctx.store.count_rollouts(ctx.run_id), None)
+
+    @staticmethod
+    def _baseline_node(ctx: RunContext) -> Node:
+        """The baseline node, made (without running anything) on the first start."""
         run = ctx.store.get_run(ctx.run_id)
         if run.baseline_node_id is not None:
             node = ctx.store.get_node(run.baseline_node_id)
@@ -82,7 +107,7 @@ class Optimizer:
                 ctx.run_id, commit, None, 0, "baseline", "baseline", "baseline", status="baseline"
             )
             ctx.store.update_run(ctx.run_id, baseline_node_id=node.id, best_node_id=node.id)
-        return ctx.eval_dev(node) if ctx.cfg.policies.dev_eval != "never" else node
+        return node
 
     @staticmethod
     def _current(ctx: RunContext, done: list[Iteration], baseline: Node) -> Node:
