@@ -202,8 +202,12 @@ def export_cmd(
 
     content, n_nodes, n_edges = _read(db, run, lambda s: export(s, fmt, run_id))
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(content, encoding="utf-8")
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(content, encoding="utf-8")
+        except OSError as exc:  # full disk, no permission, read-only file system: one line, not a traceback
+            typer.echo(f"evo-dag: cannot write {out}: {exc.strerror or exc}", err=True)
+            raise typer.Exit(1) from None
         doc: dict[str, Any] = {"format": fmt, "out": str(out), "nodes": n_nodes, "edges": n_edges}
         typer.echo(render.to_json(doc) if as_json else f"wrote {fmt} ({n_nodes} nodes, {n_edges} edges) to {out}")
     elif as_json:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import sqlite3
@@ -109,8 +108,13 @@ def _create(path: Path) -> None:
             integrity.quick_check(conn, tmp)
         finally:
             conn.close()
-        with contextlib.suppress(FileExistsError):  # another process created it meanwhile: use theirs
-            os.link(tmp, path)
+        try:
+            os.link(tmp, path)  # never replaces: another process that created it meanwhile wins
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links
+            if not path.exists():
+                os.replace(tmp, path)
     except sqlite3.OperationalError as exc:
         if is_disk_full(exc):
             raise StoreFullError(str(path)) from exc

@@ -41,11 +41,11 @@ def _init(run: Path, *extra: str) -> tuple[int, str]:
 def test_init_force_refuses_a_folder_whose_run_lock_is_held(tmp_path: Path) -> None:
     run = tmp_path / "run"
     assert _init(run)[0] == 0
-    before = _files(run)
     holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(run)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
         assert lock_holder(run) == holder.pid
+        before = _files(run)
         code, out = _init(run, "--force")
         assert code == 1
         assert out == (
