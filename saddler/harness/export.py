@@ -69,6 +69,10 @@ def export_harness(
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskFullError("the export", dest) from exc
         raise
+    except DiskFullError as exc:  # git (archive, bundle) ran out of space writing into the export
+        if exc.what != "the export":
+            raise DiskFullError("the export", dest) from exc
+        raise
     return info
 
 
