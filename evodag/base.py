@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from evodag import codec
-from evodag.connection import Transactions, insert, open_connection
-from evodag.errors import EvoDAGError, UnknownNodeError, UnknownRunError
+from evodag import codec, integrity
+from evodag.connection import Transactions, insert, is_disk_full, open_connection
+from evodag.errors import EvoDAGError, StoreFullError, UnknownNodeError, UnknownRunError
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -46,6 +47,11 @@ class StoreBase:
             self._db = Database(self.conn)
         return self._db
 
+    def verify_rows(self) -> None:
+        """Read every stored value back through its column's type; `CorruptRowError` names the first bad one.
+        (A writer does this on open; readers call it when a read fails, to say which value is damaged.)"""
+        integrity.check_rows(self.conn, self.path)
+
     def close(self) -> None:
         self.conn.close()
 
@@ -53,8 +59,13 @@ class StoreBase:
     def transaction(self) -> Iterator[None]:
         """Group writes: all of them commit together or none does (nestable)."""
         self._writable()
-        with self._tx():
-            yield
+        try:
+            with self._tx():
+                yield
+        except sqlite3.OperationalError as exc:
+            if is_disk_full(exc):
+                raise StoreFullError(str(self.path)) from exc
+            raise
 
     def put_blob(self, content: bytes) -> str:
         """Store `content` content-addressed (sha256 of its bytes) and return the sha; storing twice is harmless."""

@@ -2,7 +2,8 @@
 
 The database is `--db PATH`, else `$EVODAG_DB`, else `evodag.sqlite` in `--run DIR` (default: the current
 directory). Every command prints plain text, or a stable JSON document with `--json`. Missing database,
-unknown node/edge/task: one line on stderr, exit code 2. Heavy imports (networkx) happen only in the
+unknown node/edge/task: one line on stderr, exit code 2; a damaged file or value (named by table, row and column):
+one line, exit code 1. Heavy imports (networkx) happen only in the
 commands that need them so `evo-dag summary` starts fast.
 """
 
@@ -60,7 +61,11 @@ def _read(db: Path | None, run: Path | None, build: Callable[[EvoDAG], T]) -> T:
     path = resolve_db(db, run)
     try:
         with EvoDAG(path, readonly=True) as store:
-            return build(store)
+            try:
+                return build(store)
+            except (ValueError, TypeError, KeyError, AttributeError):
+                store.verify_rows()  # a damaged value read by raw SQL: name it (raises) instead of a traceback
+                raise  # the data is sound: a genuine bug keeps its traceback
     except EvoDAGError as exc:
         typer.echo(f"evo-dag: {exc}", err=True)
         raise typer.Exit(exc.exit_code) from None
@@ -76,8 +81,11 @@ def _show(
     build: Callable[[EvoDAG], dict[str, Any]],
     text: Callable[[dict[str, Any]], str],
 ) -> None:
-    doc = _read(db, run, build)
-    typer.echo(render.to_json(doc) if as_json else text(doc))
+    def build_text(store: EvoDAG) -> str:  # rendered inside `_read`: a damaged value may fail only here
+        doc = build(store)
+        return render.to_json(doc) if as_json else text(doc)
+
+    typer.echo(_read(db, run, build_text))
 
 
 @app.command()
@@ -188,8 +196,12 @@ def export_cmd(
 
     content, n_nodes, n_edges = _read(db, run, lambda s: export(s, fmt, run_id))
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(content, encoding="utf-8")
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(content, encoding="utf-8")
+        except OSError as exc:  # full disk, no permission, read-only file system: one line, not a traceback
+            typer.echo(f"evo-dag: cannot write {out}: {exc.strerror or exc}", err=True)
+            raise typer.Exit(1) from None
         doc: dict[str, Any] = {"format": fmt, "out": str(out), "nodes": n_nodes, "edges": n_edges}
         typer.echo(render.to_json(doc) if as_json else f"wrote {fmt} ({n_nodes} nodes, {n_edges} edges) to {out}")
     elif as_json:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from dataclasses import fields
+import operator
+import types
+import typing
+from collections.abc import Callable, Container
+from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
-from evodag.errors import InvalidValueError
+from evodag.errors import CorruptRowError, InvalidValueError
 from evodag.models import Edge, Event, Iteration, Lesson, Node, RolloutRow, Run, SessionRow
 
 T = TypeVar("T")
@@ -21,6 +26,7 @@ TABLE_OF: dict[type, str] = {
     Iteration: "iterations",
     Event: "events",
 }
+RECORD_OF: dict[str, type] = {table: cls for cls, table in TABLE_OF.items()}
 JSON_COLUMNS: dict[str, frozenset[str]] = {
     "runs": frozenset({"config", "inputs"}),
     "nodes": frozenset({"hypothesis"}),
@@ -52,7 +58,8 @@ def dumps(value: Any) -> str:
 
 
 def encode(table: str, values: dict[str, Any]) -> dict[str, Any]:
-    """Python values -> column values (JSON text, 0/1)."""
+    """Python values -> column values (JSON text, 0/1); a value of the wrong type is an `InvalidValueError`."""
+    check_types(table, values)
     js, bs = JSON_COLUMNS.get(table, frozenset()), BOOL_COLUMNS.get(table, frozenset())
     out: dict[str, Any] = {}
     for key, value in values.items():
@@ -65,26 +72,139 @@ def encode(table: str, values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def decoder(cls: type[T]) -> Any:
-    """A function turning a row tuple (selected with `select_list(cls)`) into a `cls` record."""
-    table = TABLE_OF[cls]
-    names = columns(cls)
-    js, bs = JSON_COLUMNS.get(table, frozenset()), BOOL_COLUMNS.get(table, frozenset())
-    json_pos = [i for i, n in enumerate(names) if n in js]
-    bool_pos = [i for i, n in enumerate(names) if n in bs]
-    if not json_pos and not bool_pos:
-        return lambda row: cls(*row)
+@dataclass(frozen=True)
+class _Column:
+    """What one column of a record holds: `kind` is int | float | str | bool | dict | list | any."""
 
-    def decode(row: tuple[Any, ...]) -> T:
+    name: str
+    kind: str
+    nullable: bool
+
+
+@functools.cache
+def _schema(cls: Any) -> tuple[_Column, ...]:
+    """The record's columns with the type its annotation promises (read once per class)."""
+    hints = typing.get_type_hints(cls)
+    table = TABLE_OF[cls]
+    out = []
+    for name in columns(cls):
+        hint = hints[name]
+        args = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        nullable = type(None) in args
+        base = next(a for a in args if a is not type(None))
+        base = typing.get_origin(base) or base
+        if name in JSON_COLUMNS.get(table, ()):
+            kind = base.__name__ if base in (dict, list) else "any"
+        elif name in BOOL_COLUMNS.get(table, ()):
+            kind = "bool"
+        else:
+            kind = {int: "int", float: "float", str: "str", bool: "bool"}.get(base, "any")
+        out.append(_Column(name, kind, nullable))
+    return tuple(out)
+
+
+# stored (SQLite) types each kind accepts: JSON and booleans are stored as text and 0/1
+_STORED: dict[str, tuple[type, ...]] = {
+    "int": (int,), "float": (int, float), "str": (str,), "bool": (int,), "dict": (str,), "list": (str,), "any": (),
+}  # fmt: skip
+_NAMES = {"int": "an integer", "float": "a number", "str": "text", "bool": "0 or 1", "dict": "JSON text",
+          "list": "JSON text"}  # fmt: skip
+_FOUND = {int: "an integer", float: "a real number", str: "text", bytes: "a blob", type(None): "NULL"}
+
+
+class _Anything:
+    """Accepts every stored type (a column whose record field is typed `Any`)."""
+
+    def __contains__(self, _item: object) -> bool:
+        return True
+
+
+def decoder(cls: type[T]) -> Callable[[tuple[Any, ...]], T]:
+    """A function turning a row tuple (selected with `select_list(cls)`) into a `cls` record.
+
+    Every value is checked against its column's type (JSON parsed, booleans from 0/1); a value that does not
+    fit raises `CorruptRowError` naming the table, the row id and the column."""
+    return _decoder(cls)  # type: ignore[arg-type]
+
+
+@functools.cache
+def _decoder(cls: Any) -> Any:
+    table = TABLE_OF[cls]
+    schema = _schema(cls)
+    accepted: tuple[Container[type], ...] = tuple(
+        frozenset((*_STORED[c.kind], *((type(None),) if c.nullable else ()))) if c.kind != "any" else _Anything()
+        for c in schema
+    )
+    bools = [(i, c.name) for i, c in enumerate(schema) if c.kind == "bool"]
+    jsons = [
+        (i, c.name, dict if c.kind == "dict" else list) for i, c in enumerate(schema) if c.kind in ("dict", "list")
+    ]
+    contains = operator.contains
+    good: set[tuple[type, ...]] = set()  # type signatures already checked (few: one per pattern of NULLs)
+
+    def decode(row: tuple[Any, ...]) -> Any:
+        signature = tuple(map(type, row))
+        if signature not in good:
+            if not all(map(contains, accepted, signature)):
+                _raise_bad(table, schema, row)
+            if len(good) < 1024:
+                good.add(signature)
+        if not bools and not jsons:
+            return cls(*row)
         values = list(row)
-        for i in json_pos:
-            if values[i] is not None:
-                values[i] = json.loads(values[i])
-        for i in bool_pos:
-            values[i] = bool(values[i])
+        for i, name in bools:
+            value = values[i]
+            if value is not None:
+                if value not in (0, 1):
+                    raise CorruptRowError(table, row[0], name, f"expected 0 or 1, found {value!r}")
+                values[i] = value == 1
+        for i, name, kind in jsons:
+            value = values[i]
+            if value is None:
+                continue
+            try:
+                parsed = json.loads(value)
+            except ValueError as exc:
+                raise CorruptRowError(table, row[0], name, f"invalid JSON ({exc})") from None
+            if type(parsed) is not kind:
+                what = "a JSON object" if kind is dict else "a JSON array"
+                raise CorruptRowError(table, row[0], name, f"expected {what}, found {type(parsed).__name__}")
+            values[i] = parsed
         return cls(*values)
 
     return decode
+
+
+def _raise_bad(table: str, schema: tuple[_Column, ...], row: tuple[Any, ...]) -> None:
+    for col, value in zip(schema, row, strict=True):
+        if col.kind == "any" or (value is None and col.nullable):
+            continue
+        if type(value) not in _STORED[col.kind]:
+            found = _FOUND.get(type(value), type(value).__name__)
+            problem = f"expected {_NAMES[col.kind]}, found {found}" + (f" {value!r}" if type(value) is str else "")
+            raise CorruptRowError(table, row[0], col.name, problem[:200])
+
+
+def check_types(table: str, values: dict[str, Any]) -> None:
+    """Raise `InvalidValueError` for a value whose Python type does not fit its column (a str score, ...)."""
+    cls = RECORD_OF.get(table)
+    if cls is None:
+        return
+    schema = {c.name: c for c in _schema(cls)}
+    for key, value in values.items():
+        col = schema.get(key)
+        if col is None or col.kind in ("any", "bool", "dict", "list") or (value is None and col.nullable):
+            continue
+        if isinstance(value, bool) and col.kind != "int":
+            ok = False
+        elif col.kind == "float":
+            ok = isinstance(value, (int, float))
+        elif col.kind == "int":
+            ok = isinstance(value, int)
+        else:
+            ok = isinstance(value, str)
+        if not ok:
+            raise InvalidValueError(f"{table}.{key}: expected {_NAMES[col.kind]}, got {type(value).__name__}")
 
 
 def check_fields(cls: type, given: dict[str, Any], *, forbidden: tuple[str, ...] = ("id",)) -> None:
@@ -107,3 +227,14 @@ def as_dict(record: Any) -> dict[str, Any]:
     """A record's fields as a new dict (shallow: list/dict values are shared; `dataclasses.asdict` deep-copies
     and costs ~10x on the query paths)."""
     return dict(vars(record))
+
+
+def cache_payload(cache_key: str, text: Any) -> dict[str, Any]:
+    """A `rollout_cache` payload parsed; `CorruptRowError` (row = its key) when it is not a JSON object."""
+    try:
+        parsed = json.loads(text) if isinstance(text, str) else None
+    except ValueError as exc:
+        raise CorruptRowError("rollout_cache", repr(cache_key), "payload", f"invalid JSON ({exc})") from None
+    if not isinstance(parsed, dict):
+        raise CorruptRowError("rollout_cache", repr(cache_key), "payload", "expected a JSON object")
+    return parsed

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from evodag.errors import EvoDAGError, MissingDatabaseError, SchemaVersionError
+from evodag import integrity
+from evodag.errors import EvoDAGError, MissingDatabaseError, SchemaVersionError, StoreFullError
 from evodag.schema import LATEST, READABLE_FROM, migrate, version
 
 BUSY_TIMEOUT_MS = 10_000
@@ -17,39 +21,114 @@ BUSY_TIMEOUT_MS = 10_000
 def open_connection(path: Path, *, readonly: bool) -> sqlite3.Connection:
     """A configured autocommit connection. Read-write: WAL, migrated. Read-only: `mode=ro`, never migrates.
 
-    Raises `MissingDatabaseError` for a missing file opened read-only and `SchemaVersionError` when a
-    read-only file is not at the current schema version.
+    Both refuse a damaged file before anything is written (`evodag.integrity`): `DamagedDatabaseError` for an
+    empty file, bytes that are not SQLite, a failed quick check or a missing table; `SchemaVersionError` for a
+    version this code does not know; `MissingDatabaseError` for a missing file opened read-only. A new file is
+    created whole (built under a temporary name, then linked into place), so a crash never leaves a 0-byte store.
     """
+    integrity.check_file(path)
     if readonly:
         if not path.is_file():
             raise MissingDatabaseError(str(path))
         uri = path.resolve().as_uri() + "?mode=ro"
-        conn = sqlite3.connect(
-            uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
-        )
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn = _connect(uri, uri=True)
         try:
-            found = version(conn)
-        except sqlite3.DatabaseError as exc:
+            try:
+                found = version(conn)
+            except sqlite3.DatabaseError as exc:
+                raise EvoDAGError(
+                    f"{path} is not an SQLite database ({exc}); point --db at a run's evodag.sqlite"
+                ) from exc
+            integrity.check_foreign(conn, path, found)
+            if not READABLE_FROM <= found <= LATEST:
+                if found == 0:
+                    raise EvoDAGError(
+                        f"{path} is not an EvoDAG database (no schema); point --db at a run's evodag.sqlite"
+                    )
+                raise SchemaVersionError(
+                    f"{path} has schema version {found}, this evodag reads {READABLE_FROM}..{LATEST}; "
+                    "open it once read-write (EvoDAG(path)) to migrate, or upgrade saddler"
+                )
+            integrity.quick_check(conn, path)
+            integrity.check_tables(conn, path)
+        except BaseException:
             conn.close()
-            raise EvoDAGError(f"{path} is not an SQLite database ({exc}); point --db at a run's evodag.sqlite") from exc
-        if not READABLE_FROM <= found <= LATEST:
-            conn.close()
-            if found == 0:
-                raise EvoDAGError(f"{path} is not an EvoDAG database (no schema); point --db at a run's evodag.sqlite")
-            raise SchemaVersionError(
-                f"{path} has schema version {found}, this evodag reads {READABLE_FROM}..{LATEST}; "
-                "open it once read-write (EvoDAG(path)) to migrate, or upgrade saddler"
-            )
+            raise
         return conn
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("PRAGMA foreign_keys = ON")
-    migrate(conn)
+    if not path.exists():
+        _create(path)
+    conn = _connect(str(path))
+    try:
+        integrity.quick_check(conn, path)
+        found = version(conn)
+        integrity.check_foreign(conn, path, found)
+        if found > LATEST:
+            raise SchemaVersionError(
+                f"{path}: database schema version {found} is newer than this evodag ({LATEST}); upgrade saddler"
+            )
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if found >= 1:  # check what is there before a migration writes to it
+            integrity.check_tables(conn, path)
+            integrity.check_rows(conn, path)
+        migrate(conn)
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if is_disk_full(exc):
+            raise StoreFullError(str(path)) from exc
+        raise
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+def _connect(target: str, *, uri: bool = False) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        target, uri=uri, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
+    )
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return conn
+
+
+def _create(path: Path) -> None:
+    """Make a new, migrated store at `path` atomically; another process creating it at the same time wins
+    harmlessly (its file is used)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.new-{os.getpid()}-{threading.get_ident()}")
+    names = [tmp, *(tmp.with_name(tmp.name + suffix) for suffix in ("-journal", "-wal", "-shm"))]
+    for leftover in names:
+        leftover.unlink(missing_ok=True)
+    try:
+        conn = _connect(str(tmp))
+        try:
+            conn.execute("PRAGMA journal_mode = DELETE")  # every commit lands in the file itself, none in a WAL
+            migrate(conn)
+            integrity.quick_check(conn, tmp)
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, path)  # never replaces: another process that created it meanwhile wins
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links
+            if not path.exists():
+                os.replace(tmp, path)
+    except sqlite3.OperationalError as exc:
+        if is_disk_full(exc):
+            raise StoreFullError(str(path)) from exc
+        raise
+    finally:
+        for leftover in names:
+            leftover.unlink(missing_ok=True)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True for SQLite's SQLITE_FULL ("database or disk is full") and an OS `ENOSPC`/`EDQUOT`."""
+    if isinstance(exc, sqlite3.Error):
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 class Transactions:
@@ -82,8 +161,9 @@ class Transactions:
         try:
             yield
         except BaseException:
-            self.conn.execute(f"ROLLBACK TO {name}")
-            self.conn.execute(f"RELEASE {name}")
+            if self.conn.in_transaction:  # SQLite rolls the whole transaction back itself on SQLITE_FULL
+                self.conn.execute(f"ROLLBACK TO {name}")
+                self.conn.execute(f"RELEASE {name}")
             raise
         else:
             self.conn.execute(f"RELEASE {name}")

@@ -61,3 +61,35 @@ class InvalidValueError(EvoDAGError):
 
 class SchemaVersionError(EvoDAGError):
     """The database was written by a newer or older evodag than this one can read."""
+
+
+class DamagedDatabaseError(EvoDAGError):
+    """The file is not a usable EvoDAG: empty, not SQLite, failing its integrity check, or holding a value of
+    the wrong type. Raised on open, before anything is written."""
+
+    exit_code = 1
+
+
+class CorruptRowError(DamagedDatabaseError):
+    """One stored value cannot be read back as its column's type; names the table, row and column."""
+
+    def __init__(self, table: str, row_id: object, column: str, problem: str, path: str = "") -> None:
+        self.table, self.row_id, self.column, self.problem = table, row_id, column, problem
+        where = f"{path}: " if path else ""
+        super().__init__(
+            f"{where}damaged EvoDAG value in {table} row {row_id}, column {column}: {problem}; "
+            "restore the file from a backup or repair that value with sqlite3"
+        )
+
+
+class StoreFullError(EvoDAGError):
+    """A write failed because the disk (or quota) is full; nothing of the failed write was kept."""
+
+    exit_code = 1
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(
+            f"disk full: the EvoDAG {path} could not be written (no space left on device); "
+            "free space and run again (the run resumes where it stopped)"
+        )

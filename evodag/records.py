@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from evodag import codec
@@ -163,7 +162,7 @@ class RecordsMixin(StoreBase):
     def cache_get(self, cache_key: str) -> dict[str, Any] | None:
         """The payload stored under `cache_key`, or None."""
         row = self.conn.execute("SELECT payload FROM rollout_cache WHERE cache_key = ?", (cache_key,)).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+        return None if row is None else codec.cache_payload(cache_key, row[0])
 
     def cache_put(self, cache_key: str, payload: dict[str, Any]) -> None:
         """Store (or replace) the payload under `cache_key`."""

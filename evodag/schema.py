@@ -167,5 +167,6 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[Sequence[Step]] = MIG
             conn.execute(f"PRAGMA user_version = {current + 1}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise

@@ -16,23 +16,25 @@ from saddler.errors import ConfigError
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    """Strict types (no "2" for 2, no true for 1), finite numbers, no unknown keys."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True, allow_inf_nan=False)
 
 
 class LoopConfig(_Strict):
     """Budgets and loop sizes."""
 
-    batch_size: int = Field(6, ge=1)
+    batch_size: int = Field(6, ge=1, le=10_000, description="at most the benchmark's train size (checked at run)")
     repetitions: int = Field(1, ge=1, le=10)
     noise_rule: Literal["fixed", "two_then_majority"] = "fixed"
-    max_iterations: int = Field(30, ge=0)
+    max_iterations: int = Field(30, ge=0, le=1_000_000)
     max_rollouts: int = Field(0, ge=0, description="0 = unlimited")
     cost_cap_usd: float = Field(0.0, ge=0, description="0 = unlimited")
     target_dev_score: float = Field(1.01, ge=0, description="> 1 disables")
     stall_limit: int = Field(0, ge=0, description="consecutive non-accepted iterations; 0 = off")
     plateau_threshold: int = Field(3, ge=0, description="discards in a row before exploration; 0 = off")
-    test_runs: int = Field(3, ge=1)
-    dev_runs: int = Field(1, ge=1)
+    test_runs: int = Field(3, ge=1, le=100)
+    dev_runs: int = Field(1, ge=1, le=100)
 
 
 REMOVED_VALUES: dict[tuple[str, str], str] = {
@@ -59,10 +61,12 @@ class PolicyConfig(_Strict):
     dev_eval: Literal["on_accept", "always", "never"] = "on_accept"
     ranking: Literal["best_dev", "latest_kept"] = Field("best_dev", description="which node is the answer")
     phases: Literal["capability_then_steering", "none"] = "capability_then_steering"
-    capability_epochs: float = Field(1.0, ge=0)
+    capability_epochs: float = Field(1.0, ge=0, le=1000)
     steering_allows_capability: bool = False
     evolution: Literal["dag", "continue"] = Field("dag", description="continue = always build on the latest kept node")
-    max_patch_attempts: int = Field(3, ge=1, description="diagnosis retries after a failed validation, plus one")
+    max_patch_attempts: int = Field(
+        3, ge=1, le=100, description="diagnosis retries after a failed validation, plus one"
+    )
     evolution_bases: Literal["kept", "any"] = Field(
         "kept", description="nodes evolution may start from: kept ones (baseline, accepted, neutral) or any valid one"
     )
@@ -78,9 +82,9 @@ class PolicyConfig(_Strict):
 
 class ExecutorConfig(_Strict):
     kind: Literal["local", "ray"] = "local"
-    workers: int = Field(2, ge=1)
-    timeout_s: float = Field(60.0, gt=0)
-    memory_mb: int = Field(2048, ge=64)
+    workers: int = Field(2, ge=1, le=1024)
+    timeout_s: float = Field(60.0, gt=0, le=7 * 86400)
+    memory_mb: int = Field(2048, ge=64, le=16 * 1024 * 1024)
     sandbox: Literal["none", "bwrap"] = "none"
     env_allow: list[str] = Field(default_factory=lambda: ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "PYTHONPATH"])
     ray_address: str = "auto"
@@ -93,14 +97,23 @@ class SessionConfig(_Strict):
     backend: str = "offline"
     model: str = "claude-opus-4-6"
     fallback_model: str | None = None
-    max_turns: int = Field(40, ge=1)
+    max_turns: int = Field(40, ge=1, le=100_000)
     max_budget_usd: float = Field(2.0, ge=0)
-    retries: int = Field(2, ge=0)
-    timeout_s: float = Field(1800.0, gt=0)
-    command: str = Field("", description="command backend: a preset name (claude, codex, pi) or a template")
+    retries: int = Field(2, ge=0, le=100)
+    timeout_s: float = Field(1800.0, gt=0, le=7 * 86400)
+    command: str = Field(
+        "", description="command backend: a preset name (claude, codex, pi) or a template", validate_default=True
+    )
     prompts: dict[str, str] = Field(default_factory=dict, description="role -> path of a prompt template")
     check_command: str = ""
     allow_web_search_on_plateau: bool = True
+
+    @field_validator("command")
+    @classmethod
+    def _command_given(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("backend") == "command" and not value.strip():
+            raise ValueError('backend = "command" needs a command: a preset (claude, codex, pi) or a template')
+        return value
 
 
 class RunConfig(_Strict):
@@ -159,7 +172,8 @@ def format_validation_error(err: ValidationError, prefix: str = "") -> list[str]
     lines = []
     for e in err.errors():
         path = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
-        lines.append(f"{path or '<root>'}: {e['msg']}")
+        message = e["msg"].removeprefix("Value error, ")
+        lines.append(f"{path or '<root>'}: {message}")
     return lines
 
 

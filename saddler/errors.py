@@ -5,6 +5,10 @@ Messages say what to do next.
 
 from __future__ import annotations
 
+import errno
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class SaddlerError(Exception):
     """Base class: a system fault or a user error that stops the command."""
@@ -64,3 +68,75 @@ class ChangedInputsError(SaddlerError):
     def __init__(self, message: str, changed: list[str]):
         self.changed = list(changed)
         super().__init__(message)
+
+
+class DiskFullError(SaddlerError):
+    """A write failed for lack of space or quota. Nothing half-written is kept: free space and run again."""
+
+    def __init__(self, what: str, where: object | None) -> None:
+        self.what, self.where = what, None if where is None else str(where)
+        free = free_space(self.where) if self.where else ""
+        place = f" to {self.where}" if self.where else ""
+        super().__init__(
+            f"disk full: {what} could not write{place} (no space left on device{f'; {free} free' if free else ''}); "
+            "free space and run again (`saddler run` resumes where it stopped)"
+        )
+
+
+@contextmanager
+def disk_full_as(what: str, where: object) -> Iterator[None]:
+    """Turn an `OSError(ENOSPC/EDQUOT)` raised inside the block into `DiskFullError(what, where)`."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(what, exc.filename or where) from exc
+        raise
+
+
+class AccessError(SaddlerError):
+    """A path cannot be written: permission denied or a read-only file system."""
+
+    exit_code = 2
+
+
+def free_space(path: str) -> str:
+    """Free space on the file system holding `path` (its nearest existing folder), e.g. "12 KiB"; "" if unknown."""
+    import shutil
+    from pathlib import Path
+
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = float(shutil.disk_usage(probe).free)
+    except OSError:
+        return ""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if free < 1024 or unit == "GiB":
+            return f"{free:.0f} {unit}" if unit == "B" else f"{free:.1f} {unit}"
+        free /= 1024
+    return ""  # pragma: no cover
+
+
+def as_user_error(exc: BaseException) -> SaddlerError | None:
+    """The one-line error a command shows for an environment fault, or None for anything else (a bug keeps its
+    traceback): disk full (OS or SQLite), permission denied / read-only file system, any other SQLite error."""
+    import sqlite3
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFullError("saddler", exc.filename)
+    if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        what = "read-only file system" if exc.errno == errno.EROFS else "permission denied"
+        return AccessError(
+            f"{what}: {exc.filename or 'a file'} cannot be written; make the folder writable by this user or "
+            "choose another one"
+        )
+    if isinstance(exc, sqlite3.Error):
+        text = str(exc)
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in text:
+            return DiskFullError("SQLite", "the EvoDAG (evodag.sqlite)")
+        if "locked" in text:
+            return RunStateError(f"the EvoDAG is locked by another process ({text}); wait for it, then run again")
+        return SaddlerError(f"SQLite failed: {text}; if this repeats, check the disk and evodag.sqlite")
+    return None

@@ -22,14 +22,25 @@ GOOD_RUN = '[run]\nname = "r1"\nseed = 7\nbenchmark = "opsdesk"\n\n[run.loop]\nb
 GOOD_HARNESS = '[harness]\nname = "h"\n\n[harness.components]\ncapability = ["tools/**"]\nsteering = ["prompts/**"]\n'
 
 
-def folder(tmp_path: Path, run: str | None = GOOD_RUN, harness: str | None = None, sub: str = "harness") -> Path:
+def harness_dir(path: Path, toml: str | None = GOOD_HARNESS) -> Path:
+    """A harness folder with one file per component glob of GOOD_HARNESS (and its saddler.toml, if given)."""
+    for rel in ("tools/search.py", "prompts/system.md"):
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (path / rel).write_text("x = 1\n")
+    if toml is not None:
+        (path / "saddler.toml").write_text(toml)
+    return path
+
+
+def folder(
+    tmp_path: Path, run: str | None = GOOD_RUN, harness: str | None = GOOD_HARNESS, sub: str = "harness"
+) -> Path:
     root = tmp_path / "runs" / "r1"
     root.mkdir(parents=True)
     if run is not None:
         (root / "saddler.toml").write_text(run)
     if harness is not None:
-        (root / sub).mkdir(parents=True)
-        (root / sub / "saddler.toml").write_text(harness)
+        harness_dir(root / sub, harness)
     return root
 
 
@@ -49,9 +60,7 @@ def test_valid_run_folder_with_harness(tmp_path: Path) -> None:
 
 
 def test_harness_folder_directly(tmp_path: Path) -> None:
-    h = tmp_path / "h"
-    h.mkdir()
-    (h / "saddler.toml").write_text(GOOD_HARNESS)
+    h = harness_dir(tmp_path / "h")
     code, out = validate(h, "--json")
     assert (code, json.loads(out)) == (0, {"ok": True, "checked": ["saddler.toml"], "errors": []})
     assert load_harness_config(h).components.protected == ["saddler.toml"]
@@ -67,10 +76,10 @@ def test_unknown_key_wrong_type_and_nested_value(tmp_path: Path) -> None:
     code, out = validate(root)
     assert code == 2
     assert out.splitlines() == [
-        "saddler.toml: run.seed: Input should be a valid integer, unable to parse string as an integer",
+        "saddler.toml: run.seed: Input should be a valid integer",
         "saddler.toml: run.loop.batch_size: Input should be greater than or equal to 1",
         "saddler.toml: run.executor.kind: Input should be 'local' or 'ray'",
-        "saddler.toml: run.executor.workers: Input should be a valid integer, got a number with a fractional part",
+        "saddler.toml: run.executor.workers: Input should be a valid integer",
         "saddler.toml: run.seeed: Extra inputs are not permitted",
     ]
     code, out = validate(root, "--json")
@@ -111,10 +120,9 @@ def test_errors_in_the_runs_harness_are_reported_too(tmp_path: Path) -> None:
 
 
 def test_malformed_globs_are_named_by_index(tmp_path: Path) -> None:
-    h = tmp_path / "h"
-    h.mkdir()
-    (h / "saddler.toml").write_text(
-        '[harness.components]\nsteering = ["prompts/**", "p/[z-a]"]\n[harness.structure]\nskill_files = ["[b-a]"]\n'
+    h = harness_dir(
+        tmp_path / "h",
+        '[harness.components]\nsteering = ["prompts/**", "p/[z-a]"]\n[harness.structure]\nskill_files = ["[b-a]"]\n',
     )
     code, out = validate(h)
     assert code == 2

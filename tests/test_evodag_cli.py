@@ -325,7 +325,9 @@ def test_sqlite_failure_is_one_line_exit_1(tmp_path: Path) -> None:
     conn.close()
     result = runner.invoke(app, ["summary", "--db", str(hollow)])
     assert (result.exit_code, result.stdout) == (1, "")
-    assert result.stderr == f"evo-dag: cannot read {hollow}: no such table: runs\n"
+    assert result.stderr == (
+        f"evo-dag: {hollow}: table runs is missing; restore it from a backup, or move it away to start the run over\n"
+    )
 
 
 def test_empty_database(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import subprocess
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 from report_fixture import build_run, open_store
 
 from evodag.store import EvoDAG
-from saddler.errors import HarnessError
+from saddler.errors import DiskFullError, HarnessError
 from saddler.harness.export import export_harness
 from saddler.harness.space import HarnessSpace
 
@@ -117,3 +118,40 @@ def test_reexport_replaces_a_previous_export_and_refuses_foreign_folders(
     with pytest.raises(HarnessError, match="not a saddler export"):
         export_harness(space, store, ids["N7"], foreign)
     assert (foreign / "harness" / "keep.txt").read_text() == "user data"
+
+
+def test_reexporting_another_node_leaves_only_that_nodes_files(
+    exported: tuple[HarnessSpace, EvoDAG, dict[str, int], dict[str, str]], tmp_path: Path
+) -> None:
+    space, store, ids, commits = exported
+    dest = tmp_path / "best"
+    first = export_harness(space, store, ids["N7"], dest)
+    (dest / "notes.txt").write_text("the user's own file")
+    second = export_harness(space, store, ids["N2"], dest)
+    assert first["patch"] != second["patch"]
+    assert sorted(p.name for p in dest.iterdir()) == sorted(
+        ["EXPORT.json", "harness", second["patch"], second["bundle"], "notes.txt"]
+    )
+    assert tree_files(dest / "harness") == commit_files(space.repo_dir, commits["N2"])
+
+
+def test_an_export_interrupted_by_a_full_disk_leaves_the_previous_one_and_can_be_redone(
+    exported: tuple[HarnessSpace, EvoDAG, dict[str, int], dict[str, str]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    space, store, ids, _commits = exported
+    dest = tmp_path / "best"
+    before = export_harness(space, store, ids["N7"], dest)
+    snapshot = tree_files(dest)
+
+    def full(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(HarnessSpace, "bundle", full)
+    with pytest.raises(DiskFullError, match=r"disk full: the export could not write to .*best"):
+        export_harness(space, store, ids["N2"], dest)
+    assert tree_files(dest) == snapshot and json.loads((dest / "EXPORT.json").read_text()) == before
+    monkeypatch.undo()
+    after = export_harness(space, store, ids["N2"], dest)
+    assert sorted(p.name for p in dest.iterdir()) == sorted(["EXPORT.json", "harness", after["patch"], after["bundle"]])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ from report_fixture import build_run, fake_commit, open_store
 
 from evodag.store import EvoDAG
 from saddler.reporting.status import render_status, status_snapshot
+from saddler.runlock import run_lock
 
 
 def test_finished_run_snapshot_and_text(tmp_path: Path) -> None:
@@ -20,6 +23,7 @@ def test_finished_run_snapshot_and_text(tmp_path: Path) -> None:
         snap = status_snapshot(reader, tmp_path)
     assert snap == {
         "run_id": fx.run_id, "name": "fixture-run", "benchmark": "opsdesk", "state": "finished",
+        "running": False, "pid": None,
         "termination_reason": "max_iterations", "iteration": 8, "max_iterations": 8, "step": "done",
         "phase": "steering", "epoch": 2, "batch": ["tr-3", "tr-6", "tr-8"], "exploration": False, "stall_count": 0,
         "stall_limit": 4,
@@ -44,12 +48,14 @@ def test_finished_run_snapshot_and_text(tmp_path: Path) -> None:
 
 
 @pytest.fixture()
-def running(tmp_path: Path) -> tuple[EvoDAG, int, dict[str, int]]:
-    """Five iterations done, the sixth just started, not finished."""
-    writer, clock = open_store(tmp_path / "evodag.db")
-    fx = build_run(writer, clock, iterations=5, finish=False)
-    writer.start_iteration(fx.run_id, 6, 1, ["tr-1", "tr-4", "tr-6"], phase="steering", stall_count=0)
-    return writer, fx.run_id, fx.ids
+def running(tmp_path: Path) -> Iterator[tuple[EvoDAG, int, dict[str, int]]]:
+    """Five iterations done, the sixth just started, not finished; the writer holds the run lock, as
+    `saddler run` does."""
+    with run_lock(tmp_path):
+        writer, clock = open_store(tmp_path / "evodag.db")
+        fx = build_run(writer, clock, iterations=5, finish=False)
+        writer.start_iteration(fx.run_id, 6, 1, ["tr-1", "tr-4", "tr-6"], phase="steering", stall_count=0)
+        yield writer, fx.run_id, fx.ids
 
 
 def test_running_snapshot_reads_while_the_writer_keeps_writing(
@@ -110,9 +116,25 @@ def test_state_follows_sentinels_and_run_row(running: tuple[EvoDAG, int, dict[st
 def test_snapshot_before_the_first_iteration(tmp_path: Path) -> None:
     writer, _ = open_store(tmp_path / "evodag.db")
     run = writer.create_run({"name": "fresh", "benchmark": "opsdesk"}, seed=1)
-    with EvoDAG(tmp_path / "evodag.db", readonly=True) as reader:
+    with run_lock(tmp_path), EvoDAG(tmp_path / "evodag.db", readonly=True) as reader:
         snap = status_snapshot(reader, tmp_path)
     assert (snap["iteration"], snap["best_node"], snap["last_decisions"], snap["rollouts"]) == (None, None, [], 0)
     lines = render_status(snap).splitlines()
     assert lines[:2] == [f"run {run.id} fresh (opsdesk): running", "iteration —: not started"]
+    writer.close()
+
+
+def test_a_run_nobody_holds_is_stopped_not_running(running: tuple[EvoDAG, int, dict[str, int]], tmp_path: Path) -> None:
+    """The run row says running, but the lock is free: the process is gone (killed, crashed, machine rebooted)."""
+    writer, run_id, _ = running
+    with EvoDAG(tmp_path / "evodag.db", readonly=True) as reader:
+        assert (status_snapshot(reader, tmp_path)["running"], status_snapshot(reader, tmp_path)["pid"]) == (
+            True,
+            os.getpid(),
+        )
+    (tmp_path / ".lock").unlink()  # as after a reboot: no lock file, no holder
+    with EvoDAG(tmp_path / "evodag.db", readonly=True) as reader:
+        snap = status_snapshot(reader, tmp_path)
+    assert (snap["state"], snap["running"], snap["pid"]) == ("stopped", False, None)
+    assert render_status(snap).splitlines()[0] == f"run {run_id} fixture-run (opsdesk): stopped (not running)"
     writer.close()

@@ -1,27 +1,29 @@
 """Helpers every `cli_*` module shares: clean error exits and JSON output.
 
-`@handle_errors` turns a `SaddlerError` raised by a command into one message on stderr and the
-exception's `exit_code`; anything else is a bug and keeps its traceback.
+`@handle_errors` turns a `SaddlerError` or `EvoDAGError` raised by a command into one message on stderr and the
+exception's `exit_code`, and so an environment fault (disk full, permission denied, read-only file system, an
+SQLite error: see `saddler.errors.as_user_error`); anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import sqlite3
 from collections.abc import Callable
 from typing import Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 
 from evodag.errors import EvoDAGError
-from saddler.errors import SaddlerError
+from saddler.errors import SaddlerError, as_user_error
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
 def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Decorate a typer command: `SaddlerError` -> `error: <message>` on stderr, exit `exc.exit_code`."""
+    """Decorate a typer command: a known error -> `error: <message>` on stderr, exit `exc.exit_code`."""
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -29,6 +31,11 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
             return func(*args, **kwargs)
         except (SaddlerError, EvoDAGError) as exc:  # an unknown node or a missing DB is the user's to fix
             fail(str(exc), exc.exit_code)
+        except (OSError, sqlite3.Error) as exc:
+            known = as_user_error(exc)
+            if known is None:
+                raise
+            fail(str(known), known.exit_code)
 
     return wrapper
 

@@ -108,7 +108,9 @@ def register(app: typer.Typer) -> None:
 
         _require_run(run_dir)
         console = Console(stderr=True, highlight=False)
-        say = (lambda _t: None) if quiet or json_out else (lambda text: console.print(text, markup=False))
+        say = (
+            (lambda _t: None) if quiet or json_out else (lambda text: console.print(text, markup=False, soft_wrap=True))
+        )
         outcome = Optimizer(run_dir, quiet=quiet or json_out, say=say, allow_changed=allow_changed).run()
         if json_out:
             print_json(
@@ -174,7 +176,7 @@ def register(app: typer.Typer) -> None:
                 print_json(snap)
             else:
                 typer.echo(render_status(snap))
-            if not watch or snap.get("state") in ("finished",):
+            if not watch or not snap["running"]:  # finished, paused or stopped: nothing more will change
                 return
             time.sleep(interval)
             typer.echo("")

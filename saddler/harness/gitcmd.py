@@ -2,19 +2,21 @@
 plus the run repository's set-up and worktree bookkeeping that must survive a crash.
 
 `git(...)` raises `HarnessError` (with the command and git's stderr) when `check` is true and git fails;
-with `check=False` the caller reads `returncode` itself (a conflict is data, not an exception).
+with `check=False` the caller reads `returncode` itself (a conflict is data, not an exception). A git that fails
+for lack of space raises `DiskFullError` either way.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from saddler.errors import HarnessError
+from saddler.errors import DiskFullError, HarnessError
 
 Clock = Callable[[], float]
 
@@ -61,9 +63,32 @@ def git(
         raw.stdout.decode("utf-8", "surrogateescape"),
         raw.stderr.decode("utf-8", "surrogateescape"),
     )
-    if check and proc.returncode != 0:
-        raise HarnessError(f"git {' '.join(args)} failed in {cwd} (exit {proc.returncode}): {_tail(proc.stderr)}")
+    if proc.returncode != 0:
+        _raise_if_disk_full(proc.stderr, args, cwd)
+        if check:
+            raise HarnessError(f"git {' '.join(args)} failed in {cwd} (exit {proc.returncode}): {_tail(proc.stderr)}")
     return proc
+
+
+_DISK_FULL = ("No space left on device", "Disk quota exceeded")
+_WRITE_FAILED = re.compile(r"unable to (write|create)|write error|could not (write|reset index)|short write", re.I)
+NEARLY_FULL_BYTES = 1 << 20
+
+
+def _raise_if_disk_full(stderr: str, args: Sequence[str], cwd: Path) -> None:
+    """A full disk is a fault even where a failing git is data (a conflict): it must not become an invalid node.
+    git does not always say why a write failed ("unable to write file x"), so a failed write on a file system
+    with less than 1 MiB left counts as a full disk too."""
+    hard = any(marker in stderr for marker in _DISK_FULL)
+    if hard or (_WRITE_FAILED.search(stderr) and _free_bytes(cwd) < NEARLY_FULL_BYTES):
+        raise DiskFullError(f"git {args[0]}", cwd)
+
+
+def _free_bytes(path: Path) -> int:
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return NEARLY_FULL_BYTES
 
 
 def git_bytes(args: Sequence[str], cwd: Path) -> bytes:
@@ -71,6 +96,7 @@ def git_bytes(args: Sequence[str], cwd: Path) -> bytes:
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, env=git_env(), check=False)
     if proc.returncode != 0:
         stderr = proc.stderr.decode("utf-8", "replace")
+        _raise_if_disk_full(stderr, args, cwd)
         raise HarnessError(f"git {' '.join(args)} failed in {cwd} (exit {proc.returncode}): {_tail(stderr)}")
     return proc.stdout
 
@@ -133,3 +159,34 @@ def _age(path: Path) -> float:
         return time.time() - path.stat().st_mtime
     except OSError:
         return 0.0
+
+
+def stale_locks(git_dir: Path, older_than: float) -> list[Path]:
+    """git's `*.lock` files under `git_dir` (index, HEAD, config, packed-refs, refs/**, worktrees/*/...) last
+    touched before `older_than` (seconds since the epoch), sorted. Loose-object folders are not searched."""
+    found = []
+    for root, dirs, files in os.walk(git_dir):
+        if Path(root) == git_dir / "objects":
+            dirs[:] = [d for d in dirs if d in ("info", "pack")]
+        for name in files:
+            if name.endswith(".lock"):
+                path = Path(root) / name
+                try:
+                    if path.lstat().st_mtime < older_than:
+                        found.append(path)
+                except FileNotFoundError:
+                    continue
+    return sorted(found)
+
+
+def remove_stale_locks(git_dir: Path, older_than: float) -> list[Path]:
+    """Delete `stale_locks(git_dir, older_than)` and return them. Call it only while holding the run lock
+    taken at `older_than`: then no live git process of this run can own them (they are a killed run's)."""
+    removed = []
+    for path in stale_locks(git_dir, older_than):
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(path)
+    return removed

@@ -28,12 +28,19 @@ class StopConditions:
     loop: LoopConfig
     run_dir: Path
 
-    def check(self, state: LoopState) -> str | None:
-        """The reason to stop before the next iteration, or None to go on."""
+    def sentinel(self) -> str | None:
+        """`stop_requested` / `paused` when RUN/STOP / RUN/PAUSE asks for it (STOP first), else None."""
         if (self.run_dir / STOP_FILE).exists():
             return "stop_requested"
         if (self.run_dir / PAUSE_FILE).exists():
             return "paused"
+        return None
+
+    def check(self, state: LoopState) -> str | None:
+        """The reason to stop before the next iteration, or None to go on."""
+        asked = self.sentinel()
+        if asked:
+            return asked
         if state.iterations_done >= self.loop.max_iterations:
             return "max_iterations"
         if self.loop.max_rollouts and state.rollouts >= self.loop.max_rollouts:

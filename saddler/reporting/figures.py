@@ -20,6 +20,7 @@ from evodag.models import Edge, Node, RolloutRow
 from evodag.store import EvoDAG
 from saddler import scoring
 from saddler.benchmark import MetricScale
+from saddler.files import atomic_path, write_text_atomic
 
 DIAGNOSIS_KINDS = ("capability", "steering", "mixed", "unclassified")
 EVOLUTION_KINDS = ("rebase", "cherry_pick", "revert", "merge")
@@ -346,7 +347,8 @@ def write_report(store: EvoDAG, run_dir: Path, run_id: int | None = None, *, plo
     if plot:
         from saddler.reporting.plot import plot_progress
 
-        plot_progress(store, run_dir / "progress.png", figures["run"]["id"])
+        with atomic_path(run_dir / "progress.png") as tmp:
+            plot_progress(store, tmp, figures["run"]["id"])
     path = run_dir / "report.md"
-    path.write_text(render_report(figures), encoding="utf-8")
+    write_text_atomic(path, render_report(figures))
     return path

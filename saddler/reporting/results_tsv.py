@@ -12,6 +12,7 @@ from pathlib import Path
 
 from evodag.models import Node
 from evodag.store import EvoDAG
+from saddler.files import write_text_atomic
 from saddler.reporting.figures import hypothesis_summary
 
 HEADER = ("commit", "metric", "status", "description")
@@ -47,5 +48,5 @@ def write_results_tsv(store: EvoDAG, path: Path, run_id: int | None = None) -> P
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = ["\t".join(HEADER)] + ["\t".join(row) for row in result_rows(store, run_id)]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_text_atomic(path, "\n".join(lines) + "\n")
     return path

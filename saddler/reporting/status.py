@@ -1,8 +1,10 @@
 """`saddler status`: a snapshot of a run read from its EvoDAG, and a few lines of plain text.
 
 The caller opens the store with `readonly=True` (a reader never blocks the loop). State: `finished` when
-the run row says so, else `stopping` when `run_dir/STOP` exists, `paused` when the run row says paused
-(status or termination reason) or `run_dir/PAUSE` exists, else `running`.
+the run row says so. While a live process holds the run lock (`saddler.runlock`): `stopping` when
+`run_dir/STOP` exists, `paused` when `run_dir/PAUSE` exists or the row says paused, else `running`. With
+nobody holding it: `paused` when the row says paused, else `stopped` (the process that ran it is gone; shown as
+"stopped (not running)": `saddler run` resumes it).
 """
 
 from __future__ import annotations
@@ -14,24 +16,33 @@ from typing import Any
 from evodag.models import Run
 from evodag.store import EvoDAG
 from saddler.reporting.figures import best_node_id
+from saddler.runlock import lock_holder
 
 LAST_DECISIONS = 5
 
 
-def run_state(run: Run, run_dir: Path) -> str:
-    """finished | stopping | paused | running, from the run row and the sentinel files."""
+def run_state(run: Run, run_dir: Path, live: bool = True) -> str:
+    """finished | stopping | paused | running | stopped, from the run row, the sentinel files and whether a
+    live process holds the run lock (`live`)."""
     if run.status == "finished":
         return "finished"
+    paused_row = "paused" in (run.status, run.termination_reason)
+    if not live:
+        return "paused" if paused_row else "stopped"
     if (run_dir / "STOP").exists():
         return "stopping"
-    if "paused" in (run.status, run.termination_reason) or (run_dir / "PAUSE").exists():
+    if paused_row or (run_dir / "PAUSE").exists():
         return "paused"
     return "running"
+
+
+STATE_TEXT = {"stopped": "stopped (not running)"}
 
 
 def status_snapshot(store: EvoDAG, run_dir: Path, run_id: int | None = None) -> dict[str, Any]:
     """Where the run (latest when `run_id` is None) stands, as a JSON-serialisable dict."""
     run = store.get_run(run_id)
+    holder = lock_holder(Path(run_dir))
     loop = run.config.get("loop", {})
     current = store.current_iteration(run.id)
     iterations = store.iterations(run.id)
@@ -44,7 +55,9 @@ def status_snapshot(store: EvoDAG, run_dir: Path, run_id: int | None = None) -> 
         "run_id": run.id,
         "name": run.config.get("name", "run"),
         "benchmark": run.config.get("benchmark", ""),
-        "state": run_state(run, Path(run_dir)),
+        "state": run_state(run, Path(run_dir), live=holder is not None),
+        "running": holder is not None,
+        "pid": holder or None,
         "termination_reason": run.termination_reason,
         "iteration": current.number if current else None,
         "max_iterations": loop.get("max_iterations"),
@@ -76,7 +89,7 @@ def _score(x: float | None) -> str:
 
 def render_status(snap: dict[str, Any]) -> str:
     """A few plain-text lines for a terminal (no colour, no trailing newline)."""
-    head = f"run {snap['run_id']} {snap['name']} ({snap['benchmark']}): {snap['state']}"
+    head = f"run {snap['run_id']} {snap['name']} ({snap['benchmark']}): {STATE_TEXT.get(snap['state'], snap['state'])}"
     if snap["termination_reason"]:
         head += f" — {snap['termination_reason']}"
     if snap["iteration"] is None:

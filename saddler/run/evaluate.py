@@ -10,10 +10,13 @@ each result is inserted the moment it arrives (a crash loses nothing finished).
 Every executed rollout gets its own trace folder, `traces/n<node>/<split>/<task>-r<rep>-s<seed>/`
 (`rollout_trace_dir`), so parallel rollouts never share a file. A result without a `trace_path` whose folder
 holds files points at that folder: diagnosis then reads the rollout's own traces, whatever they are named.
+A rollout that failed because the disk is full is not stored as the candidate's failure: it raises
+`DiskFullError`, so the resumed run executes it again.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import re
 from dataclasses import dataclass
@@ -23,12 +26,14 @@ from typing import Any
 from evodag.models import DISPOSITIONS, Node, RolloutRow
 from evodag.store import EvoDAG
 from saddler.benchmark import Benchmark, RolloutResult, Task, complete
+from saddler.errors import DiskFullError, ExecutorError
 from saddler.executor.base import RolloutJob, rollout_cache_key
 from saddler.harness.space import HarnessSpace
 from saddler.ports import Executor, Progress
 from saddler.reporting.progress import NullProgress
 from saddler.run.faults import fault_point
 
+_DISK_FULL = ("No space left on device", "Disk quota exceeded", "[Errno 28]")
 _COPIED = (
     "score", "passed", "disposition", "llm_calls", "duration_s", "trace_path", "error_tail", "rationale",
     "failure_file",
@@ -179,7 +184,9 @@ class Evaluator:
         def on_result(job: RolloutJob, result: RolloutResult) -> None:
             if job.cache_key in rows:  # a retried task delivered twice: the first result stands
                 return
-            fault_point("rollout")
+            fault_point("rollout", job.trace_dir)
+            if result.disposition == "infra_error" and any(m in result.error_tail for m in _DISK_FULL):
+                raise DiskFullError(f"rollout {job.task.id}", job.trace_dir)  # the machine's fault, not the candidate's
             result = _with_trace(_sanitize(result), Path(job.trace_dir))
             fields = {name: getattr(result, name) for name in _COPIED}
             rows[job.cache_key] = self.store.add_rollout(
@@ -193,6 +200,10 @@ class Evaluator:
         self.progress.start(len(jobs), f"n{node.id} {split}")
         try:
             self.executor.run(jobs, on_result)
+        except ExecutorError as exc:
+            if isinstance(exc.__cause__, OSError) and exc.__cause__.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFullError("a rollout", exc.__cause__.filename or self.run_dir / "traces") from exc
+            raise
         finally:
             self.progress.finish()
 

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evodag.models import Node
+from saddler.errors import disk_full_as
 from saddler.run.context import RunContext
+from saddler.run.faults import fault_point
 from saddler.scoring import metric_mean, node_score
 
 
@@ -65,8 +67,6 @@ def evaluate_test(ctx: RunContext, node: Node) -> Node:
 def finish_run(ctx: RunContext, baseline: Node, reason: str, say: Callable[[str], None]) -> RunOutcome:
     """Test-evaluate the baseline and the recorded best node, export the best, write the report."""
     from saddler.harness.export import export_harness
-    from saddler.reporting.figures import write_report
-    from saddler.reporting.results_tsv import write_results_tsv
 
     store = ctx.store
     best = ctx.best()
@@ -76,25 +76,60 @@ def finish_run(ctx: RunContext, baseline: Node, reason: str, say: Callable[[str]
     )
     base = evaluate_test(ctx, store.get_node(baseline.id))
     best = base if best.id == base.id else evaluate_test(ctx, best)
+    fault_point("finish", str(ctx.paths.best))
     export_harness(ctx.space, store, best.id, ctx.paths.best)
     store.update_run(ctx.run_id, status="finished", termination_reason=reason, finished_at=store.clock())
-    write_results_tsv(store, ctx.paths.root / "results.tsv", run_id=ctx.run_id)
-    report = write_report(store, ctx.paths.root, run_id=ctx.run_id)
+    report = write_artifacts(ctx)
+    return _outcome(ctx, reason, base, best, report)
+
+
+def _outcome(ctx: RunContext, reason: str, base: Node, best: Node, report: Path | None) -> RunOutcome:
     scale = ctx.benchmark.metric
     metrics: tuple[float | None, float | None] = (None, None)
     if scale is not None:
         metrics = tuple(  # type: ignore[assignment]
-            metric_mean(store.rollouts(ctx.run_id, node_id=n.id, split="test"), scale) for n in (base, best)
+            metric_mean(ctx.store.rollouts(ctx.run_id, node_id=n.id, split="test"), scale) for n in (base, best)
         )
+
+    def test(node: Node) -> tuple[float, float] | None:
+        return None if node.test_mean is None else (node.test_mean, node.test_std or 0.0)
+
     return RunOutcome(
         reason,
         best.id,
-        (base.test_mean or 0.0, base.test_std or 0.0),
-        (best.test_mean or 0.0, best.test_std or 0.0),
+        test(base),
+        test(best),
         best.dev_mean,
-        store.count_rollouts(ctx.run_id),
+        ctx.store.count_rollouts(ctx.run_id),
         report,
         ctx.score_kind,
         f"{scale.name} ({scale.direction})" if scale is not None else None,
         *metrics,
     )
+
+
+def write_artifacts(ctx: RunContext) -> Path:
+    """results.tsv, report.md and progress.png, each replaced whole (a full disk leaves the old file)."""
+    from saddler.reporting.figures import write_report
+    from saddler.reporting.results_tsv import write_results_tsv
+
+    with disk_full_as("the report", ctx.paths.root):
+        write_results_tsv(ctx.store, ctx.paths.root / "results.tsv", run_id=ctx.run_id)
+        return write_report(ctx.store, ctx.paths.root, run_id=ctx.run_id)
+
+
+def finished_outcome(ctx: RunContext) -> RunOutcome:
+    """The outcome a finished run ended with, read from the store: re-running a finished run writes nothing
+    (no new timestamp, report or event) and prints the same summary. Only an end-of-run file that is missing
+    (a full disk stopped it being written) is written again, from the same store."""
+    from saddler.harness.export import export_harness
+
+    run = ctx.store.get_run(ctx.run_id)
+    if run.best_node_id is not None and not (ctx.paths.best / "EXPORT.json").is_file():
+        export_harness(ctx.space, ctx.store, run.best_node_id, ctx.paths.best)
+    if not all((ctx.paths.root / name).is_file() for name in ("report.md", "results.tsv", "progress.png")):
+        write_artifacts(ctx)
+    best = ctx.store.get_node(run.best_node_id) if run.best_node_id is not None else ctx.best()
+    base = ctx.store.get_node(run.baseline_node_id) if run.baseline_node_id is not None else best
+    report = ctx.paths.report if ctx.paths.report.is_file() else None
+    return _outcome(ctx, run.termination_reason or "finished", base, best, report)

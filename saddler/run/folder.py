@@ -5,20 +5,24 @@ RUN/harness/          the run's own clone   RUN/worktrees/     candidate worktre
 RUN/traces/           rollout traces        RUN/sessions/      session transcripts
 RUN/best/             exported best harness RUN/report.md, results.tsv, progress.png
 RUN/PAUSE, RUN/STOP   sentinels honoured at iteration boundaries
+RUN/.lock             the single-writer lock (`saddler.runlock`)
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
 import shutil
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from saddler.errors import HarnessError, RunStateError
+import tomli_w
+
+from saddler.errors import ConfigError, HarnessError, RunStateError
+from saddler.runlock import run_lock
+
+__all__ = ["RunPaths", "init_run", "merge_overrides", "render_run_toml", "run_lock"]
 
 TEMPLATE_BENCHMARKS = {
     "opsdesk": "opsdesk",
@@ -48,6 +52,8 @@ TEMPLATE_RUN_DEFAULTS: dict[str, dict[str, Any]] = {
             "timeout_s": 600.0,
         },
     },
+    # a SKILL.md has nothing but steering to edit: no Capability phase
+    "skill": {"policies": {"phases": "none"}},
 }
 
 
@@ -87,33 +93,28 @@ class RunPaths:
         return self.root / "report.md"
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):  # an inline table (inside a list, or a table nested below a [run.x] table)
-        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
-    raise TypeError(f"cannot write {value!r} to TOML")
-
-
-def _toml_key(key: str) -> str:
-    return key if key.replace("_", "").replace("-", "").isalnum() else _toml_value(key)
-
-
 def render_run_toml(run: dict[str, Any]) -> str:
-    """Write a `[run]` table (with nested sub-tables) as TOML text."""
-    lines = ["[run]"]
-    tables = {k: v for k, v in run.items() if isinstance(v, dict)}
-    lines += [f"{k} = {_toml_value(v)}" for k, v in run.items() if not isinstance(v, dict)]
-    for name, table in tables.items():
-        lines += ["", f"[run.{name}]"]
-        lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
-    return "\n".join(lines) + "\n"
+    """A `[run]` table (nested tables at any depth) as TOML text."""
+    return tomli_w.dumps({"run": run})
+
+
+def merge_overrides(run: dict[str, Any], overrides: dict[str, Any], prefix: str = "run") -> None:
+    """Deep-merge `--set` overrides into `run`; setting a key below a value that is not a table is a
+    `ConfigError` naming it (`--set seed.x=3: run.seed is not a table`)."""
+    for key, value in overrides.items():
+        if isinstance(value, dict):
+            current = run.setdefault(key, {})
+            if not isinstance(current, dict):
+                path = f"{prefix}.{key}"
+                raise ConfigError(f"--set {path.removeprefix('run.')}.{_first_leaf(value)}: {path} is not a table")
+            merge_overrides(current, value, f"{prefix}.{key}")
+        else:
+            run[key] = value
+
+
+def _first_leaf(table: dict[str, Any]) -> str:
+    key, value = next(iter(table.items()))
+    return f"{key}.{_first_leaf(value)}" if isinstance(value, dict) and value else f"{key}={value!r}"
 
 
 def init_run(
@@ -131,27 +132,33 @@ def init_run(
 ) -> Path:
     """Create a run folder from a bundled template or the user's harness repo; return its saddler.toml.
 
+    Everything is checked first (the config with every override, the benchmark and its options, the backend,
+    the harness's saddler.toml and files): a problem is a `ConfigError` listing each by dotted path, and
+    nothing is created or changed. `force` replaces an existing run folder, under its run lock: a folder
+    another process is running is refused (`RunStateError`), and so is a non-empty folder that holds no run.
     A harness repository with uncommitted changes is refused (`HarnessError` naming the files) unless
-    `include_uncommitted`, which commits them in the run's clone as the baseline and says so through `say`."""
-    from saddler.benchmark import is_known_benchmark, registered_benchmarks
-    from saddler.errors import ConfigError, UnknownNameError
+    `include_uncommitted`, which commits them in the run's clone as the baseline and says so through `say`.
+    """
     from saddler.harness.space import HarnessSpace
     from saddler.resources import template_path
 
     if (template is None) == (harness is None):
         raise ConfigError("give exactly one of --template NAME or --harness PATH")
     paths = RunPaths(Path(run_dir))
-    replace = paths.root.exists() and any(paths.root.iterdir())
-    if replace and not force:
-        raise RunStateError(f"{paths.root} is not empty; pass --force to replace it")
     source = template_path(template) if template else Path(harness).expanduser().resolve()  # type: ignore[arg-type]
-    if not source.exists():
+    if not source.is_dir():
         raise ConfigError(f"--harness {source}: no such folder")
     bench = benchmark or TEMPLATE_BENCHMARKS.get(template or "", "")
     if not bench:
         raise ConfigError("--benchmark NAME is required with --harness")
-    if not is_known_benchmark(bench):
-        raise UnknownNameError("benchmark", bench, [*registered_benchmarks(), "package.module:Class"])
+    run: dict[str, Any] = {"name": paths.root.resolve().name, "seed": seed, "benchmark": bench, "harness": "harness"}
+    clone = str(paths.harness().resolve())
+    for key, table in TEMPLATE_RUN_DEFAULTS.get(template or "", {}).items():
+        run[key] = {k: v.replace("{harness}", clone) if isinstance(v, str) else v for k, v in table.items()}
+    run.setdefault("sessions", {})["backend"] = backend
+    merge_overrides(run, overrides or {})
+    _absolute_prompts(run)
+    _check_new_run(run, source, "template" if template else "--harness")
     dirty = _uncommitted(source, paths.root) if harness is not None else []
     if dirty and not include_uncommitted:
         raise HarnessError(
@@ -159,26 +166,35 @@ def init_run(
             "last commit, so these would be left out: commit them, or pass --include-uncommitted to make them "
             "part of the run's baseline (your repository is not changed)"
         )
-    if replace:
-        shutil.rmtree(paths.root)
+
+    existed = paths.root.exists()
+    if existed and any(paths.root.iterdir()):
+        if not force:
+            raise RunStateError(f"{paths.root} is not empty; pass --force to replace it")
+        if not _holds_a_run(paths):
+            raise RunStateError(
+                f"{paths.root} is not a saddler run folder (no saddler.toml [run], no evodag.sqlite); refusing to "
+                "delete it with --force: choose a new or empty folder"
+            )
     paths.root.mkdir(parents=True, exist_ok=True)
-    HarnessSpace.create(source, paths.harness(), paths.worktrees, clock=lambda: 946684800, uncommitted=dirty)
+    changed = False
+    try:
+        with run_lock(paths.root):
+            changed = True
+            for child in paths.root.iterdir():
+                if child.name != ".lock":
+                    _remove(child)
+            HarnessSpace.create(source, paths.harness(), paths.worktrees, clock=lambda: 946684800, uncommitted=dirty)
+            paths.config.write_text(render_run_toml(run), encoding="utf-8")
+    except BaseException:
+        if not existed:
+            shutil.rmtree(paths.root, ignore_errors=True)
+        elif changed:
+            for child in paths.root.iterdir():
+                _remove(child)
+        raise
     if dirty and say is not None:
         say(f"included {len(dirty)} uncommitted file(s) of {source} in the run's baseline commit: {_listing(dirty)}")
-    run: dict[str, Any] = {"name": paths.root.resolve().name, "seed": seed, "benchmark": bench, "harness": "harness"}
-    clone = str(paths.harness().resolve())
-    for key, table in TEMPLATE_RUN_DEFAULTS.get(template or "", {}).items():
-        run[key] = {k: v.replace("{harness}", clone) if isinstance(v, str) else v for k, v in table.items()}
-    run.setdefault("sessions", {})["backend"] = backend
-    for key, value in (overrides or {}).items():
-        if isinstance(value, dict):
-            run.setdefault(key, {}).update(value)
-        else:
-            run[key] = value
-    paths.config.write_text(render_run_toml(run), encoding="utf-8")
-    from saddler.config import load_run_config
-
-    load_run_config(paths.root)  # fail now, not later, on a bad override
     return paths.config
 
 
@@ -194,18 +210,56 @@ def _listing(files: list[str], limit: int = 20) -> str:
     return shown + (f" and {len(files) - limit} more" if len(files) > limit else "")
 
 
-@contextmanager
-def run_lock(run_dir: Path) -> Iterator[None]:
-    """Hold the run folder's writer lock; a second `saddler run` on it fails fast."""
-    path = Path(run_dir) / ".lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+def _absolute_prompts(run: dict[str, Any]) -> None:
+    """A relative prompt-template path given to `init` names a file of the current folder: write it absolute
+    (the run folder does not exist yet, so it cannot be meant relative to it)."""
+    prompts = run.get("sessions", {}).get("prompts")
+    if not isinstance(prompts, dict):
+        return
+    for role, value in prompts.items():
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            prompts[role] = str((Path.cwd() / Path(value).expanduser()).resolve())
+
+
+def _check_new_run(run: dict[str, Any], source: Path, flag: str) -> None:
+    from pydantic import ValidationError
+
+    from saddler.config import RunConfig, format_validation_error, parse_saddler_file, read_toml
+    from saddler.run.preflight import check_harness, check_run, harness_files
+
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            raise RunStateError(f"{run_dir} is being run by another process (lock {path})") from exc
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        yield
-    finally:
-        os.close(fd)
+        cfg = RunConfig.model_validate(run)
+    except ValidationError as exc:
+        lines = format_validation_error(exc, "run")
+        raise ConfigError(f"saddler.toml: {len(lines)} error(s)\n" + "\n".join(f"  {line}" for line in lines)) from exc
+    errors, _ = check_run(cfg, Path.cwd())
+    label = f"{flag} {source}" if flag == "--harness" else f"template {source.name}"
+    if not (source / "saddler.toml").is_file():
+        errors.append(
+            f"{label}: no saddler.toml; add one with [harness.components] saying which files are capability, "
+            "steering and protected (see README)"
+        )
+    else:
+        harness = parse_saddler_file(read_toml(source / "saddler.toml"), f"{label}/saddler.toml").harness
+        if harness is None:
+            errors.append(f"{label}: its saddler.toml has no [harness] table (see README)")
+        else:
+            errors += [f"{label}: {line}" for line in check_harness(harness, harness_files(source), cfg)]
+    if errors:
+        raise ConfigError(f"cannot create the run: {len(errors)} problem(s)\n" + "\n".join(f"  {e}" for e in errors))
+
+
+def _holds_a_run(paths: RunPaths) -> bool:
+    if paths.db.exists() or (paths.root / ".lock").exists():
+        return True
+    try:
+        return "run" in tomllib.loads(paths.config.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return False
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)

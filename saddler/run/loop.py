@@ -19,9 +19,11 @@ from saddler.reporting.progress import make_progress
 from saddler.run import diagnosis, inputs, reflection
 from saddler.run.context import KEPT_DECISIONS, RunContext, open_context
 from saddler.run.evolve import evolve
-from saddler.run.finish import RunOutcome, finish_run
+from saddler.run.finish import RunOutcome, finish_run, finished_outcome
 from saddler.run.folder import RunPaths, run_lock
 from saddler.run.outcomes import task_outcomes
+from saddler.run.preflight import require_ok
+from saddler.run.recovery import recover_after_crash
 
 Say = Callable[[str], None]
 COMMIT_EPOCH = 946684800  # commit dates are logical: 2000-01-01 + one minute per iteration
@@ -50,9 +52,11 @@ class Optimizer:
         self.allow_changed = allow_changed
 
     def run(self) -> RunOutcome:
-        self.paths.traces.mkdir(parents=True, exist_ok=True)
-        self.paths.sessions.mkdir(parents=True, exist_ok=True)
-        with run_lock(self.paths.root), EvoDAG(self.paths.db) as store:
+        require_ok(self.paths.root)  # a config that cannot work is refused before anything is written
+        with run_lock(self.paths.root) as lock, EvoDAG(self.paths.db) as store:
+            recover_after_crash(self.paths, self.cfg.harness, lock.acquired_at, store, self.say)
+            self.paths.traces.mkdir(parents=True, exist_ok=True)
+            self.paths.sessions.mkdir(parents=True, exist_ok=True)
             ctx = open_context(self.paths, self.cfg, store, self.progress)
             try:
                 inputs.check_inputs(ctx, self.allow_changed, self.say)
@@ -62,39 +66,57 @@ class Optimizer:
                 ctx.space.prune()
 
     def _run(self, ctx: RunContext) -> RunOutcome:
-        baseline = self._baseline(ctx)
+        if ctx.store.get_run(ctx.run_id).status == "finished":
+            reason = ctx.stop.check(self._state(ctx)[2])
+            if reason:  # nothing asks for more: report the stored end, write nothing
+                return finished_outcome(ctx)
+        baseline = self._baseline_node(ctx)
+        if ctx.stop.sentinel() == "paused":  # before anything runs, the baseline included
+            return self._paused(ctx)
+        baseline = ctx.eval_dev(baseline) if ctx.cfg.policies.dev_eval != "never" else baseline
         ctx.update_best()
         ctx.store.update_run(ctx.run_id, status="running", finished_at=None, termination_reason=None)
         while True:
-            iterations = ctx.store.iterations(run_id=ctx.run_id)
-            done = [it for it in iterations if it.finished_at is not None]
-            stalls = trailing_stalls([it.decision for it in done])
-            cost = ctx.store.rollout_cost(ctx.run_id) + ctx.store.session_cost(ctx.run_id)
-            state = LoopState(len(done), ctx.store.count_rollouts(ctx.run_id), cost, ctx.best().dev_mean, stalls)
+            iterations, done, state = self._state(ctx)
             reason = ctx.stop.check(state)
             if reason:
                 break
             pending = iterations[-1] if iterations and iterations[-1].finished_at is None else None
-            self._iteration(ctx, len(done) + 1, pending, self._current(ctx, done, baseline), stalls)
+            self._iteration(ctx, len(done) + 1, pending, self._current(ctx, done, baseline), state.stall_count)
         if reason == "paused":
-            ctx.store.update_run(ctx.run_id, status="paused", termination_reason="paused")
-            self.say("paused: `saddler resume DIR` then `saddler run DIR` continues from here")
-            best = ctx.best()
-            return RunOutcome("paused", best.id, None, None, best.dev_mean, ctx.store.count_rollouts(ctx.run_id), None)
+            return self._paused(ctx)
         return finish_run(ctx, baseline, reason, self.say)
 
     @staticmethod
-    def _baseline(ctx: RunContext) -> Node:
+    def _state(ctx: RunContext) -> tuple[list[Iteration], list[Iteration], LoopState]:
+        """The iterations, the finished ones, and the numbers the stop conditions look at."""
+        iterations = ctx.store.iterations(run_id=ctx.run_id)
+        done = [it for it in iterations if it.finished_at is not None]
+        stalls = trailing_stalls([it.decision for it in done])
+        cost = ctx.store.rollout_cost(ctx.run_id) + ctx.store.session_cost(ctx.run_id)
+        dev = ctx.best().dev_mean
+        return iterations, done, LoopState(len(done), ctx.store.count_rollouts(ctx.run_id), cost, dev, stalls)
+
+    def _paused(self, ctx: RunContext) -> RunOutcome:
+        run = ctx.store.get_run(ctx.run_id)
+        if (run.status, run.termination_reason) != ("paused", "paused"):
+            ctx.store.update_run(ctx.run_id, status="paused", termination_reason="paused")
+        self.say("paused: `saddler resume DIR` then `saddler run DIR` continues from here")
+        best = ctx.best()
+        return RunOutcome("paused", best.id, None, None, best.dev_mean, ctx.store.count_rollouts(ctx.run_id), None)
+
+    @staticmethod
+    def _baseline_node(ctx: RunContext) -> Node:
+        """The baseline node, made (without running anything) on the first start."""
         run = ctx.store.get_run(ctx.run_id)
         if run.baseline_node_id is not None:
-            node = ctx.store.get_node(run.baseline_node_id)
-        else:
-            commit = ctx.space.baseline_commit()
-            node = ctx.store.node_by_commit(commit, run_id=ctx.run_id) or ctx.store.add_node(
-                ctx.run_id, commit, None, 0, "baseline", "baseline", "baseline", status="baseline"
-            )
-            ctx.store.update_run(ctx.run_id, baseline_node_id=node.id)
-        return ctx.eval_dev(node) if ctx.cfg.policies.dev_eval != "never" else node
+            return ctx.store.get_node(run.baseline_node_id)
+        commit = ctx.space.baseline_commit()
+        node = ctx.store.node_by_commit(commit, run_id=ctx.run_id) or ctx.store.add_node(
+            ctx.run_id, commit, None, 0, "baseline", "baseline", "baseline", status="baseline"
+        )
+        ctx.store.update_run(ctx.run_id, baseline_node_id=node.id, best_node_id=node.id)  # the first best
+        return node
 
     @staticmethod
     def _current(ctx: RunContext, done: list[Iteration], baseline: Node) -> Node:

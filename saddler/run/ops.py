@@ -10,7 +10,7 @@ from saddler.config import load_run_config
 from saddler.errors import RunStateError
 from saddler.reporting.progress import make_progress
 from saddler.run.context import open_context
-from saddler.run.folder import RunPaths
+from saddler.run.folder import RunPaths, run_lock
 from saddler.run.outcomes import split_seeds
 from saddler.scoring import node_score
 
@@ -20,7 +20,7 @@ def evaluate_node(run_dir: Path, node_id: int, split: str, runs: int, quiet: boo
     `runs` seeded runs; rollouts are stored (and reused)."""
     paths = RunPaths(Path(run_dir).resolve())
     cfg = load_run_config(paths.root)
-    with EvoDAG(paths.db) as store:
+    with run_lock(paths.root), EvoDAG(paths.db) as store:  # it writes rollouts and prunes worktrees: not mid-run
         ctx = open_context(paths, cfg, store, make_progress(quiet))
         try:
             node = store.get_node(node_id)

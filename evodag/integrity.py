@@ -1,0 +1,82 @@
+"""The checks an EvoDAG file passes before it is used, so a damaged file is refused before anything is written.
+
+On every open: not empty, an SQLite file, `PRAGMA quick_check` clean, a schema version this code knows, and every
+table of `evodag.models` present with its columns. A writer also reads every row back through the typed decoders
+(`check_rows`): a bad JSON text or a text in a number column is named by table, row and column before the loop
+writes anything. Readers get the same typed decoding on each read.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from evodag import codec
+from evodag.errors import CorruptRowError, DamagedDatabaseError, EvoDAGError
+
+_RESTORE = "restore it from a backup, or move it away to start the run over"
+
+
+def check_file(path: Path) -> None:
+    """Refuse an existing file that cannot hold a database (0 bytes: a truncated copy, not a new store)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    if size == 0:
+        raise DamagedDatabaseError(f"{path} is empty (0 bytes), so it holds no EvoDAG; {_RESTORE}")
+
+
+def not_a_database(path: Path, exc: sqlite3.DatabaseError) -> DamagedDatabaseError:
+    """The error for a file SQLite cannot read at all (random bytes, a text file, an encrypted file)."""
+    return DamagedDatabaseError(f"{path} is not an EvoDAG database file ({exc}); {_RESTORE}")
+
+
+def quick_check(conn: sqlite3.Connection, path: Path) -> None:
+    """`PRAGMA quick_check` (page structure, not index contents: about 2 ms per MB)."""
+    try:
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
+    except sqlite3.DatabaseError as exc:
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_NOTADB:
+            raise not_a_database(path, exc) from exc
+        problems = [str(exc)]
+    if problems != ["ok"]:
+        detail = "; ".join(str(p) for p in problems)[:300]
+        raise DamagedDatabaseError(f"{path} failed its integrity check ({detail}); {_RESTORE}")
+
+
+def check_foreign(conn: sqlite3.Connection, path: Path, found_version: int) -> None:
+    """A file at schema version 0 must be empty: tables without our version stamp belong to someone else."""
+    if found_version != 0:
+        return
+    (tables,) = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    if tables:
+        raise EvoDAGError(f"{path} is an SQLite file but not an EvoDAG database (no schema version); leave it alone "
+                          "and point saddler at a run's evodag.sqlite")  # fmt: skip
+
+
+def check_tables(conn: sqlite3.Connection, path: Path) -> None:
+    """Every record table exists with (at least) the columns its record has."""
+    for cls, table in codec.TABLE_OF.items():
+        have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if not have:
+            raise DamagedDatabaseError(f"{path}: table {table} is missing; {_RESTORE}")
+        missing = [c for c in codec.columns(cls) if c not in have]
+        if missing:
+            raise DamagedDatabaseError(f"{path}: table {table} lacks column(s) {', '.join(missing)}; {_RESTORE}")
+
+
+def check_rows(conn: sqlite3.Connection, path: Path) -> None:
+    """Decode every row of every record table (and each cache payload); the first bad value raises
+    `CorruptRowError` naming the file, table, row and column."""
+    try:
+        for cls, table in codec.TABLE_OF.items():
+            decode: Callable[[tuple[Any, ...]], object] = codec.decoder(cls)
+            for row in conn.execute(f"SELECT {codec.select_list(cls)} FROM {table}"):
+                decode(row)
+        for key, payload in conn.execute("SELECT cache_key, payload FROM rollout_cache"):
+            codec.cache_payload(key, payload)
+    except CorruptRowError as exc:
+        raise CorruptRowError(exc.table, exc.row_id, exc.column, exc.problem, str(path)) from None

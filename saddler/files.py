@@ -1,0 +1,29 @@
+"""Whole-file writes: a reader (or a crash, or a full disk) sees the old file or the new one, never half of one."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary sibling of `path` to write; it replaces `path` when the block ends without error and is
+    removed otherwise."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` (UTF-8) in one step."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")

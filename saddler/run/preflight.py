@@ -1,0 +1,330 @@
+"""Everything checked before a run folder is created, validated or run, so nothing is created or spent on a
+config that cannot work. Every problem is one line `dotted.path: what is wrong (what to do)`.
+
+- `check_run`: `[run]` beyond its types: the benchmark imports and accepts its options (asked from its
+  constructor's signature) and builds; the batch fits its train split; the backend and prompt templates exist;
+  Ray is installed when asked for.
+- `check_harness`: a harness has a `saddler.toml`, every component glob matches a file, required files exist,
+  and every phase of the schedule has at least one editable file.
+- `check_folder`: both, over a run folder (or a harness folder alone): what `saddler validate` prints and what
+  `saddler run` refuses to start with.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from saddler.benchmark import BENCHMARKS, Benchmark, is_known_benchmark
+from saddler.config import (
+    HarnessConfig,
+    RunConfig,
+    SaddlerFile,
+    format_validation_error,
+    parse_saddler_file,
+    read_toml,
+)
+from saddler.errors import ConfigError, SaddlerError, UnknownNameError
+from saddler.harness import components
+from saddler.harness.gitcmd import git, is_repo_root
+from saddler.sessions.prompts import TEMPLATES
+from saddler.sessions.registry import BACKENDS
+
+_SKIP_DIRS = {".git", "__pycache__"}
+
+
+def module_available(name: str) -> bool:
+    """True when `import name` would find the module (without importing it)."""
+    return importlib.util.find_spec(name) is not None
+
+
+# -- [run] ------------------------------------------------------------------------------------------------
+
+
+def check_run(cfg: RunConfig, run_dir: Path | None) -> tuple[list[str], Benchmark | None]:
+    """Problems of a validated `[run]` (dotted paths under `run.`) and the benchmark built from it (None when
+    it cannot be built). Prompt files are looked up relative to `run_dir` (skipped when None)."""
+    errors: list[str] = []
+    bench, bench_errors = _benchmark(cfg.benchmark, cfg.benchmark_options)
+    errors += bench_errors
+    if bench is not None and cfg.policies.sampler == "epoch" and "batch_size" in cfg.loop.model_fields_set:
+        try:
+            train = len(bench.tasks("train"))
+        except (SaddlerError, ValueError, OSError) as exc:
+            errors.append(f"run.benchmark: cannot list its train tasks: {exc}")
+        else:
+            if cfg.loop.batch_size > train:
+                errors.append(
+                    f"run.loop.batch_size: {cfg.loop.batch_size} is more than the benchmark's {train} train "
+                    f"task(s); use at most {train}"
+                )
+    if cfg.sessions.backend not in BACKENDS:
+        errors.append(f"run.sessions.backend: {UnknownNameError('backend', cfg.sessions.backend, list(BACKENDS))}")
+    for role, path in cfg.sessions.prompts.items():
+        if role not in TEMPLATES:
+            errors.append(f"run.sessions.prompts.{role}: unknown prompt template; known: {', '.join(TEMPLATES)}")
+        elif run_dir is not None and not _resolve(path, run_dir).is_file():
+            errors.append(f"run.sessions.prompts.{role}: no such file {_resolve(path, run_dir)}")
+    if cfg.executor.kind == "ray" and not module_available("ray"):
+        errors.append(
+            "run.executor.kind: ray is not installed; pip install 'saddler[ray]' or set executor.kind = \"local\""
+        )
+    return errors, bench
+
+
+def _resolve(path: str, base: Path) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else base / p
+
+
+def _benchmark(name: str, options: dict[str, Any]) -> tuple[Benchmark | None, list[str]]:
+    if not is_known_benchmark(name):
+        return None, [f"run.benchmark: {UnknownNameError('benchmark', name, list(BENCHMARKS))}"]
+    module_name, _, attr = BENCHMARKS.get(name, name).partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except ImportError as exc:
+        return None, [f"run.benchmark: cannot import {name!r}: {exc}; install it or fix the module path"]
+    except AttributeError:
+        return None, [f"run.benchmark: module {module_name!r} has no {attr!r}; fix the class name"]
+    problems = _option_errors(name, cls, options)
+    if problems:
+        return None, problems
+    try:
+        return cls(**options), []
+    except (SaddlerError, TypeError, ValueError, OSError) as exc:
+        return None, [f"run.benchmark_options: benchmark {name!r} refuses its options: {exc}"]
+
+
+def _option_errors(name: str, cls: type, options: dict[str, Any]) -> list[str]:
+    """Unknown and missing options, by the benchmark constructor's own signature."""
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return []
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return []
+    named = {k: p for k, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    accepted = ", ".join(named) or "none"
+    errors = [
+        f"run.benchmark_options.{key}: not an option of benchmark {name!r} (accepted: {accepted})"
+        for key in options
+        if key not in named
+    ]
+    errors += [
+        f"run.benchmark_options.{key}: required by benchmark {name!r}"
+        for key, p in named.items()
+        if p.default is inspect.Parameter.empty and key not in options
+    ]
+    return errors
+
+
+# -- [harness] --------------------------------------------------------------------------------------------
+
+
+def harness_files(harness_dir: Path) -> list[str]:
+    """The harness's files: tracked at HEAD for a git repository, else every file below the folder."""
+    if (harness_dir / ".git").exists() and is_repo_root(harness_dir):
+        head = git(["rev-parse", "--verify", "-q", "HEAD"], harness_dir, check=False)
+        if head.returncode == 0:
+            out = git(["ls-tree", "-r", "-z", "--name-only", "HEAD"], harness_dir).stdout
+            return sorted(p for p in out.split("\0") if p)
+    found = []
+    for root, dirs, files in os.walk(harness_dir):
+        dirs[:] = [d for d in dirs if d not in _SKIP_DIRS]
+        rel = Path(root).relative_to(harness_dir)
+        found += [(rel / f).as_posix() for f in files]
+    return sorted(found)
+
+
+def check_harness(harness: HarnessConfig, files: list[str], cfg: RunConfig | None) -> list[str]:
+    """Globs that match no file, missing required files, and phases (of `cfg`'s schedule, when given) with no
+    editable file. Dotted paths under `harness.`."""
+    errors: list[str] = []
+    comp = harness.components
+    for table, key, globs in (
+        ("components", "capability", comp.capability),
+        ("components", "steering", comp.steering),
+        ("components", "protected", comp.protected),
+        ("structure", "skill_files", harness.structure.skill_files),
+    ):
+        for i, pattern in enumerate(globs):
+            try:
+                hit = any(components.matches(f, [pattern]) for f in files)
+            except ConfigError:
+                continue  # reported as an invalid glob
+            if not hit:
+                errors.append(f"harness.{table}.{key}.{i}: {pattern!r} matches no file in the harness")
+    errors += [
+        f"harness.structure.required_files.{i}: no such file {rel!r} in the harness"
+        for i, rel in enumerate(harness.structure.required_files)
+        if components.normalize(rel) not in files
+    ]
+    try:
+        kinds = {components.classify(f, comp) for f in files}
+    except ConfigError:
+        return errors
+    phases = _phases(cfg)
+    for phase, allowed in phases:
+        if not kinds & set(allowed):
+            where = "harness.components." + ("capability" if "capability" in allowed else "steering")
+            errors.append(
+                f"{where}: no editable file for the {phase} phase (allowed: {', '.join(allowed)}); add globs that "
+                'match files, or set run.policies.phases = "none"'
+            )
+    return errors
+
+
+def _phases(cfg: RunConfig | None) -> list[tuple[str, tuple[str, ...]]]:
+    """(phase, editable kinds) for every phase the schedule goes through."""
+    both = ("capability", "steering")
+    if cfg is None or cfg.policies.phases == "none":
+        return [("none", both)]
+    steering = both if cfg.policies.steering_allows_capability else ("steering",)
+    first = [("capability", ("capability",))] if cfg.policies.capability_epochs > 0 else []
+    return [*first, ("steering", steering)]
+
+
+# -- a folder ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class FolderCheck:
+    """What `check_folder` looked at (paths relative to the folder) and every error found."""
+
+    checked: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when no error was found."""
+        return not self.errors
+
+
+def check_folder(folder: Path) -> FolderCheck:
+    """Validate a run folder (its [run], its harness's saddler.toml and files, the benchmark) or a harness
+    folder alone. Errors are `file: dotted.path: message`."""
+    report = FolderCheck()
+    folder = Path(folder)
+    if folder.is_file() and folder.name == "saddler.toml":
+        folder = folder.parent
+    if not folder.is_dir():
+        report.errors.append(f"{folder}: no such folder; pass a run folder or a harness folder")
+        return report
+    data = _check_file(folder, "saddler.toml", report)
+    if data is None:
+        return report
+    if "run" not in data and "harness" not in data:
+        report.errors.append("saddler.toml: no [run] or [harness] table; run `saddler init` to create a run folder")
+        return report
+    run = _validated_run(data)
+    if run is not None:
+        errors, _bench = check_run(run, folder)
+        report.errors += [f"saddler.toml: {line}" for line in errors]
+    if "run" in data:
+        rel = (run.harness if run else str(data["run"].get("harness", "harness"))).rstrip("/")
+        if not (folder / rel).is_dir():
+            report.errors.append(f"saddler.toml: run.harness: no such folder {rel!r}; run `saddler init` again")
+            return report
+        _check_harness_folder(folder / rel, f"{rel}/saddler.toml", run, report)
+    else:
+        _check_harness_folder(folder, "saddler.toml", None, report, parsed=data)
+    return report
+
+
+def _check_harness_folder(
+    harness_dir: Path, label: str, run: RunConfig | None, report: FolderCheck, parsed: dict[str, Any] | None = None
+) -> None:
+    if parsed is None:
+        if not (harness_dir / "saddler.toml").is_file():
+            report.checked.append(label)
+            report.errors.append(
+                f"{label}: no such file; a harness needs a saddler.toml with [harness.components] saying which "
+                "files are capability, steering and protected (see README)"
+            )
+            return
+        parsed = _check_file(harness_dir.parent, label, report)
+        if parsed is None:
+            return
+    try:
+        harness = parse_saddler_file(parsed, label).harness or HarnessConfig()
+    except ConfigError:
+        return  # already reported line by line
+    if "harness" not in parsed:
+        report.errors.append(f"{label}: no [harness] table; add [harness.components] (see README)")
+        return
+    report.errors += [f"{label}: {line}" for line in check_harness(harness, harness_files(harness_dir), run)]
+
+
+def _validated_run(data: dict[str, Any]) -> RunConfig | None:
+    try:
+        parsed = SaddlerFile.model_validate(data)
+    except ValidationError:
+        return None
+    return parsed.run
+
+
+def _check_file(folder: Path, rel: str, report: FolderCheck) -> dict[str, Any] | None:
+    """Parse and validate one saddler.toml; the parsed data (None when it cannot be read at all)."""
+    report.checked.append(rel)
+    try:
+        data = read_toml(folder / rel)
+    except ConfigError as exc:
+        report.errors.append(f"{rel}: {str(exc).split(': ', 1)[-1]}")
+        return None
+    try:
+        SaddlerFile.model_validate(data)
+    except ValidationError as exc:
+        report.errors += [f"{rel}: {line}" for line in format_validation_error(exc)]
+    report.errors += [f"{rel}: {line}" for line in _glob_errors(data)]
+    run = data.get("run")
+    if isinstance(run, dict):
+        _name_errors(rel, run, report)
+    return data
+
+
+def _name_errors(rel: str, run: dict[str, Any], report: FolderCheck) -> None:
+    """Unknown benchmark / backend names even when other keys of [run] are invalid (then `check_run` is skipped)."""
+    if _validated_run({"run": run}) is not None:
+        return  # check_run reports them
+    sessions = run.get("sessions")
+    backend = sessions.get("backend", "offline") if isinstance(sessions, dict) else "offline"
+    for dotted, kind, name, known in (
+        ("run.benchmark", "benchmark", run.get("benchmark", "opsdesk"), BENCHMARKS),
+        ("run.sessions.backend", "backend", backend, BACKENDS),
+    ):
+        if isinstance(name, str) and name not in known and not (kind == "benchmark" and is_known_benchmark(name)):
+            report.errors.append(f"{rel}: {dotted}: {UnknownNameError(kind, name, list(known))}")
+
+
+def _glob_errors(data: dict[str, Any]) -> list[str]:
+    """`harness.<table>.<key>[i]: invalid glob ...` for every glob that does not compile."""
+    harness = data.get("harness")
+    errors = []
+    for table, keys in (("components", ("capability", "steering", "protected")), ("structure", ("skill_files",))):
+        section = harness.get(table) if isinstance(harness, dict) else None
+        for key in keys:
+            globs = section.get(key) if isinstance(section, dict) else None
+            for i, pattern in enumerate(globs if isinstance(globs, list) else []):
+                if not isinstance(pattern, str):
+                    continue
+                try:
+                    components.glob_regex(pattern)
+                except ConfigError as exc:
+                    errors.append(f"harness.{table}.{key}.{i}: {str(exc).split(';')[0]}")
+    return errors
+
+
+def require_ok(folder: Path) -> None:
+    """Raise `ConfigError` listing every problem `check_folder` finds (what `saddler run` refuses to start on)."""
+    report = check_folder(folder)
+    if not report.ok:
+        lines = "\n".join(f"  {line}" for line in report.errors)
+        raise ConfigError(f"{folder} is not ready to run: {len(report.errors)} problem(s)\n{lines}")
