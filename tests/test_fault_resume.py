@@ -17,7 +17,7 @@ import pytest
 from loop_helpers import dag_signature, git, make_run
 
 from evodag.store import EvoDAG
-from saddler.run.faults import POINTS
+from saddler.run.faults import POINTS as ALL_POINTS
 from saddler.run.folder import init_run
 from saddler.run.loop import Optimizer
 
@@ -25,6 +25,9 @@ pytestmark = pytest.mark.slow
 FAKE = Path(__file__).with_name("fake_agent.py")
 DUPLICATES = "select iteration,role,node_id,count(*) from sessions group by 1,2,3 having count(*)>1"
 KILLED = (-signal.SIGKILL, 130)  # SIGKILL; SIGINT ends the CLI with 130 (Ctrl-C)
+
+
+POINTS = tuple(p for p in ALL_POINTS if p != "finish")  # inside the loop (finish: tests/test_disk_full.py)
 
 
 def _env(fault: str | None) -> dict[str, str]:

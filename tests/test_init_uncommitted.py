@@ -18,7 +18,10 @@ def _repo(root: Path) -> Path:
     (root / "agent.py").write_text("print('v1')\n")
     (root / "old.py").write_text("gone soon\n")
     (root / ".gitignore").write_text("*.log\n")
-    (root / "saddler.toml").write_text('[harness]\nname = "h"\n[harness.components]\ncapability = ["*.py"]\n')
+    (root / "system.md").write_text("You are a careful agent.\n")
+    (root / "saddler.toml").write_text(
+        '[harness]\nname = "h"\n[harness.components]\ncapability = ["*.py"]\nsteering = ["*.md"]\n'
+    )
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root, check=True)
     subprocess.run([*GIT, "add", "-A"], cwd=root, check=True)
     subprocess.run([*GIT, "commit", "-qm", "baseline"], cwd=root, check=True)

@@ -44,7 +44,10 @@ def plugin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _init_and_run(root: Path, run_dir: Path, benchmark: str, iterations: int) -> dict:
-    sets = [f"loop.max_iterations={iterations}", "loop.batch_size=4", "loop.test_runs=1", "executor.workers=2"]
+    sets = [
+        f"loop.max_iterations={iterations}", "loop.batch_size=4", "loop.test_runs=1", "executor.workers=2",
+        "policies.phases=none",  # as the README's init line: this harness has nothing to steer
+    ]  # fmt: skip
     args = ["init", str(run_dir), "--harness", str(root / "my-harness"), "--benchmark", benchmark]
     init = runner.invoke(app, [*args, *(x for s in sets for x in ("--set", s))])
     assert init.exit_code == 0, init.output

@@ -119,7 +119,7 @@ BAD_VALUES = [  # (damage, what the refusal says, an evo-dag command that reads 
     ("UPDATE rollouts SET score = 'high' WHERE id = 3", "rollouts row 3, column score: expected a number, found text",
      ["scenario", "t-c"]),
     ("UPDATE nodes SET dev_mean = 'x' WHERE id = 4", "nodes row 4, column dev_mean: expected a number, found text",
-     ["best"]),
+     ["node", "4"]),
     ("UPDATE edges SET lines_added = 2.5 WHERE id = 1", "edges row 1, column lines_added: expected an integer",
      ["export"]),
     ("UPDATE events SET payload = '{' WHERE id = 5", "events row 5, column payload: invalid JSON", None),

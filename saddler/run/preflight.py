@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from saddler.benchmark import BENCHMARKS, Benchmark, is_known_benchmark
+from saddler.benchmark import Benchmark, benchmark_target, complete, is_known_benchmark, registered_benchmarks
 from saddler.config import (
     HarnessConfig,
     RunConfig,
@@ -86,8 +86,9 @@ def _resolve(path: str, base: Path) -> Path:
 
 def _benchmark(name: str, options: dict[str, Any]) -> tuple[Benchmark | None, list[str]]:
     if not is_known_benchmark(name):
-        return None, [f"run.benchmark: {UnknownNameError('benchmark', name, list(BENCHMARKS))}"]
-    module_name, _, attr = BENCHMARKS.get(name, name).partition(":")
+        known = [*registered_benchmarks(), "package.module:Class"]
+        return None, [f"run.benchmark: {UnknownNameError('benchmark', name, known)}"]
+    module_name, _, attr = benchmark_target(name).partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), attr)
     except ImportError as exc:
@@ -98,7 +99,7 @@ def _benchmark(name: str, options: dict[str, Any]) -> tuple[Benchmark | None, li
     if problems:
         return None, problems
     try:
-        return cls(**options), []
+        return complete(cls(**options)), []
     except (SaddlerError, TypeError, ValueError, OSError) as exc:
         return None, [f"run.benchmark_options: benchmark {name!r} refuses its options: {exc}"]
 
@@ -297,7 +298,7 @@ def _name_errors(rel: str, run: dict[str, Any], report: FolderCheck) -> None:
     sessions = run.get("sessions")
     backend = sessions.get("backend", "offline") if isinstance(sessions, dict) else "offline"
     for dotted, kind, name, known in (
-        ("run.benchmark", "benchmark", run.get("benchmark", "opsdesk"), BENCHMARKS),
+        ("run.benchmark", "benchmark", run.get("benchmark", "opsdesk"), registered_benchmarks()),
         ("run.sessions.backend", "backend", backend, BACKENDS),
     ):
         if isinstance(name, str) and name not in known and not (kind == "benchmark" and is_known_benchmark(name)):
