@@ -35,10 +35,20 @@ class LoopConfig(_Strict):
     dev_runs: int = Field(1, ge=1)
 
 
+class CurriculumConfig(_Strict):
+    """`[run.policies.curriculum]`: the curriculum sampler (see `saddler.policies.curriculum`)."""
+
+    temperature: float = Field(0.15, gt=0, description="softmax temperature over arm values in [0, 1]")
+    unseen_share: float = Field(
+        0.34, ge=0, le=1, description="share of each batch drawn from unseen (then least recently shown) tasks"
+    )
+
+
 class PolicyConfig(_Strict):
     """Policies chosen by name (see `saddler.policies`)."""
 
-    sampler: Literal["epoch", "full"] = "epoch"
+    sampler: Literal["epoch", "full", "curriculum"] = "epoch"
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
     acceptance: Literal["strict_mean"] = "strict_mean"
     reject_task_regression: bool = False
     min_margin: float = Field(0.0, ge=0)
@@ -47,6 +57,9 @@ class PolicyConfig(_Strict):
     ranking: Literal["best_dev", "best_batch"] = "best_dev"
     phases: Literal["capability_then_steering", "none"] = "capability_then_steering"
     capability_epochs: float = Field(1.0, ge=0)
+    phase_transition: Literal["epochs", "full_coverage"] = Field(
+        "epochs", description="epochs = after capability_epochs of train; full_coverage = once every task was shown"
+    )
     steering_allows_capability: bool = False
     evolution: Literal["dag", "continue"] = Field("dag", description="continue = always build on the latest kept node")
     max_patch_attempts: int = Field(3, ge=1, description="diagnosis retries after a failed validation, plus one")

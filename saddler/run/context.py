@@ -173,8 +173,12 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
         executor=executor,
         evaluator=evaluator,
         backend=load_backend(cfg.sessions, benchmark=benchmark, run_dir=paths.root, seed=cfg.seed),
-        sampler=make_sampler(pol.sampler, train_ids, loop.batch_size, cfg.seed),
-        phases=make_phase_schedule(pol.phases, len(train_ids), pol.capability_epochs, pol.steering_allows_capability),
+        sampler=make_sampler(
+            pol.sampler, train_ids, loop.batch_size, cfg.seed, pol.curriculum.temperature, pol.curriculum.unseen_share
+        ),
+        phases=make_phase_schedule(
+            pol.phases, len(train_ids), pol.capability_epochs, pol.steering_allows_capability, pol.phase_transition
+        ),
         acceptance=make_acceptance(pol.min_margin, pol.reject_task_regression, pol.accept_neutral),
         stop=StopConditions(loop, paths.root),
         train_seeds=split_seeds(cfg.seed, "train", reps),

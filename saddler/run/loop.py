@@ -13,7 +13,7 @@ from pathlib import Path
 from evodag.models import Iteration, Node, RolloutRow
 from evodag.store import EvoDAG
 from saddler.config import load_run_config
-from saddler.policies.stopping import LoopState, trailing_stalls
+from saddler.policies.stopping import NO_TRAINING_FAILURES, LoopState, trailing_stalls
 from saddler.ports import Progress
 from saddler.reporting.progress import make_progress
 from saddler.run import evolution
@@ -22,6 +22,7 @@ from saddler.run.faults import fault_point
 from saddler.run.finish import RunOutcome, finish_run
 from saddler.run.folder import RunPaths, run_lock
 from saddler.run.outcomes import task_outcomes
+from saddler.run.sampling import sampler_state
 
 Say = Callable[[str], None]
 KEPT_DECISIONS = ("accepted", "neutral")
@@ -97,12 +98,15 @@ class Optimizer:
     # one iteration --------------------------------------------------------------------------------
     def _iteration(self, ctx: RunContext, number: int, pending: Iteration | None, current: Node, stalls: int) -> None:
         store, cfg = ctx.store, ctx.cfg
-        epoch, batch = ctx.sampler.batch(number - 1)
-        phase = ctx.phases.phase(ctx.sampler.tasks_seen(number - 1))
-        exploration = bool(cfg.loop.plateau_threshold) and stalls >= cfg.loop.plateau_threshold
-        it = pending or store.start_iteration(
-            ctx.run_id, number, epoch, batch, phase=phase, exploration=exploration, stall_count=stalls
-        )
+        if pending is None:  # a resumed iteration keeps the batch and phase it stored
+            state = sampler_state(store, ctx.run_id, number, current, ctx.sampler.adaptive)
+            epoch, batch = ctx.sampler.batch(number - 1, state)
+            phase = ctx.phases.phase(state.shown, len(state.seen))
+            exploration = bool(cfg.loop.plateau_threshold) and stalls >= cfg.loop.plateau_threshold
+            pending = store.start_iteration(
+                ctx.run_id, number, epoch, batch, phase=phase, exploration=exploration, stall_count=stalls
+            )
+        it, batch = pending, pending.batch
         ctx.space.clock = lambda: COMMIT_EPOCH + number * 60  # same seed + config => same commits
 
         # 1. evolution picks the parent
@@ -110,6 +114,11 @@ class Optimizer:
         it = store.update_iteration(it.id, parent_id=parent.id, step="evolved")
         # 2-3. the mini-batch, and the parent on it (cached rollouts are reused)
         before = ctx.eval_batch(parent, batch)
+        if it.candidate_id is None and all(r.passed for r in before):
+            # nothing to diagnose (AutoSaddler's no_training_failures): no session is paid for
+            self.say(f"iter {number:>3} [{it.phase}] n{parent.id} passes all {len(batch)} task(s): no diagnosis")
+            self._finish_iteration(ctx, it, NO_TRAINING_FAILURES, None, stalls)
+            return
         # 4-5. diagnosis-patch in an isolated worktree, then validation (retried with another hypothesis)
         cand = store.get_node(it.candidate_id) if it.candidate_id is not None else self._patch(ctx, it, parent, before)
         if cand is None or cand.status == "invalid":
@@ -314,7 +323,7 @@ class Optimizer:
             it.id,
             decision=decision,
             candidate_id=cand.id if cand else None,
-            stall_count=0 if kept else stalls + 1,
+            stall_count=0 if kept else stalls if decision == NO_TRAINING_FAILURES else stalls + 1,
             step="done",
             finished_at=ctx.store.clock(),
         )
