@@ -39,22 +39,31 @@ def failure_signature(rationale: str, failure_file: str | None, disposition: str
 
 
 def _evolution_and_no_patch(store: EvoDAG, rid: int, numbers: set[int]) -> tuple[dict[int, Any], dict[int, str]]:
-    """Per iteration number: the evolution action/rationale, and the diagnosis no-patch reason (from events)."""
+    """Per iteration number: the evolution action/rationale, and the diagnosis no-patch reason (from events).
+
+    Events are read newest first and only back to the start of the earliest iteration asked for (its events all
+    come after its `iteration.started`), so `--last N` reads O(N) events, not the whole log."""
     rows = store.conn.execute(
-        """SELECT kind, json_extract(payload, '$.iteration'), json_extract(payload, '$.action'),
-                  json_extract(payload, '$.rationale'), json_extract(payload, '$.reason')
-           FROM events WHERE run_id = ? AND kind IN ('evolution.action', 'diagnosis.no_patch') ORDER BY id""",
+        """SELECT kind, json_extract(payload, '$.number'), json_extract(payload, '$.iteration'),
+                  json_extract(payload, '$.action'), json_extract(payload, '$.rationale'),
+                  json_extract(payload, '$.reason')
+           FROM events WHERE run_id = ? AND kind IN ('iteration.started', 'evolution.action', 'diagnosis.no_patch')
+           ORDER BY id DESC""",
         (rid,),
     )
     evolution: dict[int, Any] = {}
     no_patch: dict[int, str] = {}
-    for kind, number, action, rationale, reason in rows:
-        if number not in numbers:
+    lowest = min(numbers, default=0)
+    for kind, started, number, action, rationale, reason in rows:
+        if kind == "iteration.started":
+            if started is not None and started < lowest:
+                break
+        elif number not in numbers:
             continue
-        if kind == "evolution.action":
-            evolution[number] = {"action": action, "rationale": rationale or ""}
+        elif kind == "evolution.action":
+            evolution.setdefault(number, {"action": action, "rationale": rationale or ""})
         else:
-            no_patch[number] = reason or ""
+            no_patch.setdefault(number, reason or "")
     return evolution, no_patch
 
 
@@ -168,7 +177,7 @@ def task_registry(store: EvoDAG, task_id: str, rid: int, lessons: list[Lesson]) 
                   n.status, n.status_reason, n.hypothesis, n.dev_mean, n.batch_before, n.batch_after
            FROM edge_tasks t JOIN edges e ON e.id = t.edge_id JOIN nodes n ON n.id = e.child_id
            WHERE t.task_id = ? AND e.run_id = ? AND t.category IN ('fixed', 'still_failing', 'regressed')
-           ORDER BY e.id""",
+           ORDER BY t.edge_id""",
         (task_id, rid),
     ).fetchall()
     verdicts = {les.edge_id: les for les in lessons if les.edge_id is not None and les.category != "general"}
