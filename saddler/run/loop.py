@@ -139,7 +139,7 @@ class Optimizer:
         self._reflect(ctx, it, parent, cand, status, before, after)
         best = ctx.best()
         self.say(
-            f"iter {number:>3} [{phase}] n{parent.id} -> n{cand.id} {cand.origin}: {verdict.reason}"
+            f"iter {number:>3} [{it.phase}] n{parent.id} -> n{cand.id} {cand.origin}: {verdict.reason}"
             + (f"; dev {cand.dev_mean:.3f}" if cand.dev_mean is not None else "")
             + f" | best n{best.id} dev {best.dev_mean if best.dev_mean is None else round(best.dev_mean, 3)}"
         )
