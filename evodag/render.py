@@ -160,12 +160,13 @@ def _registry_lines(doc: dict[str, Any]) -> list[str]:
 
 def _history_line(it: dict[str, Any]) -> list[str]:
     mode = " (exploration)" if it["exploration"] else ""
+    parent = f"#{it['parent_id']}" if it["parent_id"] is not None else "-"
     cand = f"#{it['candidate_id']}" if it["candidate_id"] is not None else "-"
     decision = it["decision"] or ("running" if not it["finished"] else "-")
     dev = f"  dev {_num(it['candidate_dev'])}" if it["candidate_dev"] is not None else ""
     origin = f"  {it['origin']}" if it["origin"] else ""
     lines = [
-        f"{it['number']:>4} {it['phase'] or '-'}{mode} #{it['parent_id']} -> {cand}  {decision}"
+        f"{it['number']:>4} {it['phase'] or '-'}{mode} {parent} -> {cand}  {decision}"
         f"  batch {_num(it['batch_before'])} -> {_num(it['batch_after'])}{dev}{origin}",
         f"       batch: {', '.join(it['batch']) or '-'}",
     ]

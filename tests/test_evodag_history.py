@@ -83,13 +83,24 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def test_history_of_an_iteration_that_has_no_parent_yet(tmp_path: Path) -> None:
+    with EvoDAG(tmp_path / "evodag.sqlite", clock=counting_clock()) as s:
+        run = s.create_run({}, seed=0).id
+        s.start_iteration(run, 1, 0, ["a"], phase="capability")
+        assert history(s)["iterations"] == [entry(1, ["a"], None, None, None, step="started", finished=False)]
+    text = runner.invoke(app, ["history", "--db", str(tmp_path / "evodag.sqlite")]).stdout
+    assert text.splitlines()[1] == "   1 capability - -> -  running  batch - -> -"
+
+
 def run_json(db: Path, *args: str) -> Any:
     result = runner.invoke(app, [*args, "--db", str(db), "--json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
 
-def entry(number: int, batch: list[str], parent: int, cand: int | None, decision: str | None, **over: Any) -> Any:
+def entry(
+    number: int, batch: list[str], parent: int | None, cand: int | None, decision: str | None, **over: Any
+) -> Any:
     base = {"number": number, "epoch": 0, "phase": "capability", "exploration": False, "batch": batch,
             "parent_id": parent, "candidate_id": cand, "step": "done", "decision": decision, "finished": True,
             "stall_count": 0, "batch_before": None, "batch_after": None, "parent_dev": None, "candidate_dev": None,
