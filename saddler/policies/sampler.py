@@ -41,6 +41,7 @@ class EpochSampler:
     task_ids: list[str]
     batch_size: int
     seed: int
+    adaptive = False
 
     def __post_init__(self) -> None:
         if not self.task_ids:
@@ -53,16 +54,10 @@ class EpochSampler:
         random.Random(f"{self.seed}:epoch:{epoch}").shuffle(order)
         return order
 
-    adaptive = False
-
     def batch(self, index: int, state: SamplerState | None = None) -> tuple[int, list[str]]:
         epoch, slot = divmod(index, self._per_epoch)
         perm = self._permutation(epoch)
         return epoch, perm[slot * self.batch_size : (slot + 1) * self.batch_size]
-
-    def tasks_seen(self, index: int) -> int:
-        epoch, slot = divmod(index, self._per_epoch)
-        return epoch * len(self.task_ids) + min(slot * self.batch_size, len(self.task_ids))
 
 
 @dataclass
@@ -74,9 +69,6 @@ class FullSampler:
 
     def batch(self, index: int, state: SamplerState | None = None) -> tuple[int, list[str]]:
         return index, sorted(self.task_ids)
-
-    def tasks_seen(self, index: int) -> int:
-        return index * len(self.task_ids)
 
 
 def make_sampler(
