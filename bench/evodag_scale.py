@@ -4,8 +4,10 @@
 
 Builds through the store API (nodes, edges, transitions and lessons inside `transaction()`, rollouts
 with the bulk helper `EvoDAG.add_rollouts`), then prints the median of `--repeat` in-process runs as
-`evodag_<query>_ms: <median>` for summary, lineage (of the deepest node), scenario, best and
-lessons(task), then `evodag_cli_summary_s: <median>` (wall) for the whole `evo-dag summary --json`
+`evodag_<query>_ms: <median>` for summary, lineage (of the deepest node), scenario (with the task registry),
+best, lessons(task), history (last 50 iterations) and lineage_train_outcomes (the curriculum sampler's view
+of the deepest node), then `evodag_history_all_ms` (every iteration, not budgeted: its output is the size
+of the run), then `evodag_cli_summary_s: <median>` (wall) for the whole `evo-dag summary --json`
 process and its CPU time (`evodag_cli_summary_cpu_s`).
 Budgets: 50 ms per query, 1 s for the CLI process; exit status 1 if one is exceeded.
 """
@@ -25,6 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from evodag.history import history
+from evodag.queries import lineage_train_outcomes
 from evodag.store import EvoDAG
 
 QUERY_BUDGET_MS = 50.0
@@ -140,12 +144,16 @@ def main() -> int:
                 "scenario": lambda: s.scenario(task),
                 "best": lambda: s.best_node(),
                 "lessons": lambda: s.lessons(task_id=task),
+                "history_last50": lambda: history(s, last=50),
+                "lineage_train_outcomes": lambda: lineage_train_outcomes(s, stats["deepest"]),
             }
             for name, fn in queries.items():
                 ms = median_ms(fn, args.repeat)
                 print(f"evodag_{name}_ms: {ms:.2f}")
                 if ms > QUERY_BUDGET_MS:
                     failed.append(name)
+            whole = median_ms(lambda: history(s), max(1, args.repeat // 2))
+            print(f"evodag_history_all_ms: {whole:.2f}  ({args.nodes - 1} iterations)")
         cmd = [*cli_command(), "summary", "--json", "--db", str(path)]
         cli_times, cli_cpu = [], []
         for _ in range(max(3, args.repeat // 2)):

@@ -95,6 +95,20 @@ def summary(db: DbOpt = None, run: RunOpt = None, run_id: RunIdOpt = None, as_js
 
 
 @app.command()
+def history(
+    last: Annotated[int | None, typer.Option("--last", min=1, help="only the last N iterations")] = None,
+    db: DbOpt = None,
+    run: RunOpt = None,
+    run_id: RunIdOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The run's iterations in order: batch, parent -> candidate, decision, batch scores, dev, intent, reason."""
+    from evodag.history import history as build_history
+
+    _show(db, run, as_json, lambda s: build_history(s, run_id, last), render.history_text)
+
+
+@app.command()
 def node(node_id: int, db: DbOpt = None, run: RunOpt = None, as_json: JsonOpt = False) -> None:
     """One node: scores, hypothesis, incoming edge, children, rollouts per split, lessons."""
     from evodag import queries
@@ -114,7 +128,8 @@ def edge(parent: int, child: int, db: DbOpt = None, run: RunOpt = None, as_json:
 def scenario(
     task: str, db: DbOpt = None, run: RunOpt = None, run_id: RunIdOpt = None, as_json: JsonOpt = False
 ) -> None:
-    """One task across the DAG: outcomes per node, lessons (root causes), edges that fixed or regressed it."""
+    """One task's registry: outcomes per node, lessons, root causes, failure signatures, every attempt on it
+    (outcome and reason) and the files it is sensitive to."""
     _show(db, run, as_json, lambda s: s.scenario(task, run_id), render.scenario_text)
 
 

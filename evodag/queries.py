@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from evodag import codec
 from evodag.errors import UnknownTaskError
+from evodag.history import failure_signature, task_registry
 from evodag.models import Edge, Iteration, Lesson, Node
 
 if TYPE_CHECKING:
@@ -51,6 +52,32 @@ def descendants(store: EvoDAG, node_id: int) -> list[Node]:
               SELECT {codec.select_list(Node, "n")} FROM down JOIN nodes n ON n.id = down.id ORDER BY n.id"""
     decode = codec.decoder(Node)
     return [decode(r) for r in store.conn.execute(sql, (node_id,))]
+
+
+def lineage_train_outcomes(store: EvoDAG, node_id: int) -> dict[str, dict[str, Any]]:
+    """What the run believes `node_id` does on each train task it or an ancestor was evaluated on: the train
+    rollouts of the nearest node of root..`node_id` that has any for the task.
+
+    `{task: {"node_id", "runs", "passes", "signature"}}`; `signature` (`evodag.history.failure_signature`)
+    is the first failing rollout's, or None when every rollout passed.
+    """
+    store.get_node(node_id)
+    sql = """WITH RECURSIVE up(id, depth) AS (SELECT ?, 0 UNION ALL
+             SELECT n.parent_id, up.depth + 1 FROM nodes n JOIN up ON n.id = up.id WHERE n.parent_id IS NOT NULL)
+             SELECT up.depth, r.node_id, r.task_id, r.passed, r.rationale, r.failure_file, r.disposition
+             FROM up JOIN rollouts r ON r.node_id = up.id AND r.split = 'train'
+             ORDER BY up.depth, r.task_id, r.repetition, r.id"""
+    out: dict[str, dict[str, Any]] = {}
+    depth_of: dict[str, int] = {}
+    for depth, nid, task, passed, rationale, ffile, disposition in store.conn.execute(sql, (node_id,)):
+        if depth_of.setdefault(task, depth) != depth:
+            continue  # a nearer node already has this task
+        entry = out.setdefault(task, {"node_id": nid, "runs": 0, "passes": 0, "signature": None})
+        entry["runs"] += 1
+        entry["passes"] += bool(passed)
+        if not passed and entry["signature"] is None:
+            entry["signature"] = failure_signature(rationale, ffile, disposition)
+    return out
 
 
 def _run_block(store: EvoDAG, rid: int) -> dict[str, Any]:
@@ -103,7 +130,8 @@ def lesson_dict(lesson: Lesson) -> dict[str, Any]:
 
 
 def scenario(store: EvoDAG, task_id: str, run_id: int | None = None) -> dict[str, Any]:
-    """One task across the DAG: per-node outcomes, lessons on it, edges that fixed or regressed it."""
+    """One task across the DAG: per-node outcomes, lessons on it, and its registry (`evodag.history.task_registry`:
+    root causes, failure signatures, every attempt with outcome and reason, the files it is sensitive to)."""
     rid = store._run_or_latest(run_id)
     rows = store.conn.execute(
         """SELECT r.node_id, n."commit", n.status, n.iteration, r.split, r.repetition, r.seed, r.score, r.passed,
@@ -129,20 +157,13 @@ def scenario(store: EvoDAG, task_id: str, run_id: int | None = None) -> dict[str
         })  # fmt: skip
         entry["passes"] += bool(passed)
         entry["runs"] += 1
-    edge_rows = store.conn.execute(
-        """SELECT e.id, e.parent_id, e.child_id, e.kind, t.category FROM edge_tasks t JOIN edges e ON e.id = t.edge_id
-           WHERE t.task_id = ? AND e.run_id = ? AND t.category IN ('fixed', 'regressed') ORDER BY e.id""",
-        (task_id, rid),
-    ).fetchall()
     return {
         "task_id": task_id,
         "task_group": group,
         "run_id": rid,
         "nodes": list(nodes.values()),
         "lessons": [lesson_dict(les) for les in lessons],
-        "attempted_fixes": [
-            {"edge_id": e, "parent_id": p, "child_id": c, "kind": k, "transition": cat} for e, p, c, k, cat in edge_rows
-        ],
+        **task_registry(store, task_id, rid, lessons),
     }
 
 

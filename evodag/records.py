@@ -14,7 +14,7 @@ SESSION_ROLES = ("diagnosis_patch", "reflection", "evolution")
 ITERATION_STEPS = (
     "started", "evolved", "parent_evaluated", "patched", "validated", "candidate_evaluated", "dev", "reflected", "done",
 )  # fmt: skip
-DECISIONS = ("accepted", "rejected", "invalid", "no_patch", "neutral")
+DECISIONS = ("accepted", "rejected", "invalid", "no_patch", "neutral", "no_training_failures")
 
 
 class RecordsMixin(StoreBase):

@@ -130,11 +130,60 @@ def scenario_text(doc: dict[str, Any]) -> str:
             lines.append(f"    {o['split']}/rep {o['repetition']} seed {o['seed']}: {mark} {_num(o['score'])}{extra}")
     lines.append("lessons:" if doc["lessons"] else "lessons: none")
     lines += [_lesson_line(les) for les in doc["lessons"]]
-    fixes = [
-        f"edge {f['edge_id']} #{f['parent_id']}->#{f['child_id']} {f['kind']}: {f['transition']}"
-        for f in doc["attempted_fixes"]
+    return "\n".join(lines + _registry_lines(doc))
+
+
+def _registry_lines(doc: dict[str, Any]) -> list[str]:
+    lines = ["root causes:" if doc["root_causes"] else "root causes: none"]
+    for rc in doc["root_causes"]:
+        iters = ", ".join(str(i) for i in rc["iterations"]) or "-"
+        kinds = "/".join(rc["categories"]) + " " + "/".join(rc["attributions"])
+        lines.append(f"  - {rc['text']}  ({kinds}, ×{rc['count']}, iteration {iters})")
+    lines.append("failure signatures (train):" if doc["failure_signatures"] else "failure signatures (train): none")
+    for sig in doc["failure_signatures"]:
+        nodes = ", ".join(f"#{n}" for n in sig["nodes"])
+        lines.append(f"  - {sig['signature']}  ×{sig['count']} on {nodes}: {sig['example'] or '-'}")
+    lines.append("attempts:" if doc["attempts"] else "attempts: none")
+    for a in doc["attempts"]:
+        target = " targeted" if a["targeted"] else ""
+        why = f" [{a['attribution']}]" if a["attribution"] else ""
+        lines.append(
+            f"  - iter {a['iteration']} edge {a['edge_id']} #{a['parent_id']}->#{a['child_id']} {a['kind']} "
+            f"{a['origin']}{target}: {a['transition']}{why}; {a['status']}: {a['reason'] or '-'}"
+        )
+        if a["plan"]:
+            lines.append(f"      plan: {a['plan']}")
+    files = [f"{f['file']} (fixed {f['fixed']}, regressed {f['regressed']})" for f in doc["sensitive_files"]]
+    lines.append("sensitive files: " + ("; ".join(files) or "none"))
+    return lines
+
+
+def _history_line(it: dict[str, Any]) -> list[str]:
+    mode = " (exploration)" if it["exploration"] else ""
+    parent = f"#{it['parent_id']}" if it["parent_id"] is not None else "-"
+    cand = f"#{it['candidate_id']}" if it["candidate_id"] is not None else "-"
+    decision = it["decision"] or ("running" if not it["finished"] else "-")
+    dev = f"  dev {_num(it['candidate_dev'])}" if it["candidate_dev"] is not None else ""
+    origin = f"  {it['origin']}" if it["origin"] else ""
+    lines = [
+        f"{it['number']:>4} {it['phase'] or '-'}{mode} {parent} -> {cand}  {decision}"
+        f"  batch {_num(it['batch_before'])} -> {_num(it['batch_after'])}{dev}{origin}",
+        f"       batch: {', '.join(it['batch']) or '-'}",
     ]
-    lines.append("attempted fixes: " + ("; ".join(fixes) or "none"))
+    if it["evolution"]:
+        lines.append(f"       evolution: {it['evolution']['action']}: {it['evolution']['rationale'] or '-'}")
+    if it["intent"] and (not it["evolution"] or it["intent"] != it["evolution"]["rationale"]):
+        lines.append(f"       intent: {it['intent']}")
+    if it["reason"]:
+        lines.append(f"       reason: {it['reason']}")
+    return lines
+
+
+def history_text(doc: dict[str, Any]) -> str:
+    its = doc["iterations"]
+    lines = [f"run {doc['run_id']}: {len(its)} iteration(s)" + ("" if its else " yet")]
+    for it in its:
+        lines += _history_line(it)
     return "\n".join(lines)
 
 

@@ -43,10 +43,20 @@ REMOVED_VALUES: dict[tuple[str, str], str] = {
 }
 
 
+class CurriculumConfig(_Strict):
+    """`[run.policies.curriculum]`: the curriculum sampler (see `saddler.policies.curriculum`)."""
+
+    temperature: float = Field(0.15, gt=0, description="softmax temperature over arm values in [0, 1]")
+    unseen_share: float = Field(
+        0.34, ge=0, le=1, description="share of each batch drawn from unseen (then least recently shown) tasks"
+    )
+
+
 class PolicyConfig(_Strict):
     """Policies chosen by name (see `saddler.policies`)."""
 
-    sampler: Literal["epoch", "full"] = "epoch"
+    sampler: Literal["epoch", "full", "curriculum"] = "epoch"
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
     acceptance: Literal["strict_mean", "pass_count"] = Field(
         "strict_mean", description="what must strictly improve on the batch: mean task score or tasks passed"
     )
@@ -62,6 +72,9 @@ class PolicyConfig(_Strict):
     ranking: Literal["best_dev", "latest_kept"] = Field("best_dev", description="which node is the answer")
     phases: Literal["capability_then_steering", "none"] = "capability_then_steering"
     capability_epochs: float = Field(1.0, ge=0, le=1000)
+    phase_transition: Literal["epochs", "full_coverage"] = Field(
+        "epochs", description="epochs = after capability_epochs of train; full_coverage = once every task was shown"
+    )
     steering_allows_capability: bool = False
     evolution: Literal["dag", "continue"] = Field("dag", description="continue = always build on the latest kept node")
     max_patch_attempts: int = Field(

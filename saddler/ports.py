@@ -23,6 +23,7 @@ from saddler.benchmark import Benchmark, RolloutResult
 
 if TYPE_CHECKING:
     from saddler.executor.base import RolloutJob
+    from saddler.policies.sampler import SamplerState
     from saddler.sessions.schema import (
         DiagnosisRequest,
         DiagnosisResult,
@@ -71,14 +72,14 @@ class Executor(Protocol):
 class BatchSampler(Protocol):
     """Draws the train mini-batch of each iteration.
 
-    `batch(index)` returns (epoch, task ids) for iteration `index` (0-based) and is a pure function of the
-    sampler's inputs, so a resumed run draws the same batch. `tasks_seen(index)` counts train tasks shown
-    before iteration `index` (the phase schedule reads it).
+    `batch(index, state)` returns (epoch, task ids) for iteration `index` (0-based) and is a pure function of
+    the sampler's inputs and `state` (what the store said before the iteration), so the same run draws the same
+    batches. `adaptive` says whether the sampler reads the failures in `state` (the loop builds them only then).
     """
 
-    def batch(self, index: int) -> tuple[int, list[str]]: ...
+    adaptive: bool
 
-    def tasks_seen(self, index: int) -> int: ...
+    def batch(self, index: int, state: SamplerState | None = None) -> tuple[int, list[str]]: ...
 
 
 class Progress(Protocol):

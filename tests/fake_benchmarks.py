@@ -131,3 +131,40 @@ def _hostile(task: Task, trace_dir: Path) -> None:
     except OSError as exc:
         (trace_dir / "outside.txt").write_text(f"refused: {exc}")
     time.sleep(10_000)
+
+
+class ListedFailuresBenchmark:
+    """Every task passes unless the harness's `failing.txt` lists it (`<task id> <check>` per line): then it
+    fails that check, with the failure point in `failing.txt`. Deterministic, no bank: offline diagnosis
+    never finds a patch, so the loop's own decisions (sampling, saturated batches) are what a test sees."""
+
+    name = "listed-failures"
+
+    def __init__(self, n_tasks: int = 6) -> None:
+        self.n_tasks = n_tasks
+
+    def tasks(self, split: str) -> list[Task]:
+        return [Task(id=f"t-{split}-{i}", group=f"{split}{i % 2}", split=split) for i in range(self.n_tasks)]
+
+    def fingerprint(self) -> str:
+        return f"listed-failures-{self.n_tasks}"
+
+    def model_fingerprint(self) -> str:
+        return "listed-failures-model"
+
+    def symptoms(self, result: RolloutResult) -> list[Symptom]:
+        return []
+
+    def patch_bank(self) -> list[BankPatch]:
+        return []
+
+    def run(self, harness_dir: Path, task: Task, seed: int, trace_dir: Path) -> RolloutResult:
+        listed = {}
+        for line in (harness_dir / "failing.txt").read_text().splitlines():
+            task_id, _, check = line.partition(" ")
+            if task_id:
+                listed[task_id] = check.strip() or "failed"
+        if task.id in listed:
+            return RolloutResult(task.id, 0.0, False, "task_failure", rationale=f"{listed[task.id]}: listed",
+                                 failure_file="failing.txt")  # fmt: skip
+        return RolloutResult(task.id, 1.0, True, "success")

@@ -149,16 +149,19 @@ def test_scenario(db: Path) -> None:
         "run_id": 1,
     }
     assert [(les["id"], les["attribution"]) for les in doc["lessons"]] == [(1, "true_fix"), (4, "stochastic")]
-    assert doc["attempted_fixes"] == [
-        {"edge_id": 1, "parent_id": 1, "child_id": 2, "kind": "patch", "transition": "fixed"},
-        {"edge_id": 5, "parent_id": 5, "child_id": 6, "kind": "cherry_pick", "transition": "fixed"},
-    ]
-    regressed = run_json(db, "scenario", "t-a")["attempted_fixes"]
-    assert regressed == [{"edge_id": 2, "parent_id": 2, "child_id": 3, "kind": "patch", "transition": "regressed"}]
+    assert [(a["edge_id"], a["parent_id"], a["child_id"], a["kind"], a["transition"], a["attribution"])
+            for a in doc["attempts"]] == [(1, 1, 2, "patch", "fixed", "true_fix"),
+                                          (5, 5, 6, "cherry_pick", "fixed", "stochastic")]  # fmt: skip
+    assert doc["sensitive_files"] == [{"file": "tools.py", "fixed": 2, "regressed": 0, "edges": [1, 5]}]
+    assert doc["failure_signatures"] == [{"signature": "prompts/system.md :: task_failure",
+                                          "failure_file": "prompts/system.md", "count": 2, "nodes": [1, 5],
+                                          "example": "t-b answer wrong"}]  # fmt: skip
+    regressed = run_json(db, "scenario", "t-a")["attempts"]
+    assert [(a["edge_id"], a["transition"], a["status"]) for a in regressed] == [(2, "regressed", "rejected")]
     text = run_cli(db, "scenario", "t-c")
     assert "#8 pending iter 5: 1/2 passed" in text
     assert "    train/rep 1 seed 101: FAIL 0.000  task_failure: t-c answer wrong [prompts/system.md]" in text
-    assert text.rstrip().endswith("attempted fixes: edge 3 #2->#4 patch: fixed; edge 5 #5->#6 cherry_pick: fixed")
+    assert text.rstrip().endswith("sensitive files: tools.py (fixed 2, regressed 0)")
 
 
 def test_lessons_filters(db: Path) -> None:
@@ -347,4 +350,5 @@ def test_help_is_plain_and_lists_every_command() -> None:
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0 and "╭" not in result.stdout
     listed = [line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.strip()]
-    assert listed == ["summary", "node", "edge", "scenario", "lessons", "lineage", "best", "batch", "diff", "export"]
+    assert listed == ["summary", "history", "node", "edge", "scenario", "lessons", "lineage", "best", "batch", "diff",
+                      "export"]  # fmt: skip

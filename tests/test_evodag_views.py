@@ -71,5 +71,5 @@ def test_scenario_of_lesson_only_task_and_unknown(store: EvoDAG, tmp_path: Path)
         run = s.create_run({}, 0).id
         s.add_lesson(run, "general", "uncertain", "only a lesson", task_id="lonely")
         doc = s.scenario("lonely")
-        assert (doc["nodes"], [les["text"] for les in doc["lessons"]], doc["attempted_fixes"]) == (
+        assert (doc["nodes"], [les["text"] for les in doc["lessons"]], doc["attempts"]) == (
             [], ["only a lesson"], [])  # fmt: skip

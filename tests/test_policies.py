@@ -34,9 +34,9 @@ def test_epoch_sampler_covers_every_task_once_per_epoch(n: int, size: int, seed:
     assert sampler.batch(3) == make_sampler("epoch", list(reversed(ids)), size, seed).batch(3)
 
 
-def test_sampler_tasks_seen_and_full_batch() -> None:
+def test_epoch_batches_cut_each_epoch_and_full_batch() -> None:
     sampler = make_sampler("epoch", [f"t{i}" for i in range(10)], 4, 0)
-    assert [sampler.tasks_seen(i) for i in range(5)] == [0, 4, 8, 10, 14]
+    assert [len(sampler.batch(i)[1]) for i in range(5)] == [4, 4, 2, 4, 4]  # shown: 0, 4, 8, 10, 14
     full = make_sampler("full", ["b", "a"], 1, 0)
     assert full.batch(2) == (2, ["a", "b"])
 

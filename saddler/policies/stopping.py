@@ -54,12 +54,21 @@ class StopConditions:
         return None
 
 
+NO_TRAINING_FAILURES = "no_training_failures"
+"""The decision of an iteration whose parent passed every task of its mini-batch: no session ran."""
+
+
 def trailing_stalls(decisions: list[str | None]) -> int:
-    """Consecutive non-accepted decisions at the end of the list (plateau / stall counter)."""
+    """Consecutive discarded attempts at the end of the list (the plateau and stall counter).
+
+    A kept decision (accepted, neutral) ends the streak. `no_training_failures` neither ends nor extends it:
+    nothing was attempted, so nothing was discarded, and a streak of saturated batches alone never switches on
+    exploration nor stops the run as stalled.
+    """
     count = 0
     for decision in reversed(decisions):
         if decision in ("accepted", "neutral"):
             break
-        if decision is not None:
+        if decision is not None and decision != NO_TRAINING_FAILURES:
             count += 1
     return count

@@ -23,7 +23,9 @@ MARKERS = {  # decision -> (marker, colour, label)
     "rejected": ("v", "tab:red", "rejected"),
     "invalid": ("x", "black", "invalid (before only)"),
     "no_patch": ("D", "tab:orange", "no patch (before only)"),
+    "no_training_failures": ("o", "tab:gray", "all passed, no diagnosis (before only)"),
 }
+BEFORE_ONLY = ("invalid", "no_patch", "no_training_failures")
 
 
 def _first_eval(rows: list[RolloutRow], tasks: set[str]) -> list[RolloutRow]:
@@ -128,7 +130,7 @@ def plot_progress(store: EvoDAG, path: Path, run_id: int | None = None) -> Path:
                 *zip(*befores, strict=True), facecolors="none", edgecolors="gray", s=24, label="batch before"
             )
         for decision, (marker, colour, label) in MARKERS.items():
-            if decision in ("invalid", "no_patch"):
+            if decision in BEFORE_ONLY:
                 pts = [(b[0], b[1]) for b in data["batch"] if b[3] == decision and b[1] is not None]
             else:
                 pts = [(b[0], b[2]) for b in data["batch"] if b[3] == decision and b[2] is not None]

@@ -197,8 +197,12 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
         backend=backend,
         calls=SessionCalls(store, run_id, backend, space),
         ranking=make_ranking(pol.ranking),
-        sampler=make_sampler(pol.sampler, train_ids, loop.batch_size, cfg.seed),
-        phases=make_phase_schedule(pol.phases, len(train_ids), pol.capability_epochs, pol.steering_allows_capability),
+        sampler=make_sampler(
+            pol.sampler, train_ids, loop.batch_size, cfg.seed, pol.curriculum.temperature, pol.curriculum.unseen_share
+        ),
+        phases=make_phase_schedule(
+            pol.phases, len(train_ids), pol.capability_epochs, pol.steering_allows_capability, pol.phase_transition
+        ),
         acceptance=make_acceptance(
             pol.min_margin, pol.reject_task_regression, pol.accept_neutral, kind, pol.acceptance
         ),

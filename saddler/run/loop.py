@@ -13,7 +13,7 @@ from pathlib import Path
 from evodag.models import Iteration, Node
 from evodag.store import EvoDAG
 from saddler.config import load_run_config
-from saddler.policies.stopping import LoopState, trailing_stalls
+from saddler.policies.stopping import NO_TRAINING_FAILURES, LoopState, trailing_stalls
 from saddler.ports import Progress
 from saddler.reporting.progress import make_progress
 from saddler.run import diagnosis, inputs, reflection
@@ -21,9 +21,10 @@ from saddler.run.context import KEPT_DECISIONS, RunContext, open_context
 from saddler.run.evolve import evolve
 from saddler.run.finish import RunOutcome, finish_run, finished_outcome
 from saddler.run.folder import RunPaths, run_lock
-from saddler.run.outcomes import task_outcomes
+from saddler.run.outcomes import nothing_to_fix, task_outcomes
 from saddler.run.preflight import require_ok
 from saddler.run.recovery import recover_after_crash
+from saddler.run.sampling import sampler_state
 
 Say = Callable[[str], None]
 COMMIT_EPOCH = 946684800  # commit dates are logical: 2000-01-01 + one minute per iteration
@@ -131,12 +132,15 @@ class Optimizer:
     # one iteration --------------------------------------------------------------------------------
     def _iteration(self, ctx: RunContext, number: int, pending: Iteration | None, current: Node, stalls: int) -> None:
         store, cfg = ctx.store, ctx.cfg
-        epoch, batch = ctx.sampler.batch(number - 1)
-        phase = ctx.phases.phase(ctx.sampler.tasks_seen(number - 1))
-        exploration = bool(cfg.loop.plateau_threshold) and stalls >= cfg.loop.plateau_threshold
-        it = pending or store.start_iteration(
-            ctx.run_id, number, epoch, batch, phase=phase, exploration=exploration, stall_count=stalls
-        )
+        if pending is None:  # a resumed iteration keeps the batch and phase it stored
+            state = sampler_state(store, ctx.run_id, number, current, ctx.sampler.adaptive)
+            epoch, batch = ctx.sampler.batch(number - 1, state)
+            phase = ctx.phases.phase(state.shown, len(state.seen))
+            exploration = bool(cfg.loop.plateau_threshold) and stalls >= cfg.loop.plateau_threshold
+            pending = store.start_iteration(
+                ctx.run_id, number, epoch, batch, phase=phase, exploration=exploration, stall_count=stalls
+            )
+        it, batch = pending, pending.batch
         ctx.space.clock = lambda: COMMIT_EPOCH + number * 60  # same seed + config => same commits
 
         # 1. evolution picks the parent
@@ -147,6 +151,11 @@ class Optimizer:
             parent = store.get_node(it.parent_id)
         # 2-3. the mini-batch, and the parent on it (cached rollouts are reused)
         before = ctx.eval_batch(parent, batch)
+        if it.candidate_id is None and nothing_to_fix(before, ctx.score_kind):
+            # nothing to diagnose (AutoSaddler's no_training_failures): no session is paid for
+            self.say(f"iter {number:>3} [{it.phase}] n{parent.id} passes all {len(batch)} task(s): no diagnosis")
+            self._finish_iteration(ctx, it, NO_TRAINING_FAILURES, None, stalls)
+            return
         # 4-5. diagnosis-patch in an isolated worktree, then validation (retried with another hypothesis)
         cand = (
             store.get_node(it.candidate_id)
@@ -172,7 +181,7 @@ class Optimizer:
         # 7. the edge's transitions from the scores, then reflection, accepted or not (dev only as aggregates)
         reflection.reflect(ctx, it, parent, cand, status, before, after)
         self.say(
-            f"iter {number:>3} [{phase}] n{parent.id} -> n{cand.id} {cand.origin}: {verdict.reason}"
+            f"iter {number:>3} [{it.phase}] n{parent.id} -> n{cand.id} {cand.origin}: {verdict.reason}"
             + (f"; dev {cand.dev_mean:.3f}" if cand.dev_mean is not None else "")
             + f" | best n{best.id} dev {best.dev_mean if best.dev_mean is None else round(best.dev_mean, 3)}"
         )
@@ -186,7 +195,7 @@ class Optimizer:
             it.id,
             decision=decision,
             candidate_id=cand.id if cand else None,
-            stall_count=0 if kept else stalls + 1,
+            stall_count=0 if kept else stalls if decision == NO_TRAINING_FAILURES else stalls + 1,
             step="done",
             finished_at=ctx.store.clock(),
         )

@@ -83,3 +83,10 @@ def transitions(before: Iterable[RolloutRow], after: Iterable[RolloutRow]) -> li
 
 def failing_tasks(rows: Iterable[RolloutRow]) -> list[str]:
     return sorted(t for t, o in task_outcomes(rows).items() if not o.passed)
+
+
+def nothing_to_fix(rows: Iterable[RolloutRow], score_kind: str) -> bool:
+    """True when every rollout is already perfect under the run's score: passed, and under `mean_score` also at
+    the top score (a metric benchmark's runs all "pass" without a threshold, yet their score can still rise)."""
+    rows = list(rows)
+    return bool(rows) and all(r.passed and (score_kind == "pass_rate" or r.score >= 1.0 - 1e-9) for r in rows)

@@ -1,0 +1,210 @@
+"""The run's story for people and sessions: the iterations in order (`history`), and per task what was
+tried and what it touched (`task_registry`, the registry part of `evo-dag scenario`).
+
+Both are read-only and JSON-ready. They derive everything from the existing tables (iterations, nodes,
+edges, edge_tasks, lessons, rollouts, events): no column exists only for them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from statistics import mean
+from typing import TYPE_CHECKING, Any
+
+from evodag.models import Lesson
+
+if TYPE_CHECKING:
+    from evodag.store import EvoDAG
+
+SATURATED_REASON = "the parent passes every task of the mini-batch: nothing to diagnose"
+ATTEMPT_TRANSITIONS = ("fixed", "still_failing", "regressed")  # still_passing is not an attempt on the task
+_CHECK = re.compile(r"\s*([A-Za-z_][\w.\-]{0,47})\s*:")
+
+
+def failure_signature(rationale: str, failure_file: str | None, disposition: str) -> str:
+    """A failure's pattern key from what a rollout row holds: `<file> :: <check>`.
+
+    `check` is the grader's check name when the rationale starts with one (`event_time: ...`), else the
+    disposition (`task_failure`, `timeout`, `infra_error`); `file` is the harness file at the failure point
+    or `-`. Rollouts failing the same check at the same place share a signature.
+    """
+    if disposition in ("infra_error", "timeout"):
+        check = disposition
+    else:
+        found = _CHECK.match(rationale or "")
+        check = found.group(1) if found else disposition or "failed"
+    return f"{failure_file or '-'} :: {check}"
+
+
+def _evolution_and_no_patch(store: EvoDAG, rid: int, numbers: set[int]) -> tuple[dict[int, Any], dict[int, str]]:
+    """Per iteration number: the evolution action/rationale, and the diagnosis no-patch reason (from events).
+
+    Events are read newest first and only back to the start of the earliest iteration asked for (its events all
+    come after its `iteration.started`), so `--last N` reads O(N) events, not the whole log."""
+    rows = store.conn.execute(
+        """SELECT kind, json_extract(payload, '$.number'), json_extract(payload, '$.iteration'),
+                  json_extract(payload, '$.action'), json_extract(payload, '$.rationale'),
+                  json_extract(payload, '$.reason')
+           FROM events WHERE run_id = ? AND kind IN ('iteration.started', 'evolution.action', 'diagnosis.no_patch')
+           ORDER BY id DESC""",
+        (rid,),
+    )
+    evolution: dict[int, Any] = {}
+    no_patch: dict[int, str] = {}
+    lowest = min(numbers, default=0)
+    for kind, started, number, action, rationale, reason in rows:
+        if kind == "iteration.started":
+            if started is not None and started < lowest:
+                break
+        elif number not in numbers:
+            continue
+        elif kind == "evolution.action":
+            evolution.setdefault(number, {"action": action, "rationale": rationale or ""})
+        else:
+            no_patch.setdefault(number, reason or "")
+    return evolution, no_patch
+
+
+def _parent_batch_scores(store: EvoDAG, iteration_ids: list[int]) -> dict[int, float]:
+    """Per iteration id: the parent's mean (over tasks) train score on the iteration's batch."""
+    if not iteration_ids:
+        return {}
+    marks = ", ".join("?" for _ in iteration_ids)
+    rows = store.conn.execute(
+        f"""SELECT i.id, r.task_id, avg(r.score) FROM iterations i, json_each(i.batch) b
+            JOIN rollouts r ON r.node_id = i.parent_id AND r.split = 'train' AND r.task_id = b.value
+            WHERE i.id IN ({marks}) GROUP BY i.id, r.task_id""",
+        iteration_ids,
+    )
+    per_task: dict[int, list[float]] = defaultdict(list)
+    for iteration_id, _task, score in rows:
+        per_task[iteration_id].append(score)
+    return {i: round(mean(scores), 6) for i, scores in per_task.items()}
+
+
+def history(store: EvoDAG, run_id: int | None = None, last: int | None = None) -> dict[str, Any]:
+    """The run's iterations in order: batch, parent, candidate, decision, batch scores, dev, intent, reason.
+
+    `batch_before`/`batch_after` are the acceptance's figures stored on the candidate; without a candidate,
+    `batch_before` is the parent's mean train score on the batch. `intent` is the candidate's hypothesis plan,
+    else the evolution rationale. `last` keeps only the last N iterations.
+    """
+    rid = store._run_or_latest(run_id)
+    order = "ORDER BY i.number DESC, i.id DESC" + (" LIMIT ?" if last is not None else "")
+    params: tuple[Any, ...] = (rid, max(last, 0)) if last is not None else (rid,)
+    rows = store.conn.execute(
+        f"""SELECT i.id, i.number, i.epoch, i.phase, i.exploration, i.batch, i.parent_id, i.candidate_id, i.step,
+                   i.decision, i.stall_count, i.finished_at IS NOT NULL, p.dev_mean, c.dev_mean, c.status,
+                   c.origin, c.batch_before, c.batch_after, c.hypothesis, c.status_reason
+            FROM iterations i LEFT JOIN nodes p ON p.id = i.parent_id LEFT JOIN nodes c ON c.id = i.candidate_id
+            WHERE i.run_id = ? {order}""",
+        params,
+    ).fetchall()
+    rows.reverse()
+    numbers = {r[1] for r in rows}
+    evolution, no_patch = _evolution_and_no_patch(store, rid, numbers)
+    missing = [r[0] for r in rows if r[16] is None and r[6] is not None]
+    parent_scores = _parent_batch_scores(store, missing)
+    out = []
+    for (iid, number, epoch, phase, exploration, batch, parent, cand, step, decision, stalls, finished, parent_dev,
+         cand_dev, status, origin, before, after, hypothesis, status_reason) in rows:  # fmt: skip
+        hyp = json.loads(hypothesis) if hypothesis else {}
+        evo = evolution.get(number)
+        plan = str(hyp.get("plan", "")) if isinstance(hyp, dict) else ""
+        if decision == "no_training_failures":
+            reason = SATURATED_REASON
+        elif decision == "no_patch":
+            reason = no_patch.get(number, "")
+        else:
+            reason = status_reason or ""
+        out.append({
+            "number": number, "epoch": epoch, "phase": phase, "exploration": bool(exploration),
+            "batch": json.loads(batch), "parent_id": parent, "candidate_id": cand, "step": step,
+            "decision": decision, "finished": bool(finished), "stall_count": stalls,
+            "batch_before": before if before is not None else parent_scores.get(iid), "batch_after": after,
+            "parent_dev": parent_dev, "candidate_dev": cand_dev, "candidate_status": status, "origin": origin,
+            "intent": plan or (evo["rationale"] if evo else ""), "evolution": evo, "reason": reason,
+        })  # fmt: skip
+    return {"run_id": rid, "iterations": out}
+
+
+def _root_causes(lessons: list[Lesson]) -> list[dict[str, Any]]:
+    """Lessons about the task (not `still_passing`), one entry per distinct text, in order of first sight."""
+    grouped: dict[str, dict[str, Any]] = {}
+    for les in lessons:
+        if les.category == "still_passing":
+            continue
+        entry = grouped.setdefault(les.text, {"text": les.text, "categories": [], "attributions": [],
+                                              "iterations": [], "count": 0})  # fmt: skip
+        entry["count"] += 1
+        for key, value in (("categories", les.category), ("attributions", les.attribution),
+                           ("iterations", les.iteration)):  # fmt: skip
+            if value is not None and value not in entry[key]:
+                entry[key].append(value)
+    return list(grouped.values())
+
+
+def _failure_signatures(store: EvoDAG, task_id: str, rid: int) -> list[dict[str, Any]]:
+    """The task's distinct train failure signatures (see `failure_signature`) with where they were seen."""
+    rows = store.conn.execute(
+        """SELECT node_id, rationale, failure_file, disposition FROM rollouts
+           WHERE task_id = ? AND run_id = ? AND split = 'train' AND passed = 0 ORDER BY id""",
+        (task_id, rid),
+    )
+    found: dict[str, dict[str, Any]] = {}
+    for node_id, rationale, ffile, disposition in rows:
+        sig = failure_signature(rationale, ffile, disposition)
+        entry = found.setdefault(sig, {"signature": sig, "failure_file": ffile, "count": 0, "nodes": [],
+                                       "example": rationale})  # fmt: skip
+        entry["count"] += 1
+        if node_id not in entry["nodes"]:
+            entry["nodes"].append(node_id)
+    return list(found.values())
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def task_registry(store: EvoDAG, task_id: str, rid: int, lessons: list[Lesson]) -> dict[str, Any]:
+    """What the run knows about one task: root causes (lessons), failure signatures (train rollouts), every
+    attempt on it (edges that fixed, regressed or still failed it, with decision and reason) and the files
+    it is sensitive to (files changed by edges that fixed or regressed it)."""
+    rows = store.conn.execute(
+        """SELECT e.id, e.parent_id, e.child_id, e.kind, e.files_changed, t.category, n.iteration, n.origin,
+                  n.status, n.status_reason, n.hypothesis, n.dev_mean, n.batch_before, n.batch_after
+           FROM edge_tasks t JOIN edges e ON e.id = t.edge_id JOIN nodes n ON n.id = e.child_id
+           WHERE t.task_id = ? AND e.run_id = ? AND t.category IN ('fixed', 'still_failing', 'regressed')
+           ORDER BY t.edge_id""",
+        (task_id, rid),
+    ).fetchall()
+    verdicts = {les.edge_id: les for les in lessons if les.edge_id is not None and les.category != "general"}
+    attempts: list[dict[str, Any]] = []
+    files: dict[str, dict[str, Any]] = {}
+    for (edge_id, parent, child, kind, changed, transition, iteration, origin, status, reason, hypothesis, dev,
+         before, after) in rows:  # fmt: skip
+        hyp = json.loads(hypothesis) if hypothesis else {}
+        hyp = hyp if isinstance(hyp, dict) else {}
+        changed_files = json.loads(changed)
+        lesson = verdicts.get(edge_id)
+        attempts.append({
+            "edge_id": edge_id, "iteration": iteration, "parent_id": parent, "child_id": child, "kind": kind,
+            "origin": origin, "plan": str(hyp.get("plan", "")), "targeted": task_id in _listed(hyp.get("target_tasks")),
+            "transition": transition, "attribution": lesson.attribution if lesson else None,
+            "status": status, "reason": reason, "batch_before": before, "batch_after": after, "dev_mean": dev,
+            "files_changed": changed_files,
+        })  # fmt: skip
+        if transition in ("fixed", "regressed"):
+            for name in changed_files:
+                entry = files.setdefault(name, {"file": name, "fixed": 0, "regressed": 0, "edges": []})
+                entry[transition] += 1
+                entry["edges"].append(edge_id)
+    sensitive = sorted(files.values(), key=lambda f: (-(f["fixed"] + f["regressed"]), f["file"]))
+    return {
+        "root_causes": _root_causes(lessons),
+        "failure_signatures": _failure_signatures(store, task_id, rid),
+        "attempts": attempts,
+        "sensitive_files": sensitive,
+    }

@@ -1,0 +1,42 @@
+"""The store's view the batch sampler and the phase schedule read before an iteration (`SamplerState`).
+
+Everything is derived from tables that exist anyway: the earlier iterations' stored batches and decisions
+(shown, seen, last shown, tries) and the reference node's lineage train rollouts (what it is believed to fail,
+with each failure's signature). Only an adaptive sampler gets the failures (they cost a lineage query).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from evodag.models import Node
+from evodag.queries import lineage_train_outcomes
+from evodag.store import EvoDAG
+from saddler.policies.sampler import SamplerState
+
+FRUITLESS = ("rejected", "invalid", "no_patch")
+"""Decisions after which a shown task counts one more try: something was attempted and nothing was kept."""
+
+
+def sampler_state(store: EvoDAG, run_id: int, number: int, reference: Node, with_failures: bool) -> SamplerState:
+    """The state before iteration `number` (1-based), with the failures of `reference` if `with_failures`."""
+    earlier = [it for it in store.iterations(run_id=run_id) if it.number < number]
+    last_shown: dict[str, int] = {}
+    tries: Counter[str] = Counter()
+    for it in sorted(earlier, key=lambda i: (i.number, i.id)):
+        for task in it.batch:
+            last_shown[task] = it.number - 1
+            if it.decision in FRUITLESS:
+                tries[task] += 1
+    failing: dict[str, str] = {}
+    if with_failures:
+        for task, outcome in lineage_train_outcomes(store, reference.id).items():
+            if outcome["signature"] is not None:
+                failing[task] = outcome["signature"]
+    return SamplerState(
+        shown=sum(len(it.batch) for it in earlier),
+        seen=frozenset(last_shown),
+        last_shown=last_shown,
+        failing=failing,
+        tries=dict(tries),
+    )
