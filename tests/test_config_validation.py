@@ -138,7 +138,7 @@ def test_unknown_benchmark_and_backend_names(tmp_path: Path) -> None:
     code, out = validate(root)
     assert code == 2
     assert out.splitlines() == [
-        f"saddler.toml: run.benchmark: unknown benchmark 'nope'; available: {', '.join(sorted(BENCHMARKS))}",
+        f"saddler.toml: run.benchmark: unknown benchmark 'nope'; available: {', '.join(sorted([*BENCHMARKS, 'package.module:Class']))}",
         f"saddler.toml: run.sessions.backend: unknown backend 'gpt'; available: {', '.join(sorted(BACKENDS))}",
     ]
 

@@ -41,7 +41,15 @@ def listed_run(tmp_path: Path, failing: dict[str, str], name: str = "run", **ove
     src = tmp_path / "src"
     if not src.exists():
         lines = "".join(f"{task} {check}\n" for task, check in failing.items())
-        make_source_repo(src, {"saddler.toml": HARNESS_TOML, "loop.py": "x = 1\n", "failing.txt": lines})
+        make_source_repo(
+            src,
+            {
+                "saddler.toml": HARNESS_TOML,
+                "loop.py": "x = 1\n",
+                "prompts/system.md": "Be careful.\n",
+                "failing.txt": lines,
+            },
+        )
     sets: dict[str, Any] = {
         "benchmark_options": {"n_tasks": 12},
         "loop": {"max_iterations": 4, "batch_size": 4, "test_runs": 1},
