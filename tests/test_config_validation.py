@@ -137,8 +137,9 @@ def test_unknown_benchmark_and_backend_names(tmp_path: Path) -> None:
     assert {"opsdesk", "command"} <= set(BENCHMARKS) and {"offline", "claude"} <= set(BACKENDS)
     code, out = validate(root)
     assert code == 2
+    benchmarks = ", ".join(sorted([*BENCHMARKS, "package.module:Class"]))
     assert out.splitlines() == [
-        f"saddler.toml: run.benchmark: unknown benchmark 'nope'; available: {', '.join(sorted([*BENCHMARKS, 'package.module:Class']))}",
+        f"saddler.toml: run.benchmark: unknown benchmark 'nope'; available: {benchmarks}",
         f"saddler.toml: run.sessions.backend: unknown backend 'gpt'; available: {', '.join(sorted(BACKENDS))}",
     ]
 
