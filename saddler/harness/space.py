@@ -1,36 +1,50 @@
 """The git harness space: the run's own clone of a harness, candidate worktrees, commits and diffs.
 
 The user's original repository is never written to. Every candidate is a real commit kept reachable by
-a ref `refs/saddler/c/<sha>`; candidates are edited in isolated worktrees under `worktrees_dir`.
+a ref `refs/saddler/c/<sha>`; candidates are edited in isolated worktrees under `worktrees_dir`. Where no one
+edits files, no worktree is made: evaluation gets a snapshot of the tree (`snapshot`, one `git archive` per
+tree), cherry-pick and revert run on a private index (`saddler.harness.plumbing`). What a full sha names never
+changes, so its tree, its diffs and its numstat against another sha are asked of git once and remembered.
 Hot paths call the git CLI directly (GitPython leaks processes in long runs).
 """
 
 from __future__ import annotations
 
-import fcntl
-import io
-import itertools
 import os
 import re
 import shutil
-import tarfile
 import tempfile
 import tomllib
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TypeVar
 
 from saddler.config import HarnessConfig, parse_saddler_file
 from saddler.errors import ConfigError, HarnessError
 from saddler.harness import components
-from saddler.harness.gitcmd import Clock, configure_run_repo, drop_dead_worktree_entries, git, git_bytes, is_repo_root
+from saddler.harness.gitcmd import Clock, configure_run_repo, drop_dead_worktree_entries, git, is_repo_root
+from saddler.harness.plumbing import (
+    DiffStat,
+    apply_on_index,
+    commit_tree,
+    extract_tree,
+    parse_numstat,
+    stripspace,
+    update_refs,
+)
 from saddler.harness.structure import check_structure
 
 BASELINE_REF = "refs/saddler/baseline"
 KEEP_PREFIX = "refs/saddler/c/"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_SHA = re.compile(r"[0-9a-f]{40}")
 _SKIP_COPY = shutil.ignore_patterns(".git", "__pycache__", "*.pyc")
-_temp_ids = itertools.count()
+_MEMO = 256  # remembered diff texts / stats per space (a diff is asked for 2-3 times right after it is made)
+
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -57,6 +71,11 @@ class HarnessSpace:
         common = git(["rev-parse", "--git-common-dir"], self.repo_dir).stdout.strip()
         self.git_dir = (self.repo_dir / common).resolve()
         self.worktrees_dir.mkdir(parents=True, exist_ok=True)
+        self._commits: set[str] = set()  # full shas known to name commits
+        self._trees: dict[str, str] = {}  # commit sha -> tree sha
+        self._baseline: str | None = None
+        self._stats: OrderedDict[tuple[str, str], DiffStat] = OrderedDict()
+        self._diffs: OrderedDict[tuple[str, str], str] = OrderedDict()
 
     @classmethod
     def create(cls, source: Path, repo_dir: Path, worktrees_dir: Path, *, clock: Clock | None = None) -> HarnessSpace:
@@ -104,23 +123,38 @@ class HarnessSpace:
 
     def baseline_commit(self) -> str:
         """The sha the run started from."""
+        if self._baseline is not None:
+            return self._baseline
         proc = git(["rev-parse", "--verify", "-q", BASELINE_REF], self.repo_dir, check=False)
-        return proc.stdout.strip() if proc.returncode == 0 else self.resolve("HEAD")
+        if proc.returncode != 0:
+            return self.resolve("HEAD")
+        self._baseline = proc.stdout.strip()
+        return self._baseline
 
     def resolve(self, rev: str) -> str:
         """The full sha of a commit-ish; `HarnessError` when it names no commit."""
+        if rev in self._commits:
+            return rev
         proc = git(["rev-parse", "--verify", "-q", f"{rev}^{{commit}}"], self.repo_dir, check=False)
         if proc.returncode != 0:
             raise HarnessError(f"{rev!r} is not a commit of {self.repo_dir}")
-        return proc.stdout.strip()
+        sha = proc.stdout.strip()
+        self._commits.add(sha)
+        return sha
 
     def keep(self, sha: str) -> None:
         """Keep `sha` reachable forever with `refs/saddler/c/<sha>`."""
         git(["update-ref", KEEP_PREFIX + sha, sha], self.repo_dir)
+        self._commits.add(sha)
 
     def tree_of(self, commit: str) -> str:
         """The tree hash of `commit` (what rollout caches key on)."""
-        return git(["rev-parse", f"{commit}^{{tree}}"], self.repo_dir).stdout.strip()
+        if commit not in self._trees:
+            tree = git(["rev-parse", f"{commit}^{{tree}}"], self.repo_dir).stdout.strip()
+            if not _SHA.fullmatch(commit):
+                return tree
+            self._trees[commit] = tree
+        return self._trees[commit]
 
     def read_file(self, commit: str, path: str) -> str | None:
         """The text of `path` at `commit`, or None when the commit has no such file."""
@@ -139,25 +173,26 @@ class HarnessSpace:
         git(["worktree", "add", "-q", "--detach", str(path), sha], self.repo_dir)
         return path
 
-    def checkout(self, commit: str) -> Path:
-        """A shared, clean checkout of `commit` for evaluation (created once, reused).
+    def snapshot(self, commit: str, root: Path) -> Path:
+        """The files of `commit` (no .git) in `root/<tree sha>`, made once per tree with one `git archive`.
 
-        Creation holds a file lock and is marked complete by `.locks/eval-<sha12>.ready`, so concurrent
-        callers (threads or processes) never see a half-created checkout; one left by a crash is rebuilt."""
-        sha = self.resolve(commit)
-        path = self.worktrees_dir / f"eval-{sha[:12]}"
-        locks = self.worktrees_dir / ".locks"
-        ready = locks / f"{path.name}.ready"
-        if ready.is_file() and (path / ".git").is_file():
-            return path
-        locks.mkdir(exist_ok=True)
-        with open(locks / f"{path.name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not (ready.is_file() and (path / ".git").is_file()):
-                ready.unlink(missing_ok=True)
-                self.worktree(sha, path.name)
-                ready.write_text(sha + "\n")
-        return path
+        Read-only by contract: rollouts get their own copy of it, never this folder. It appears complete or
+        not at all (built beside it, then renamed), so concurrent callers, threads or processes, are safe."""
+        tree = self.tree_of(self.resolve(commit))
+        dest = Path(root) / tree
+        if dest.is_dir():
+            return dest
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{tree[:12]}-", dir=dest.parent))
+        try:
+            extract_tree(self.repo_dir, tree, tmp)
+            os.rename(tmp, dest)
+        except OSError:
+            if not dest.is_dir():
+                raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return dest
 
     def remove_worktree(self, path: Path) -> None:
         """Delete a worktree folder and its registration (no error when it is already gone)."""
@@ -182,33 +217,55 @@ class HarnessSpace:
     # -- commits and diffs -----------------------------------------------------------------------------
 
     def commit_worktree(self, path: Path, message: str) -> str | None:
-        """Commit all changes in the worktree; the new sha, or None when nothing changed."""
+        """Commit all changes in the worktree (as `git add -A; git commit -m message` would: same sha); the new
+        sha, or None when nothing changed. The worktree's HEAD moves to it and it is kept."""
+        path = Path(path).resolve()
         git(["add", "-A"], path)
-        if git(["diff", "--cached", "--quiet"], path, check=False).returncode == 0:
+        tree = git(["write-tree"], path).stdout.strip()
+        head = _worktree_head(path)
+        if tree == self.tree_of(head):
             return None
-        git(["commit", "-q", "--no-verify", "-m", message], path, clock=self.clock)
-        sha = git(["rev-parse", "HEAD"], path).stdout.strip()
-        self.keep(sha)
+        if not stripspace(message):
+            raise HarnessError("commit message is empty; give the commit a message")
+        sha = commit_tree(self.repo_dir, tree, head, message, self.clock)
+        update_refs(path, {"HEAD": sha, KEEP_PREFIX + sha: sha})
+        self._commits.add(sha)
+        self._trees[sha] = tree
         return sha
 
     def diff(self, a: str, b: str) -> str:
         """Unified diff from `a` to `b` (binary-safe, no rename detection)."""
-        return git(["diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", a, b], self.repo_dir).stdout
+        key = (a, b)
+        if key in self._diffs:
+            return self._diffs[key]
+        text = git(["diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", a, b], self.repo_dir).stdout
+        return self._remember(self._diffs, key, text)
+
+    def diff_stat(self, a: str, b: str) -> DiffStat:
+        """Changed paths (sorted; a rename shows as both paths) and lines added / removed, from one
+        `git diff --numstat` (binary files count 0 lines)."""
+        key = (a, b)
+        if key in self._stats:
+            return self._stats[key]
+        out = git(["diff", "--no-renames", "--numstat", "-z", a, b], self.repo_dir).stdout
+        return self._remember(self._stats, key, parse_numstat(out))
 
     def changed_files(self, a: str, b: str) -> list[str]:
         """Paths that differ between `a` and `b`, sorted (a rename shows as both paths)."""
-        out = git(["diff", "--no-renames", "--name-only", "-z", a, b], self.repo_dir).stdout
-        return sorted(p for p in out.split("\0") if p)
+        return list(self.diff_stat(a, b).files)
 
     def numstat(self, a: str, b: str) -> tuple[int, int]:
         """(lines added, lines removed) from a to b; binary files count as 0."""
-        out = git(["diff", "--no-renames", "--numstat", a, b], self.repo_dir).stdout
-        added = removed = 0
-        for line in out.splitlines():
-            plus, minus, _ = line.split("\t", 2)
-            added += int(plus) if plus.isdigit() else 0
-            removed += int(minus) if minus.isdigit() else 0
-        return added, removed
+        stat = self.diff_stat(a, b)
+        return stat.added, stat.removed
+
+    def _remember(self, memo: OrderedDict[tuple[str, str], _T], key: tuple[str, str], value: _T) -> _T:
+        """Store `value` when both ends are full shas (immutable); keep the newest `_MEMO` entries."""
+        if _SHA.fullmatch(key[0]) and _SHA.fullmatch(key[1]):
+            memo[key] = value
+            while len(memo) > _MEMO:
+                memo.popitem(last=False)
+        return value
 
     # -- component map ---------------------------------------------------------------------------------
 
@@ -268,20 +325,21 @@ class HarnessSpace:
         return self._transplant(onto, edge_child, edge_parent, message, "revert")
 
     def _transplant(self, onto: str, a: str, b: str, message: str, what: str) -> GitResult:
+        """a→b applied onto `onto` as `apply_patch` in a clean worktree would, but on a private index."""
         diff = git(["diff", "--no-renames", "--binary", "--full-index", a, b], self.repo_dir).stdout
         if not diff.strip():
             return GitResult(False, error=f"{what}: {a[:12]}..{b[:12]} changes nothing")
-        wt = self.worktree(onto, f"tmp-{what}-{os.getpid()}-{next(_temp_ids)}")
-        try:
-            applied = self.apply_patch(wt, diff)
-            if not applied.ok:
-                return GitResult(False, error=f"{what}: {applied.error}")
-            sha = self.commit_worktree(wt, message)
-            if sha is None:
-                return GitResult(False, error=f"{what}: nothing left to change on {onto[:12]}")
-            return GitResult(True, commit=sha)
-        finally:
-            self.remove_worktree(wt)
+        onto = self.resolve(onto)
+        tree, error = apply_on_index(self.repo_dir, self.git_dir, onto, diff)
+        if tree is None:
+            return GitResult(False, error=f"{what}: {error}")
+        if tree == self.tree_of(onto):
+            return GitResult(False, error=f"{what}: nothing left to change on {onto[:12]}")
+        sha = commit_tree(self.repo_dir, tree, onto, message, self.clock)
+        update_refs(self.repo_dir, {KEEP_PREFIX + sha: sha})
+        self._commits.add(sha)
+        self._trees[sha] = tree
+        return GitResult(True, commit=sha)
 
     # -- validation and export -------------------------------------------------------------------------
 
@@ -294,18 +352,24 @@ class HarnessSpace:
             Path(worktree), self.config.structure, changed, lambda rel: self.read_file(parent_commit, rel)
         )
 
+    def validate_commit(self, worktree: Path, parent_commit: str, commit: str) -> list[str]:
+        """`validate` of a worktree just committed as `commit` by `commit_worktree` (its files are that commit's):
+        the changed paths come from the remembered parent→commit stat instead of asking git again."""
+        return check_structure(
+            Path(worktree),
+            self.config.structure,
+            self.changed_files(parent_commit, commit),
+            lambda rel: self.read_file(parent_commit, rel),
+        )
+
     def export_tree(self, commit: str, dest: Path) -> None:
         """Write the files of `commit` (no .git) into `dest`, which must be absent or empty."""
         dest = Path(dest)
         if dest.exists() and any(dest.iterdir()):
             raise HarnessError(f"export folder {dest} is not empty; remove it or choose another")
-        data = git_bytes(["archive", "--format=tar", self.resolve(commit)], self.repo_dir)
+        sha = self.resolve(commit)
         dest.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            if hasattr(tarfile, "data_filter"):
-                tar.extractall(dest, filter="data")
-            else:  # pragma: no cover - Python < 3.11.4
-                tar.extractall(dest)
+        extract_tree(self.repo_dir, sha, dest)
 
     def bundle(self, commit: str, dest: Path) -> None:
         """Write a git bundle of `commit`'s history to `dest`; `git clone dest` checks out branch main."""
@@ -317,3 +381,16 @@ class HarnessSpace:
             git(["push", "-q", tmp, f"{sha}:refs/heads/main"], self.repo_dir)
             git(["symbolic-ref", "HEAD", "refs/heads/main"], Path(tmp))
             git(["bundle", "create", str(dest), "HEAD", "main"], Path(tmp))
+
+
+def _worktree_head(worktree: Path) -> str:
+    """The sha a worktree's HEAD is at, read from its admin folder when HEAD is detached (no subprocess)."""
+    try:
+        pointer = (worktree / ".git").read_text(encoding="utf-8").strip()
+        if pointer.startswith("gitdir: "):
+            head = (worktree / pointer[len("gitdir: ") :] / "HEAD").read_text(encoding="utf-8").strip()
+            if _SHA.fullmatch(head):
+                return head
+    except OSError:
+        pass
+    return git(["rev-parse", "HEAD"], worktree).stdout.strip()

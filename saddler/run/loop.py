@@ -241,7 +241,7 @@ class Optimizer:
             problems.append(f"{kind} change not allowed in the {it.phase} phase (allowed: {', '.join(allowed)})")
         if origin in excluded:
             problems.append(f"excluded mutation: {origin}")
-        return problems + ctx.space.validate(worktree, parent)
+        return problems + ctx.space.validate_commit(worktree, parent, commit)
 
     @staticmethod
     def _candidate_node(
