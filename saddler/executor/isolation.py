@@ -106,6 +106,11 @@ class IsolatedRunner:
             if zygote is not None:
                 self._give_back(zygote, healthy)
 
+    def _markers(self, *markers: str) -> tuple[str, ...]:
+        """The environment markers a rollout's processes are searched by (a scan of all /proc per kill): none under
+        bubblewrap, whose pid namespace keeps every process of a rollout below the process that started it."""
+        return () if self.sandbox.mode == "bwrap" else markers
+
     def _track(self, marker: str, entry: _Active | None) -> None:
         with self._lock:
             if entry is None:
@@ -121,14 +126,15 @@ class IsolatedRunner:
                 self.command(folder), stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=folder.home, env=env,
                 start_new_session=True,
             )  # fmt: skip
-        self._track(marker, (proc.pid, (marker,), proc.pid, ()))
+        markers = self._markers(marker)
+        self._track(marker, (proc.pid, markers, proc.pid, ()))
         timed_out = False
         try:
             if cancel is not None and cancel.is_set():
-                kill_rollout(proc.pid, marker, root=proc.pid)
+                kill_rollout(proc.pid, *markers, root=proc.pid)
             timed_out = not wait_exit(proc, timeout)
         finally:
-            kill_rollout(proc.pid, marker, root=proc.pid)
+            kill_rollout(proc.pid, *markers, root=proc.pid)
             proc.wait()
             self._track(marker, None)
         return proc.returncode, timed_out
@@ -145,7 +151,7 @@ class IsolatedRunner:
             "landlock": str(folder.root) if self.sandbox.mode == "landlock" else None,
             "network": self.sandbox.network,
         }  # fmt: skip
-        markers, spare = (marker, zygote.marker), zygote.spare
+        markers, spare = self._markers(marker, zygote.marker), zygote.spare
         pid: int | None = None
         try:
             pid = zygote.host_pid(zygote.fork(request))

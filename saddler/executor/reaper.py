@@ -54,7 +54,10 @@ def kill_rollout(
     if pgid:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
-    killed.update(kill_until_gone(lambda: [pid for pid in marked_pids(*markers) if pid not in spare], rounds, 0.005))
+    if markers:  # without markers (a pid namespace holds the rollout: `root` finds all of it) no /proc scan
+        killed.update(
+            kill_until_gone(lambda: [pid for pid in marked_pids(*markers) if pid not in spare], rounds, 0.005)
+        )
     deadline = time.monotonic() + settle_s
     dying = [pid for pid in killed if is_running(pid)]
     while dying and time.monotonic() < deadline:
