@@ -141,3 +141,25 @@ def test_parse_numstat_counts_binary_as_zero_and_keeps_odd_paths() -> None:
     stat = parse_numstat(out)
     assert stat.files == ["a.py", "bin/x.png", "name\twith tab"]
     assert (stat.added, stat.removed) == (3, 1)
+
+
+def test_a_removed_worktree_is_gone_at_once_and_deleted_off_the_calling_thread(
+    space: HarnessSpace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+    import threading
+
+    deleted_on: list[str] = []
+    real = shutil.rmtree
+
+    def recording(path: Any, *args: Any, **kwargs: Any) -> None:
+        deleted_on.append(threading.current_thread().name)
+        real(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", recording)
+    wt = space.worktree(space.baseline_commit(), "gone")
+    space.remove_worktree(wt)
+    assert not wt.exists() and "gone" not in sh("worktree", "list", cwd=space.repo_dir)
+    space.prune()  # waits for the background deletion
+    assert "saddler-trash" in deleted_on
+    assert not (space.git_dir / "saddler-trash").exists() and list(space.worktrees_dir.iterdir()) == []

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from saddler.harness.gitcmd import Clock, git, git_bytes
 
+KEEP_PREFIX = "refs/saddler/c/"  # every candidate commit is kept reachable by KEEP_PREFIX + its sha
 _index_ids = itertools.count()
 _GIT_SPACE = " \t\n\r\v\f"
 

@@ -16,7 +16,6 @@ import shutil
 import tempfile
 import tomllib
 from collections import OrderedDict
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TypeVar
@@ -26,8 +25,8 @@ from saddler.errors import ConfigError, HarnessError
 from saddler.harness import components
 from saddler.harness.gitcmd import Clock, configure_run_repo, drop_dead_worktree_entries, git, is_repo_root
 from saddler.harness.plumbing import (
+    KEEP_PREFIX,
     DiffStat,
-    apply_on_index,
     commit_tree,
     extract_tree,
     parse_numstat,
@@ -35,9 +34,10 @@ from saddler.harness.plumbing import (
     update_refs,
 )
 from saddler.harness.structure import check_structure
+from saddler.harness.transplant import GitResult, TransplantMixin
+from saddler.harness.trash import Trash
 
 BASELINE_REF = "refs/saddler/baseline"
-KEEP_PREFIX = "refs/saddler/c/"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _SHA = re.compile(r"[0-9a-f]{40}")
 _SKIP_COPY = shutil.ignore_patterns(".git", "__pycache__", "*.pyc")
@@ -45,18 +45,10 @@ _MEMO = 256  # remembered diff texts / stats per space (a diff is asked for 2-3 
 
 
 _T = TypeVar("_T")
+__all__ = ["BASELINE_REF", "KEEP_PREFIX", "GitResult", "HarnessSpace"]
 
 
-@dataclass
-class GitResult:
-    """Outcome of a git operation that may legitimately fail (a conflict is data, not an exception)."""
-
-    ok: bool
-    commit: str | None = None
-    error: str = ""
-
-
-class HarnessSpace:
+class HarnessSpace(TransplantMixin):
     """One run's harness repository (`repo_dir`) and its candidate worktrees (`worktrees_dir`).
 
     `clock`, when given, fixes commit dates (seconds since the epoch) so the same inputs give the same shas.
@@ -71,6 +63,7 @@ class HarnessSpace:
         common = git(["rev-parse", "--git-common-dir"], self.repo_dir).stdout.strip()
         self.git_dir = (self.repo_dir / common).resolve()
         self.worktrees_dir.mkdir(parents=True, exist_ok=True)
+        self._trash = Trash(self.git_dir / "saddler-trash")
         self._commits: set[str] = set()  # full shas known to name commits
         self._trees: dict[str, str] = {}  # commit sha -> tree sha
         self._baseline: str | None = None
@@ -200,6 +193,7 @@ class HarnessSpace:
 
     def prune(self) -> None:
         """Remove every candidate worktree and run `git worktree prune` (safe after a crash)."""
+        self._trash.empty()
         for child in self.worktrees_dir.iterdir():
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child, ignore_errors=True)
@@ -211,7 +205,7 @@ class HarnessSpace:
     def _forget(self, path: Path) -> None:
         path = path.resolve()
         if path.exists():
-            shutil.rmtree(path, ignore_errors=True)
+            self._trash.discard(path)  # gone at once; its files are deleted in the background
         drop_dead_worktree_entries(self.git_dir)
 
     # -- commits and diffs -----------------------------------------------------------------------------
@@ -287,59 +281,6 @@ class HarnessSpace:
         if not changed:
             return ["empty change: the candidate is identical to its parent"]
         return [f"protected path touched: {p}" for p in self.protected_paths(changed)]
-
-    # -- applying changes ------------------------------------------------------------------------------
-
-    def apply_patch(self, worktree: Path, diff: str) -> GitResult:
-        """`git apply --3way` the diff in the worktree (not committed).
-
-        On failure the worktree is reset to its HEAD (uncommitted edits and untracked files are dropped)
-        and `error` names the conflicting files or git's complaint."""
-        if not diff.strip():
-            return GitResult(False, error="empty patch")
-        patch = diff if diff.endswith("\n") else diff + "\n"
-        three = git(["apply", "--3way", "--whitespace=nowarn", "-"], worktree, check=False, input=patch)
-        if three.returncode == 0:
-            return GitResult(True)
-        unmerged = git(["diff", "--name-only", "--diff-filter=U", "-z"], worktree, check=False).stdout
-        conflicts = sorted({p for p in unmerged.split("\0") if p})
-        self._reset(worktree)
-        if conflicts:
-            return GitResult(False, error="conflict in: " + ", ".join(conflicts))
-        plain = git(["apply", "--whitespace=nowarn", "-"], worktree, check=False, input=patch)
-        if plain.returncode == 0:
-            return GitResult(True)
-        self._reset(worktree)
-        return GitResult(False, error="patch does not apply: " + (plain.stderr or three.stderr).strip()[-600:])
-
-    def _reset(self, worktree: Path) -> None:
-        git(["reset", "-q", "--hard", "HEAD"], worktree)
-        git(["clean", "-q", "-fd"], worktree)
-
-    def cherry_pick(self, onto: str, edge_parent: str, edge_child: str, message: str) -> GitResult:
-        """Apply the change edge_parent→edge_child onto `onto` with a 3-way merge; commit on success."""
-        return self._transplant(onto, edge_parent, edge_child, message, "cherry-pick")
-
-    def revert(self, onto: str, edge_parent: str, edge_child: str, message: str) -> GitResult:
-        """Undo the change edge_parent→edge_child on top of `onto` (3-way); commit on success."""
-        return self._transplant(onto, edge_child, edge_parent, message, "revert")
-
-    def _transplant(self, onto: str, a: str, b: str, message: str, what: str) -> GitResult:
-        """a→b applied onto `onto` as `apply_patch` in a clean worktree would, but on a private index."""
-        diff = git(["diff", "--no-renames", "--binary", "--full-index", a, b], self.repo_dir).stdout
-        if not diff.strip():
-            return GitResult(False, error=f"{what}: {a[:12]}..{b[:12]} changes nothing")
-        onto = self.resolve(onto)
-        tree, error = apply_on_index(self.repo_dir, self.git_dir, onto, diff)
-        if tree is None:
-            return GitResult(False, error=f"{what}: {error}")
-        if tree == self.tree_of(onto):
-            return GitResult(False, error=f"{what}: nothing left to change on {onto[:12]}")
-        sha = commit_tree(self.repo_dir, tree, onto, message, self.clock)
-        update_refs(self.repo_dir, {KEEP_PREFIX + sha: sha})
-        self._commits.add(sha)
-        self._trees[sha] = tree
-        return GitResult(True, commit=sha)
 
     # -- validation and export -------------------------------------------------------------------------
 
