@@ -13,8 +13,10 @@ that counts, without changing what runs:
 
 Prints `overhead_fraction: <x>` = (wall − rollout time) ÷ wall, where wall is the `saddler run` process from
 start to exit (interpreter start-up and imports included), then `wall_s`, `rollout_s`, `git_calls`, `git_s`,
-`sqlite_s` (outside rollouts), `startup_s` and the demo's summary lines (`summary: ...`), which must not change
-when orchestration gets cheaper. The isolation is whatever the run's config says (the default unless `--set`).
+`sqlite_s` (outside rollouts), `startup_s`, `breakdown: <part>=<s> ...` (the non-rollout seconds of the main parts
+of a run, each with the rollouts it waited for taken out; nested parts are also in their parents) and the demo's
+summary lines (`summary: ...`), which must not change when orchestration gets cheaper. The isolation is whatever
+the run's config says (the default unless `--set`).
 """
 
 from __future__ import annotations
@@ -87,9 +89,11 @@ def _probe(run_dir: str, out: str, started: float) -> int:
                 return fn(*args, **kwargs)
             finally:
                 counters.depth.n = 0
-                key = "sqlite_in_rollouts_s" if in_rollouts.is_set() else "sqlite_s"
-                counters.add(key, time.perf_counter() - start)
+                spent = time.perf_counter() - start
+                counters.add("sqlite_in_rollouts_s" if in_rollouts.is_set() else "sqlite_s", spent)
                 counters.add("sqlite_calls", 1)
+                if not in_rollouts.is_set():
+                    counters.add(f"store:{fn.__name__}", spent)
 
         return wrapper
 
@@ -116,6 +120,7 @@ def _probe(run_dir: str, out: str, started: float) -> int:
             counters.add("executor_jobs", len(jobs))
 
     LocalExecutor.run = timed_executor_run  # type: ignore[method-assign]
+    _time_parts(counters)
 
     from saddler.cli.app import app
 
@@ -129,6 +134,52 @@ def _probe(run_dir: str, out: str, started: float) -> int:
     values["startup_s"] = imported - started
     Path(out).write_text(json.dumps(values), encoding="utf-8")
     return code
+
+
+PARTS = (  # (module, attribute path, label): the parts of a run `breakdown` reports
+    ("saddler.run.loop", "open_context", "open_context"),
+    ("saddler.run.loop", "finish_run", "finish_run"),
+    ("saddler.run.evaluate", "Evaluator.evaluate", "evaluate"),
+    ("saddler.sessions.offline", "OfflineBackend.diagnose_patch", "session.diagnose"),
+    ("saddler.sessions.offline", "OfflineBackend.reflect", "session.reflect"),
+    ("saddler.sessions.offline", "OfflineBackend.evolve", "session.evolve"),
+    ("saddler.harness.space", "HarnessSpace.worktree", "git.worktree"),
+    ("saddler.harness.space", "HarnessSpace.remove_worktree", "git.remove_worktree"),
+    ("saddler.harness.space", "HarnessSpace.commit_worktree", "git.commit"),
+    ("saddler.harness.space", "HarnessSpace.snapshot", "git.snapshot"),
+    ("saddler.harness.space", "HarnessSpace.prune", "git.prune"),
+    ("saddler.harness.export", "export_harness", "export"),
+    ("saddler.reporting.figures", "write_report", "report"),
+    ("saddler.reporting.plot", "plot_progress", "plot"),
+    ("saddler.reporting.results_tsv", "write_results_tsv", "results_tsv"),
+)
+
+
+def _time_parts(counters: Counters) -> None:
+    """Wrap each of `PARTS` (where it exists) to add its wall time, less the rollouts run meanwhile, to `part:`."""
+    import importlib
+
+    for module_name, path, label in PARTS:
+        try:
+            owner: Any = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        *parents, name = path.split(".")
+        for parent in parents:
+            owner = getattr(owner, parent, None)
+        fn = getattr(owner, name, None) if owner is not None else None
+        if fn is None:
+            continue
+
+        def wrapper(*args: Any, _fn: Any = fn, _label: str = label, **kwargs: Any) -> Any:
+            start, rollouts = time.perf_counter(), counters.values.get("rollout_s", 0.0)
+            try:
+                return _fn(*args, **kwargs)
+            finally:
+                spent = time.perf_counter() - start - (counters.values.get("rollout_s", 0.0) - rollouts)
+                counters.add(f"part:{_label}", spent)
+
+        setattr(owner, name, functools.wraps(fn)(wrapper))
 
 
 def _summary(text: str) -> list[str]:
@@ -184,6 +235,10 @@ def main() -> int:
         print(f"startup_s: {stats.get('startup_s', 0.0):.2f}")
         by_command = sorted((k[4:], int(v)) for k, v in stats.items() if k.startswith("git:"))
         print("git_by_command: " + " ".join(f"{name}={n}" for name, n in sorted(by_command, key=lambda x: -x[1])))
+        parts = sorted(((k[5:], v) for k, v in stats.items() if k.startswith("part:")), key=lambda kv: -kv[1])
+        print("breakdown: " + " ".join(f"{name}={seconds:.2f}" for name, seconds in parts))
+        store = sorted(((k[6:], v) for k, v in stats.items() if k.startswith("store:")), key=lambda kv: -kv[1])
+        print("sqlite_by_method: " + " ".join(f"{name}={seconds:.3f}" for name, seconds in store[:8]))
         for line in _summary(proc.stdout):
             print(f"summary: {line}")
         return 0
