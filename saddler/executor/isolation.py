@@ -151,19 +151,21 @@ class IsolatedRunner:
             "landlock": str(folder.root) if self.sandbox.mode == "landlock" else None,
             "network": self.sandbox.network,
         }  # fmt: skip
+        # While the server lives it is the subreaper of everything its rollout starts (setsid and double forks
+        # included), so its tree is the whole rollout; the /proc-wide marker scan is for when it died.
         markers, spare = self._markers(marker, zygote.marker), zygote.spare
         pid: int | None = None
         try:
             pid = zygote.host_pid(zygote.fork(request))
             self._track(marker, (pid, markers, zygote.server_pid, spare))
             if cancel is not None and cancel.is_set():
-                kill_rollout(pid, *markers, root=zygote.server_pid, spare=spare)
+                kill_rollout(pid, root=zygote.server_pid, spare=spare)
             reply = zygote.read(timeout)
             timed_out = reply is None
             if timed_out:
-                kill_rollout(pid, *markers, root=zygote.server_pid, spare=spare)
+                kill_rollout(pid, root=zygote.server_pid, spare=spare)
                 reply = zygote.read(10.0)
-            kill_rollout(pid, *markers, root=zygote.server_pid, spare=spare)
+            kill_rollout(pid, root=zygote.server_pid, spare=spare)
             if reply is None or "exit" not in reply:
                 raise ZygoteDied(f"fork server lost track of rollout {pid}")
             return (int(reply["exit"]), timed_out), True
