@@ -98,7 +98,10 @@ class ExecutorConfig(_Strict):
     workers: int = Field(2, ge=1, le=1024)
     timeout_s: float = Field(60.0, gt=0, le=7 * 86400)
     memory_mb: int = Field(2048, ge=64, le=16 * 1024 * 1024)
-    sandbox: Literal["none", "bwrap"] = "none"
+    sandbox: Literal["auto", "bwrap", "landlock", "none"] = Field(
+        "auto", description="auto = the strongest available: bwrap, else landlock, else none (see saddler.executor)"
+    )
+    network: bool = Field(False, description="let rollouts use the network (an API-calling task agent needs it)")
     env_allow: list[str] = Field(default_factory=lambda: ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "PYTHONPATH"])
     ray_address: str = "auto"
     cache: str = Field("", description="path of a rollout cache shared across runs; empty = the run's own DB")

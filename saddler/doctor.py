@@ -18,7 +18,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from saddler.config import RunConfig
+from saddler.config import ExecutorConfig, RunConfig
+from saddler.errors import ExecutorError
+from saddler.executor.sandbox import BWRAP_HINT, Sandbox, resolve_sandbox
 
 OAUTH_VARIABLE = "CLAUDE_CODE_OAUTH_TOKEN"
 Runner = Callable[[list[str]], str | None]
@@ -53,8 +55,9 @@ def run_checks(
     env: Mapping[str, str] | None = None,
     which: Callable[[str], str | None] = shutil.which,
     version: Runner = version_of,
+    sandbox: Callable[[ExecutorConfig], Sandbox] = resolve_sandbox,
 ) -> list[Check]:
-    """All checks for `config` (None: informational checks of every backend)."""
+    """All checks for `config` (None: informational checks of every backend, and the default sandbox)."""
     env = os.environ if env is None else env
     backend = config.sessions.backend if config else None
     checks = [_python(), _tool("git", which, version, required=True)]
@@ -64,12 +67,11 @@ def run_checks(
         checks += _command_backend(config, env, which, version, required=backend == "command")
     if backend in ("claude", "command"):
         checks.append(_evo_dag(which))
+    checks.append(_sandbox(config.executor if config is not None else ExecutorConfig(), sandbox))
     if config is not None and config.benchmark == "claude-tasks":
         checks.append(_task_key(config, env))
     if config is not None:
         checks += _benchmark(config)
-    if config is not None and config.executor.sandbox == "bwrap":
-        checks.append(_tool("bwrap", which, version, required=True))
     if config is not None and config.executor.kind == "ray":
         checks.append(_module("ray", "ray", required=True, hint="pip install 'saddler[ray]'"))
     return checks
@@ -92,6 +94,17 @@ def _tool(name: str, which: Callable[[str], str | None], version: Runner, *, req
         return Check(name, False, required, f"{name} not found on PATH; install it")
     found = version([path, "--version"])
     return Check(name, found is not None, required, found or f"{path} --version failed")
+
+
+def _sandbox(executor: ExecutorConfig, resolve: Callable[[ExecutorConfig], Sandbox]) -> Check:
+    """What rollouts will run in, and what it leaves open: not ok (a warning) unless bubblewrap contains them;
+    required only when a sandbox was asked for by name and this machine lacks it."""
+    try:
+        box = resolve(executor)
+    except ExecutorError as exc:
+        return Check("sandbox", False, True, str(exc))
+    detail = box.describe() + ("" if box.mode == "bwrap" else f"; {BWRAP_HINT}")
+    return Check("sandbox", box.mode == "bwrap", False, detail)
 
 
 def _module(name: str, module: str, *, required: bool, hint: str) -> Check:

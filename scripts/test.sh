@@ -17,5 +17,12 @@ ruff check saddler evodag benchmarks tests bench
 ruff format --check saddler evodag benchmarks tests bench
 mypy
 lint-imports   # the layer contracts in pyproject.toml [tool.importlinter]
+# Rollouts run in bubblewrap when it is there (executor.sandbox = "auto"): install it where we can (root with
+# apt-get; quiet, best effort). Without it the bwrap tests skip and the Landlock / no-sandbox fallbacks are tested.
+if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get install -y -qq bubblewrap || { apt-get update -qq && apt-get install -y -qq bubblewrap; }; } >/dev/null 2>&1 \
+    || echo "note: bubblewrap could not be installed; the bwrap tests will be skipped" >&2
+fi
 # Exit 5 (no tests collected) is non-zero: set -e makes it fail the run.
 python -m pytest "$@"

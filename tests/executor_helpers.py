@@ -51,3 +51,24 @@ def pid_alive(pid: int) -> bool:
 def executor_config(**fields: Any) -> ExecutorConfig:
     """An `ExecutorConfig` validated from keyword fields (defaults for the rest)."""
     return ExecutorConfig.model_validate(fields)
+
+
+SANDBOXES = ["bwrap", "landlock", "none"]
+
+
+def sandbox_unavailable(mode: str) -> str | None:
+    """Why sandbox `mode` cannot run on this machine (None when it can): tests of it skip with this reason."""
+    from saddler.executor import landlock, sandbox
+
+    if mode == "bwrap" and not sandbox.bwrap_status()[0]:
+        return sandbox.bwrap_status()[1]
+    if mode == "landlock" and landlock.abi_version() < 1:
+        return "this kernel has no Landlock"
+    return None
+
+
+def require_sandbox(mode: str) -> None:
+    """Skip the calling test when sandbox `mode` is not available here."""
+    reason = sandbox_unavailable(mode)
+    if reason:
+        pytest.skip(reason)

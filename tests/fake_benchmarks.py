@@ -6,7 +6,10 @@ the seed. Task ids choose a behaviour: `ok-*` (graded), `crash-*` (raises), `exi
 grades normally), `ghost-*` (leaves an orphan with an empty environment in its own session; `*-hang`
 then hangs), `barrier-*` (waits until N rollouts have started), `patricide-*` (kills its fork server,
 then hangs), `hostile-*` (everything a bad rollout can do; its prompt is JSON with `outside`, a path to write to,
-and `token`, digits naming its `sleep` children).
+and `token`, digits naming its `sleep` children), `attack-*` (tries each escape of issue 12.5 and reports what
+worked in `attack.json` among its traces; prompt JSON: `secret`, `port`, `optimizer_pid`, `write` paths), `leave-*`
+(leaves marks wherever it can write) and `look-*` (reports in `look.json` which marks of a previous rollout it
+sees; both take the prompt JSON `token`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from saddler.benchmark import BankPatch, RolloutResult, Symptom, Task
 
@@ -73,6 +77,10 @@ class FakeBenchmark:
             return RolloutResult(task.id, 1.0, True, "success")
         if kind == "hostile":
             _hostile(task, trace_dir)
+        if kind == "attack":
+            _attack(task, trace_dir)
+        if kind in ("leave", "look"):
+            _marks(kind, task, harness_dir, trace_dir)
         if kind == "ghost":  # no marker, own session, orphaned: only the process tree can find it
             script = f"sleep 10000 & echo $! > {task.id}.pid"
             ghost = subprocess.Popen(["setsid", "-w", "sh", "-c", script], env={}, cwd=trace_dir)
@@ -168,3 +176,86 @@ class ListedFailuresBenchmark:
             return RolloutResult(task.id, 0.0, False, "task_failure", rationale=f"{listed[task.id]}: listed",
                                  failure_file="failing.txt")  # fmt: skip
         return RolloutResult(task.id, 1.0, True, "success")
+
+
+def _attack(task: Task, trace_dir: Path) -> None:
+    """Try every escape a rollout was seen to make and write what happened to `attack.json`."""
+    import socket
+
+    spec = json.loads(task.prompt)
+    report: dict[str, object] = {}
+    holders = []
+    try:
+        pids = {int(entry) for entry in os.listdir("/proc") if entry.isdigit()}
+    except OSError:  # /proc cannot be listed: try the pids a rollout can still know
+        pids = set()
+    pids |= {os.getppid(), spec["optimizer_pid"]}
+    for pid in pids:  # the optimizer's secret, in any process's initial environment
+        try:
+            if spec["secret"].encode() in Path(f"/proc/{pid}/environ").read_bytes():
+                holders.append(pid)
+        except OSError:
+            continue
+    report["environ"] = "found" if holders else "not found"
+    try:
+        socket.create_connection(("127.0.0.1", spec["port"]), timeout=3).close()
+        report["tcp"] = "connected"
+    except OSError as exc:
+        report["tcp"] = f"refused: {exc}"
+    writes = {}
+    for path in spec["write"]:
+        try:
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write("planted by a rollout")
+            writes[path] = "written"
+        except OSError as exc:
+            writes[path] = f"refused: {exc.strerror}"
+    report["writes"] = writes
+    try:
+        os.kill(spec["optimizer_pid"], 0)
+        report["signal"] = "sent"
+    except OSError as exc:
+        report["signal"] = f"refused: {exc.strerror}"
+    (trace_dir / "attack.json").write_text(json.dumps(report))
+
+
+def _mark_places(harness_dir: Path, token: str) -> dict[str, Path]:
+    return {
+        "harness": harness_dir / f"mark-{token}",
+        "home": Path(os.environ.get("HOME", "/nonexistent")) / f"mark-{token}",
+        "cwd": Path.cwd() / f"mark-{token}",
+        "tmp": Path("/tmp") / f"saddler-mark-{token}",
+        "shm": Path("/dev/shm") / f"saddler-mark-{token}",
+    }
+
+
+def sysv_key(token: str) -> int:
+    """The SysV IPC key a `leave-*` rollout with `token` uses for its shared memory segment."""
+    return int(token) % (2**31 - 1) or 1
+
+
+def _marks(kind: str, task: Task, harness_dir: Path, trace_dir: Path) -> None:
+    """`leave`: write a mark in every place a rollout may think is its own; `look`: report which marks exist."""
+    token = json.loads(task.prompt)["token"]
+    places = _mark_places(harness_dir, token)
+    if kind == "leave":
+        left = {}
+        for name, path in places.items():
+            try:
+                path.write_text("left by an earlier rollout")
+                left[name] = "written"
+            except OSError as exc:
+                left[name] = f"refused: {exc.strerror}"
+        shm = _libc().shmget(sysv_key(token), 4096, 0o1000 | 0o600)  # IPC_CREAT
+        left["sysv"] = "written" if shm >= 0 else "refused"
+        (trace_dir / "leave.json").write_text(json.dumps(left))
+    else:
+        seen = {name: path.exists() for name, path in places.items()}
+        seen["sysv"] = _libc().shmget(sysv_key(token), 0, 0) >= 0
+        (trace_dir / "look.json").write_text(json.dumps(seen))
+
+
+def _libc() -> Any:
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)

@@ -6,6 +6,7 @@ import json
 import tomllib
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from saddler.cli.app import app
@@ -107,3 +108,33 @@ def test_eval_and_export_unknown_node(tmp_path: Path) -> None:
     exported = runner.invoke(app, ["export", str(run), "--to", str(tmp_path / "out"), "--json"])
     assert exported.exit_code == 0 and json.loads(exported.output)["node_id"] == 1
     assert (tmp_path / "out" / "harness" / "loop.py").is_file()
+
+
+def test_run_warns_before_it_starts_when_rollouts_are_not_contained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from saddler.executor import landlock, sandbox
+
+    run = tmp_path / "run"
+    _init(run, "--set", "loop.max_iterations=0", "--set", "loop.test_runs=1", "--set", "policies.dev_eval=never")
+    monkeypatch.setattr(sandbox, "bwrap_status", lambda: (False, "bubblewrap is not installed"))
+    monkeypatch.setattr(landlock, "abi_version", lambda: 0)
+    done = runner.invoke(app, ["run", str(run)])
+    assert done.exit_code == 0, done.output
+    first = done.output.splitlines()[0]
+    assert first.startswith("warning: rollouts are not fully isolated: sandbox auto -> none (bubblewrap is not")
+    assert "/proc/<pid>/environ" in done.output and "apt-get install bubblewrap" in done.output
+    bwrap = tmp_path / "asked"
+    _init(bwrap, "--set", 'executor.sandbox="bwrap"')
+    refused = runner.invoke(app, ["run", str(bwrap)])
+    assert refused.exit_code == 1
+    assert refused.output.startswith("error: sandbox 'bwrap' requested but bubblewrap is not installed")
+    assert not (bwrap / "evodag.sqlite").exists()  # refused before anything was made
+
+
+def test_the_claude_agent_template_lets_rollouts_reach_the_api(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["init", str(run), "--template", "claude_agent"])
+    assert result.exit_code == 0, result.output
+    executor = tomllib.loads((run / "saddler.toml").read_text())["run"]["executor"]
+    assert executor["network"] is True and "ANTHROPIC_API_KEY" in executor["env_allow"]

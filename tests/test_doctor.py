@@ -61,7 +61,7 @@ def test_command_backend_with_its_cli_found(tmp_path: Path, path_with, monkeypat
         *expected_base(),
         {"name": "fakecli", "ok": True, "required": True, "detail": "fakecli 1.2.3"},
     ]
-    assert [(c["name"], c["required"]) for c in out["checks"][3:]] == [("evo-dag", False)]
+    assert [(c["name"], c["required"]) for c in out["checks"][3:]] == [("evo-dag", False), ("sandbox", False)]
 
 
 def test_missing_cli_and_key_fail_the_doctor(tmp_path: Path, path_with, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,21 +104,37 @@ def test_claude_backend_names_the_key_variable(tmp_path: Path, path_with, monkey
     assert ok.exit_code == (0 if checks["claude-cli (bundled)"]["ok"] else 1)
 
 
-def test_sandbox_and_ray_are_checked_only_when_configured(path_with) -> None:
-    versions = {"bwrap": "bubblewrap 0.8.0"}
-    config = RunConfig.model_validate({"executor": {"sandbox": "bwrap"}, "sessions": {"backend": "offline"}})
-    checks = run_checks(
-        config,
-        env={},
-        which=lambda n: f"/x/{n}" if n != "bwrap" else None,
-        version=lambda argv: versions.get(Path(argv[0]).name, "v1"),
-    )
-    assert [c.name for c in checks] == ["python", "git", "bwrap"]
-    assert not healthy(checks)
-    offline = run_checks(
-        RunConfig(sessions=SessionConfig()), env={}, which=lambda n: f"/x/{n}", version=lambda argv: "v1"
-    )
-    assert [c.name for c in offline] == ["python", "git"] and healthy(offline)
+def test_the_sandbox_is_always_checked_and_a_missing_one_named(path_with, monkeypatch: pytest.MonkeyPatch) -> None:
+    from saddler.executor import landlock, sandbox
+
+    monkeypatch.setattr(sandbox, "bwrap_status", lambda: (False, "bubblewrap is not installed"))
+    monkeypatch.setattr(landlock, "abi_version", lambda: 0)
+    asked = RunConfig.model_validate({"executor": {"sandbox": "bwrap"}, "sessions": {"backend": "offline"}})
+    checks = run_checks(asked, env={}, which=lambda n: f"/x/{n}", version=lambda argv: "v1")
+    assert [c.name for c in checks] == ["python", "git", "sandbox"]
+    assert not healthy(checks) and checks[-1].required and "apt-get install bubblewrap" in checks[-1].detail
+    offline = run_checks(RunConfig(sessions=SessionConfig()), env={}, which=lambda n: f"/x/{n}", version=lambda a: "v1")
+    assert [c.name for c in offline] == ["python", "git", "sandbox"] and healthy(offline)  # a warning, not a failure
+    assert offline[-1].to_dict() == {
+        "name": "sandbox",
+        "ok": False,
+        "required": False,
+        "detail": "sandbox auto -> none (bubblewrap is not installed; no Landlock on this kernel); not contained: "
+        + "; ".join(sandbox.Sandbox("none", "auto", False).uncontained())
+        + f"; {sandbox.BWRAP_HINT}",
+    }
+    ray = RunConfig.model_validate({"executor": {"kind": "ray"}})
+    assert "ray" in [c.name for c in run_checks(ray, env={}, which=lambda n: f"/x/{n}", version=lambda a: "v1")]
+
+
+def test_doctor_says_what_rollouts_run_in_here(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", 'backend = "offline"')
+    out = json.loads(CliRunner().invoke(app, ["doctor", str(run), "--json"]).stdout)
+    [check] = [c for c in out["checks"] if c["name"] == "sandbox"]
+    from saddler.executor.sandbox import resolve_sandbox
+
+    box = resolve_sandbox(RunConfig().executor)
+    assert check["ok"] == (box.mode == "bwrap") and check["detail"].startswith(box.describe())
 
 
 def test_unknown_run_folder_is_a_clean_error(tmp_path: Path) -> None:

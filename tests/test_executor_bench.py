@@ -28,3 +28,7 @@ def test_bench_prints_its_figures(tmp_path: Path) -> None:
     for key in ("executor_speedup_2w", "executor_overhead_ms", "executor_rps_1w", "executor_rps_2w"):
         assert re.fullmatch(r"-?\d+\.\d+", figures[key]), (key, figures[key])
     assert float(figures["executor_rps_2w"]) > 0
+    sandboxes = figures["executor_sandboxes"].split(",")
+    assert "none" in sandboxes and figures["executor_sandbox_default"] in sandboxes
+    for box in sandboxes:  # the cost of each isolation stays visible
+        assert re.fullmatch(r"-?\d+\.\d+", figures[f"executor_overhead_ms_{box}"]), box

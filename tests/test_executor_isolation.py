@@ -1,25 +1,36 @@
-"""Isolation of one rollout: limits, timeouts, scrubbed environment, failure mapping, sandbox."""
+"""Isolation of one rollout: limits, timeouts, scrubbed environment, failure mapping, sandbox mechanics.
+
+Tests that read pids a rollout wrote run with `sandbox = "none"`: inside bubblewrap a rollout sees its own pid
+namespace, so its pids mean nothing here; their bubblewrap twins check from the host side instead."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from executor_helpers import child_can_import_fakes, executor_config, make_harness, make_job, pid_alive
+from executor_helpers import (
+    SANDBOXES,
+    child_can_import_fakes,
+    executor_config,
+    make_harness,
+    make_job,
+    pid_alive,
+    require_sandbox,
+)
 
 from saddler.benchmark import RolloutResult
-from saddler.errors import ExecutorError
-from saddler.executor.environment import BWRAP_MISSING, MARKER_VAR, check_sandbox, sweep_stale_private_dirs
+from saddler.executor.environment import MARKER_VAR, sweep_stale_private_dirs
 from saddler.executor.isolation import IsolatedRunner
 from saddler.executor.local import LocalExecutor
 from saddler.executor.reaper import kill_rollout, marked_pids
+from saddler.executor.workspace import RolloutFolder
+from saddler.procs import descendants
 
 SECRET = "sk-test-DO-NOT-LEAK-4242"
 
@@ -32,22 +43,12 @@ def _fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SADDLER_TEST_ALLOWED", "visible-value")
 
 
-def _bwrap_usable() -> str | None:
-    if shutil.which("bwrap") is None:
-        return "bubblewrap is not installed (apt-get install bubblewrap)"
-    probe = subprocess.run(
-        ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid", "true"],
-        capture_output=True,
-        text=True,
-    )
-    if probe.returncode != 0:
-        return f"bubblewrap cannot create namespaces here: {probe.stderr.strip()}"
-    return None
-
-
+@pytest.mark.parametrize("sandbox", SANDBOXES)
 @pytest.mark.parametrize("mode", ["fork", "spawn"])
-def test_successful_rollout_returns_the_benchmark_result(tmp_path: Path, mode: str) -> None:
-    runner = IsolatedRunner(executor_config(timeout_s=30), mode)
+def test_successful_rollout_returns_the_benchmark_result(tmp_path: Path, mode: str, sandbox: str) -> None:
+    require_sandbox(sandbox)
+    runner = IsolatedRunner(executor_config(timeout_s=30, sandbox=sandbox), mode)
+    assert runner.sandbox.mode == sandbox
     job = make_job(make_harness(tmp_path / "h"), tmp_path / "traces", "ok-train-1", seed=3)
     result = runner.run(job)
     assert result.task_id == "ok-train-1"
@@ -67,9 +68,13 @@ def test_successful_rollout_returns_the_benchmark_result(tmp_path: Path, mode: s
         ("oom-1", "out of memory (limit 256 MiB)"),
     ],
 )
+@pytest.mark.parametrize("sandbox", SANDBOXES)
 @pytest.mark.parametrize("mode", ["fork", "spawn"])
-def test_crashes_become_infra_errors_with_stderr_tail(tmp_path: Path, task_id: str, needle: str, mode: str) -> None:
-    runner = IsolatedRunner(executor_config(timeout_s=30, memory_mb=256), mode)
+def test_crashes_become_infra_errors_with_stderr_tail(
+    tmp_path: Path, task_id: str, needle: str, mode: str, sandbox: str
+) -> None:
+    require_sandbox(sandbox)
+    runner = IsolatedRunner(executor_config(timeout_s=30, memory_mb=256, sandbox=sandbox), mode)
     result = runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", task_id))
     runner.close()
     assert (result.disposition, result.passed, result.score) == ("infra_error", False, 0.0)
@@ -146,49 +151,62 @@ def test_hostile_rollout_is_contained_without_sandbox(tmp_path: Path, mode: str)
     result, traces, outside = _hostile_run(tmp_path, "none", mode)
     _assert_contained(result, traces)
     _assert_pids_dead(traces)  # same pid namespace: the rollout's own pids are checkable
-    assert (traces / "outside.txt").read_text() == "written"  # only bwrap can stop absolute writes
+    assert (traces / "outside.txt").read_text() == "written"  # a sandbox is what stops absolute writes
     assert outside.read_text() == "escaped"
 
 
-def test_hostile_rollout_is_contained_in_bwrap(tmp_path: Path) -> None:
-    reason = _bwrap_usable()
-    if reason:
-        pytest.skip(reason)
-    result, traces, outside = _hostile_run(tmp_path, "bwrap")
+@pytest.mark.parametrize("sandbox", ["bwrap", "landlock"])
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+def test_hostile_rollout_is_contained_in_a_sandbox(tmp_path: Path, mode: str, sandbox: str) -> None:
+    require_sandbox(sandbox)
+    result, traces, outside = _hostile_run(tmp_path, sandbox, mode)
     _assert_contained(result, traces)
     assert not outside.exists()
     assert (traces / "outside.txt").read_text().startswith("refused:")
 
 
-def test_bwrap_has_no_network_and_a_read_only_harness(tmp_path: Path) -> None:
-    reason = _bwrap_usable()
-    if reason:
-        pytest.skip(reason)
+@pytest.mark.parametrize("network", [False, True])
+def test_bwrap_argv_shares_the_network_only_when_asked(tmp_path: Path, network: bool) -> None:
+    require_sandbox("bwrap")
+    runner = IsolatedRunner(executor_config(sandbox="bwrap", network=network, timeout_s=30))
+    folder = RolloutFolder(tmp_path / "private")
+    cmd = runner.command(folder)
+    assert "--unshare-all" in cmd and ("--share-net" in cmd) == network
+    assert cmd[cmd.index("--bind") + 1 : cmd.index("--bind") + 3] == [str(folder.root)] * 2  # the only writable one
+    assert cmd[cmd.index("--cap-drop") + 1] == "ALL"
+    runner.close()
+
+
+def test_each_rollout_runs_on_its_own_copy_of_the_harness(tmp_path: Path) -> None:
     harness = make_harness(tmp_path / "h")
-    runner = IsolatedRunner(executor_config(sandbox="bwrap", timeout_s=30))
-    assert runner.run(make_job(harness, tmp_path / "t", "ok-1")).disposition in ("success", "task_failure")
-    cmd = runner.command(Path("j"), Path("r"), make_job(harness, tmp_path / "t", "ok-1"), tmp_path)
-    assert "--unshare-net" in cmd
-    assert cmd[cmd.index(str(harness)) - 1] == "--ro-bind"
-
-
-def test_missing_bwrap_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shutil, "which", lambda name: None)
-    with pytest.raises(ExecutorError) as err:
-        check_sandbox(executor_config(sandbox="bwrap"))
-    assert str(err.value) == BWRAP_MISSING
-    assert "apt-get install bubblewrap" in str(err.value)
-    check_sandbox(executor_config(sandbox="none"))
+    runner = IsolatedRunner(executor_config(timeout_s=30))
+    result = runner.run(make_job(harness, tmp_path / "t", "crash-1"))
+    assert str(harness) in result.error_tail or "harness blew up" in result.error_tail
+    assert "/harness" not in result.error_tail.replace(str(harness), "")  # private paths are named as the job's
+    assert sorted(p.name for p in harness.iterdir()) == ["policy.txt"]
+    runner.close()
 
 
 @pytest.mark.parametrize("mode", ["fork", "spawn"])
 def test_leftovers_of_a_normal_exit_are_killed(tmp_path: Path, mode: str) -> None:
-    runner = IsolatedRunner(executor_config(timeout_s=30), mode)
+    runner = IsolatedRunner(executor_config(timeout_s=30, sandbox="none"), mode)
     result = runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", "daemon-1"))
     assert result.disposition in ("success", "task_failure")
     leftover = int((tmp_path / "t" / "daemon-1.pid").read_text())
     assert not pid_alive(leftover)
     assert runner._active == {}
+    runner.close()
+
+
+@pytest.mark.parametrize("task_id", ["daemon-1", "ghost-1", "ghost-2-hang"])
+def test_nothing_a_rollout_leaves_survives_in_its_sandbox(tmp_path: Path, task_id: str) -> None:
+    require_sandbox("bwrap")
+    runner = IsolatedRunner(executor_config(timeout_s=1.5, sandbox="bwrap"), "fork")
+    runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", task_id))
+    [server] = runner._idle
+    assert server.server_pid != server.pid and pid_alive(server.server_pid)  # pid 1 of the sandbox, under bwrap
+    assert [pid for pid in descendants(server.server_pid) if pid_alive(pid)] == []
+    assert list(server.exchange.iterdir()) == []  # and the exchange folder is empty for the next rollout
     runner.close()
 
 
@@ -199,7 +217,7 @@ def test_marked_pids_finds_exactly_the_marked_processes(tmp_path: Path) -> None:
     try:
         assert marked_pids("m1") == [proc.pid]
         assert sorted(marked_pids("m1", "m12")) == sorted([proc.pid, other.pid])
-        kill_rollout(proc.pid, "m1", "m12", spare=other.pid)
+        kill_rollout(proc.pid, "m1", "m12", spare=(other.pid,))
         proc.wait(timeout=5)
         assert other.poll() is None
     finally:
@@ -218,20 +236,29 @@ def test_sweep_removes_only_dirs_of_dead_owners(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (mine, alive, other))
 
 
-def test_private_dirs_are_removed_after_each_rollout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_private_dirs_are_removed_after_each_rollout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sandbox: str
+) -> None:
+    require_sandbox(sandbox)
     base = tmp_path / "private"
     base.mkdir()
     monkeypatch.setenv("SADDLER_ROLLOUT_TMP", str(base))
-    runner = IsolatedRunner(executor_config(timeout_s=30))
+    runner = IsolatedRunner(executor_config(timeout_s=30, sandbox=sandbox))
     for task_id in ("ok-1", "crash-1"):
         runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", task_id))
-    assert [p.name for p in base.iterdir()] == [runner._home.name]  # only the fork server's home
+    kept = sorted(p.name for p in base.iterdir())
+    if sandbox == "bwrap":  # the fork server's home, and its (empty) exchange folder
+        [server] = runner._idle
+        assert kept == sorted([runner._home.name, server.exchange.name]) and list(server.exchange.iterdir()) == []
+    else:
+        assert kept == [runner._home.name]
     runner.close()
     assert list(base.iterdir()) == []
 
 
 def test_a_rollout_that_kills_its_fork_server_is_an_infra_error(tmp_path: Path) -> None:
-    runner = IsolatedRunner(executor_config(timeout_s=20), "fork")
+    runner = IsolatedRunner(executor_config(timeout_s=20, sandbox="none"), "fork")
     harness = make_harness(tmp_path / "h")
     start = time.monotonic()
     result = runner.run(make_job(harness, tmp_path / "t", "patricide-1"))
@@ -244,10 +271,20 @@ def test_a_rollout_that_kills_its_fork_server_is_an_infra_error(tmp_path: Path) 
     runner.close()
 
 
+def test_in_bwrap_a_rollout_cannot_kill_its_fork_server(tmp_path: Path) -> None:
+    require_sandbox("bwrap")
+    runner = IsolatedRunner(executor_config(timeout_s=1.5, sandbox="bwrap"), "fork")
+    harness = make_harness(tmp_path / "h")
+    assert runner.run(make_job(harness, tmp_path / "t", "patricide-1")).disposition == "timeout"
+    assert len(runner._idle) == 1  # the server (pid 1 of its sandbox) ignored the kill and serves on
+    assert runner.run(make_job(harness, tmp_path / "t", "ok-1")).disposition in ("success", "task_failure")
+    runner.close()
+
+
 @pytest.mark.parametrize("mode", ["fork", "spawn"])
 @pytest.mark.parametrize("task_id", ["ghost-1", "ghost-2-hang"])
 def test_an_unmarked_orphan_in_its_own_session_is_killed(tmp_path: Path, mode: str, task_id: str) -> None:
-    runner = IsolatedRunner(executor_config(timeout_s=1.5), mode)
+    runner = IsolatedRunner(executor_config(timeout_s=1.5, sandbox="none"), mode)
     result = runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", task_id))
     assert result.disposition == ("timeout" if task_id.endswith("hang") else "success") or not result.passed
     ghost = int((tmp_path / "t" / f"{task_id}.pid").read_text())
@@ -255,44 +292,63 @@ def test_an_unmarked_orphan_in_its_own_session_is_killed(tmp_path: Path, mode: s
     runner.close()
 
 
-def test_a_dropped_runner_stops_its_fork_servers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_dropped_runner_stops_its_fork_servers(tmp_path: Path, sandbox: str) -> None:
     import gc
 
-    runner = IsolatedRunner(executor_config(timeout_s=30), "fork")
+    require_sandbox(sandbox)
+    runner = IsolatedRunner(executor_config(timeout_s=30, sandbox=sandbox), "fork")
     runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", "ok-1"))
     [server] = runner._idle
     home = runner._home
     del runner
     gc.collect()
-    assert server.proc.poll() is not None
+    assert server.proc.poll() is not None and not pid_alive(server.server_pid)
     assert not home.exists()
+    assert server.exchange is None or not server.exchange.exists()
 
 
-def test_rollouts_die_with_a_killed_optimizer(tmp_path: Path) -> None:
-    """SIGKILL the process running the executor mid-rollout: its fork server kills the rollout's tree."""
-    traces = tmp_path / "t"
-    job = make_job(make_harness(tmp_path / "h"), traces, "ghost-3-hang")
+@pytest.mark.parametrize("sandbox", ["none", "bwrap"])
+def test_rollouts_die_with_a_killed_optimizer(tmp_path: Path, sandbox: str) -> None:
+    """SIGKILL the process running the executor mid-rollout: its fork server kills the rollout's tree (under
+    bubblewrap the server is pid 1 of the sandbox, and the whole sandbox goes with it)."""
+    require_sandbox(sandbox)
+    job = make_job(make_harness(tmp_path / "h"), tmp_path / "t", "ghost-3-hang")
     script = (
         "import sys\n"
         "from saddler.config import ExecutorConfig\n"
         "from saddler.executor.base import RolloutJob\n"
         "from saddler.executor.isolation import IsolatedRunner\n"
-        "runner = IsolatedRunner(ExecutorConfig.model_validate({'timeout_s': 120}), 'fork')\n"
+        f"config = ExecutorConfig.model_validate({{'timeout_s': 120, 'sandbox': {sandbox!r}}})\n"
+        "runner = IsolatedRunner(config, 'fork')\n"
         "runner.run(RolloutJob.from_json(sys.stdin.read()))\n"
     )
+    sleepers_before = set(_sleep_pids())
     optimizer = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, text=True)
     assert optimizer.stdin is not None
     optimizer.stdin.write(job.to_json())
     optimizer.stdin.close()
-    pid_file = traces / "ghost-3-hang.pid"
     deadline = time.monotonic() + 30
-    while not (pid_file.is_file() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+    ghosts: set[int] = set()
+    while not ghosts and time.monotonic() < deadline:  # until the rollout's orphan has become `sleep`
         time.sleep(0.05)
-    ghost = int(pid_file.read_text())
-    assert pid_alive(ghost)
+        ghosts = (set(_sleep_pids()) - sleepers_before) & set(descendants(optimizer.pid))
+    assert ghosts and all(pid_alive(pid) for pid in ghosts)
     optimizer.kill()
     optimizer.wait()
     deadline = time.monotonic() + 10
-    while pid_alive(ghost) and time.monotonic() < deadline:
+    while any(pid_alive(pid) for pid in ghosts) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not pid_alive(ghost)
+    assert not any(pid_alive(pid) for pid in ghosts)
+
+
+def _sleep_pids() -> list[int]:
+    """Host pids of live `sleep 10000` processes (what ghost rollouts leave behind)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if (proc / "cmdline").read_bytes() == b"sleep\x0010000\x00" and pid_alive(int(proc.name)):
+                found.append(int(proc.name))
+        except (OSError, ValueError):
+            continue
+    return found

@@ -44,12 +44,13 @@ def test_every_job_is_delivered_once_in_the_calling_thread(tmp_path: Path) -> No
 
 
 def test_workers_run_in_parallel(tmp_path: Path) -> None:
-    """Four rollouts that each wait for all four to have started: only parallel workers let them pass."""
+    """Four rollouts that each wait for all four to have started: only parallel workers let them pass (they meet
+    in a shared folder, which only `sandbox = "none"` lets them write)."""
     harness = make_harness(tmp_path / "h")
     (tmp_path / "barrier").mkdir()
     prompt = json.dumps({"dir": str(tmp_path / "barrier"), "parties": 4})
     jobs = [make_job(harness, tmp_path / "t", f"barrier-{i}", prompt=prompt, timeout_s=20) for i in range(4)]
-    executor = LocalExecutor(executor_config(workers=4, timeout_s=30))
+    executor = LocalExecutor(executor_config(workers=4, timeout_s=30, sandbox="none"))
     results: list[str] = []
     executor.run(jobs, lambda job, result: results.append(result.disposition))
     executor.close()

@@ -211,31 +211,25 @@ def test_worktree_rejects_bad_names_and_commits(space: HarnessSpace) -> None:
         space.worktree("0" * 40, "x")
 
 
-def test_checkout_is_shared_and_created_once(space: HarnessSpace) -> None:
+def test_snapshot_is_made_once_per_tree_and_is_never_a_worktree(tmp_path: Path, space: HarnessSpace) -> None:
     base = space.baseline_commit()
+    root = tmp_path / "snapshots"
     with ThreadPoolExecutor(max_workers=4) as pool:
-        paths = list(pool.map(lambda _: space.checkout(base), range(8)))
+        paths = list(pool.map(lambda _: space.snapshot(base, root), range(8)))
     assert len(set(paths)) == 1
     path = paths[0]
-    assert path.name == f"eval-{base[:12]}"
-    assert _registered(space) == [str(path)]
-    assert sh("rev-parse", "HEAD", cwd=path).strip() == base
-    marker = path / ".marker"
-    marker.write_text("same folder")
-    assert space.checkout(base) == path and marker.exists()
-    assert sorted(p.name for p in space.worktrees_dir.iterdir() if p.name != ".locks") == [path.name]
+    assert path == root / space.tree_of(base)
+    assert sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()) == sorted(FILES)
+    assert not (path / ".git").exists() and _registered(space) == []
+    assert [p.name for p in root.iterdir()] == [path.name]  # no half-built folder left beside it
+    same_tree = sh("commit-tree", space.tree_of(base), "-p", base, "-m", "same files", cwd=space.repo_dir).strip()
+    assert space.snapshot(same_tree, root) == path
 
 
-def test_checkout_half_created_by_a_crash_is_rebuilt(space: HarnessSpace) -> None:
-    base = space.baseline_commit()
-    path = space.worktrees_dir / f"eval-{base[:12]}"
-    space.worktree(base, path.name)  # created, but the crash came before it was marked ready
-    (path / "loop.py").unlink()
-    (path / "junk.txt").write_text("partial")
-    assert space.checkout(base) == path
-    assert (path / "loop.py").read_text() == FILES["loop.py"]
-    assert not (path / "junk.txt").exists()
-    assert _registered(space) == [str(path)]
+def test_snapshot_of_a_missing_commit_is_refused(tmp_path: Path, space: HarnessSpace) -> None:
+    with pytest.raises(HarnessError, match="is not a commit"):
+        space.snapshot("0" * 40, tmp_path / "snapshots")
+    assert not (tmp_path / "snapshots").exists()
 
 
 def test_export_tree_and_bundle(tmp_path: Path, space: HarnessSpace) -> None:

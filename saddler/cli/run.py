@@ -111,6 +111,7 @@ def register(app: typer.Typer) -> None:
         say = (
             (lambda _t: None) if quiet or json_out else (lambda text: console.print(text, markup=False, soft_wrap=True))
         )
+        _warn_about_sandbox(run_dir, console, json_out)
         outcome = Optimizer(run_dir, quiet=quiet or json_out, say=say, allow_changed=allow_changed).run()
         if json_out:
             print_json(
@@ -264,3 +265,14 @@ def register(app: typer.Typer) -> None:
             print_json(info)
         else:
             typer.echo(f"exported node {info.get('node_id')} to {to}")
+
+
+def _warn_about_sandbox(run_dir: Path, console: Any, json_out: bool) -> None:
+    """Say loudly, before anything runs, what the rollouts' sandbox does not contain (the doctor says it too);
+    a sandbox asked for by name that this machine lacks stops the run here."""
+    from saddler.config import load_run_config
+    from saddler.executor.sandbox import resolve_sandbox
+
+    warning = resolve_sandbox(load_run_config(run_dir).executor).warning()
+    if warning and not json_out:
+        console.print(f"warning: {warning}", markup=False, style="bold", soft_wrap=True)

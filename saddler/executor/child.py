@@ -1,10 +1,12 @@
-"""Rollout child entry point: `python -m saddler.executor.child JOB_FILE RESULT_FILE [--memory-mb N]`.
+"""Rollout child entry point:
+`python -m saddler.executor.child JOB_FILE RESULT_FILE [--memory-mb N] [--landlock DIR [--network]]`.
 
 Reads one `RolloutJob` as JSON (from JOB_FILE, or stdin when it is `-`), arranges to die with the thread
-that started it, becomes the subreaper of its descendants, applies its own memory limit (RLIMIT_AS)
-before importing the benchmark, runs the rollout, kills whatever the rollout left running, and writes
-the `RolloutResult` JSON to RESULT_FILE (stdout when `-`). Exit codes: 0 result written, 3 out of
-memory, 1 any other crash (the traceback goes to stderr, which the parent keeps the tail of).
+that started it, becomes the subreaper of its descendants, confines itself with Landlock to writing DIR
+when asked, applies its own memory limit (RLIMIT_AS) before importing the benchmark, runs the rollout, kills
+whatever the rollout left running, and writes the `RolloutResult` JSON to RESULT_FILE (stdout when `-`).
+Exit codes: 0 result written, 3 out of memory, 1 any other crash (the traceback goes to stderr, which the
+parent keeps the tail of).
 Import-light on purpose: stdlib, `saddler.benchmark` and the benchmark module only.
 """
 
@@ -61,17 +63,30 @@ def run_job(job: dict[str, Any], bench: Benchmark | None = None) -> RolloutResul
 
 def main(argv: list[str]) -> int:
     args = list(argv)
-    memory_mb = 0
-    if "--memory-mb" in args:
-        i = args.index("--memory-mb")
-        memory_mb = int(args[i + 1])
-        del args[i : i + 2]
+    memory_mb, confine_to = 0, ""
+    network = "--network" in args
+    if network:
+        args.remove("--network")
+    for flag in ("--memory-mb", "--landlock"):
+        if flag in args:
+            i = args.index(flag)
+            if flag == "--memory-mb":
+                memory_mb = int(args[i + 1])
+            else:
+                confine_to = args[i + 1]
+            del args[i : i + 2]
     if len(args) != 2:
-        sys.stderr.write("usage: python -m saddler.executor.child JOB_FILE|- RESULT_FILE|- [--memory-mb N]\n")
+        sys.stderr.write(
+            "usage: python -m saddler.executor.child JOB_FILE|- RESULT_FILE|- [--memory-mb N] [--landlock DIR]\n"
+        )
         return 2
     job_src, result_dst = args
     die_with_parent()
     become_subreaper()
+    if confine_to:
+        from saddler.executor import landlock
+
+        landlock.confine(confine_to, network=network)
     if memory_mb:
         set_memory_limit(memory_mb)
     text = sys.stdin.read() if job_src == "-" else Path(job_src).read_text(encoding="utf-8")

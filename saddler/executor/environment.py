@@ -1,4 +1,4 @@
-"""The environment a rollout child gets: scrubbed variables, the PYTHONPATH it needs, the optional sandbox.
+"""The environment a rollout child gets: scrubbed variables, the PYTHONPATH it needs, where private folders go.
 
 Only allow-listed names pass from the optimizer's environment; secrets never do. The child also gets a
 private HOME/TMPDIR and a unique marker variable by which every process it starts can be found later.
@@ -14,19 +14,8 @@ import tempfile
 from pathlib import Path
 
 from saddler.config import ExecutorConfig
-from saddler.errors import ExecutorError
 
 MARKER_VAR = "SADDLER_ROLLOUT_MARKER"
-BWRAP_MISSING = (
-    "sandbox 'bwrap' requested but bubblewrap is not installed; apt-get install bubblewrap, "
-    'or set executor.sandbox = "none"'
-)
-
-
-def check_sandbox(config: ExecutorConfig) -> None:
-    """Raise `ExecutorError` when the configured sandbox cannot be used on this machine."""
-    if config.sandbox == "bwrap" and shutil.which("bwrap") is None:
-        raise ExecutorError(BWRAP_MISSING)
 
 
 def _package_root(module: str) -> str | None:
@@ -102,14 +91,3 @@ def scrubbed_env(config: ExecutorConfig, benchmark: str, private_dir: Path, mark
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env[MARKER_VAR] = marker
     return env
-
-
-def bwrap_prefix(private_dir: Path, trace_dir: Path, harness_dir: Path) -> list[str]:
-    """bubblewrap argv: no network, own pid namespace, everything read-only but the private and trace dirs."""
-    return [
-        "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-        "--bind", str(private_dir), str(private_dir),
-        "--bind", str(trace_dir), str(trace_dir),
-        "--ro-bind", str(harness_dir), str(harness_dir),
-        "--unshare-net", "--unshare-pid", "--die-with-parent", "--chdir", str(private_dir), "--",
-    ]  # fmt: skip

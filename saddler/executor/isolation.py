@@ -1,17 +1,17 @@
 """Run one rollout in an isolated child process and turn whatever happens into a `RolloutResult`.
 
-Each rollout gets: its own session/process group, a scrubbed environment (the allow-list only, plus a
-private HOME/TMPDIR and the PYTHONPATH the child needs), a private temporary directory as cwd, closed
-stdin, an address-space limit, a wall-clock timeout, and optionally a bubblewrap sandbox (no network, a
-read-only view of everything but its private dir and trace dir). Every process it starts carries a unique
-environment marker; after the rollout ends (normally or not) the whole group and every marked process
-that escaped it with `setsid` are killed.
+Each rollout gets: its own session/process group, a scrubbed environment (the allow-list only, plus a private
+HOME/TMPDIR and the PYTHONPATH the child needs), a private folder (`saddler.executor.workspace`: its own copy of the
+harness, its trace folder, its HOME) that is the only place it may write and that is removed afterwards, closed
+stdin, an address-space limit, a wall-clock timeout, and the sandbox `executor.sandbox` resolves to
+(`saddler.executor.sandbox`: bubblewrap, Landlock or none). Every process it starts carries a unique environment
+marker; after the rollout ends (normally or not) the whole group and every marked process that escaped it with
+`setsid` are killed.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,75 +29,89 @@ from saddler.executor.base import RolloutJob
 from saddler.executor.child import EXIT_OOM
 from saddler.executor.environment import (
     MARKER_VAR,
-    bwrap_prefix,
-    check_sandbox,
     private_base,
     private_prefix,
     scrubbed_env,
     sweep_stale_private_dirs,
 )
 from saddler.executor.reaper import TAIL_BYTES, kill_rollout, tail_of, wait_exit
+from saddler.executor.sandbox import Sandbox, bwrap_argv, resolve_sandbox
+from saddler.executor.workspace import HarnessCopies, RolloutFolder, remove_tree
 from saddler.executor.zygote_client import Zygote, ZygoteDied
 
 __all__ = ["TAIL_BYTES", "IsolatedRunner"]
+_Active = tuple[int | None, tuple[str, ...], int | None, tuple[int, ...]]  # (pgid, markers, root, spared pids)
 
 
 class IsolatedRunner:
     """Runs single jobs in isolated children; thread-safe; `kill_all()` stops every running child.
 
-    `mode` "fork" (the default without a sandbox) forks each child from a pooled fork server that has the
-    benchmark imported already (see `saddler.executor.zygote`); "spawn" (always under bwrap, or per job
-    with `job.extra["isolation"] = "spawn"`) starts a fresh interpreter per rollout.
+    `mode` "fork" (the default) forks each child from a pooled fork server that has the benchmark imported
+    already (see `saddler.executor.zygote`; under bubblewrap the fork server lives inside the sandbox); "spawn"
+    (or per job `job.extra["isolation"] = "spawn"`) starts a fresh interpreter (in a fresh sandbox) per rollout.
+    `sandbox` is the resolved `Sandbox` (an explicitly requested one that is missing raises `ExecutorError`).
     """
 
     def __init__(self, config: ExecutorConfig, mode: str | None = None) -> None:
-        check_sandbox(config)
         if mode not in (None, "fork", "spawn"):
             raise ExecutorError(f"unknown isolation mode {mode!r}; use 'fork' or 'spawn'")
         self.config = config
-        self.mode = "spawn" if config.sandbox != "none" else (mode or "fork")
+        self.sandbox: Sandbox = resolve_sandbox(config)
+        self.mode = mode or "fork"
         self._lock = threading.Lock()
-        self._active: dict[str, tuple[int, tuple[str, ...], int | None]] = {}  # marker -> (pgid, markers, server)
+        self._active: dict[str, _Active] = {}  # marker -> what kill_all needs
         self._idle: list[Zygote] = []
         self._closed = False
+        self._copies = HarnessCopies()
         self._home = Path(tempfile.mkdtemp(prefix=private_prefix(), dir=private_base()))
         sweep_stale_private_dirs(private_base())
         # a runner dropped without close() (or left at exit) still stops its fork servers
         self._finalizer = weakref.finalize(self, _stop_servers, self._idle, self._home)
 
-    def command(self, job_file: Path, result_file: Path, job: RolloutJob, private_dir: Path) -> list[str]:
-        """The argv that spawns the child (wrapped in bubblewrap when configured)."""
-        cmd = [sys.executable, "-P", "-m", "saddler.executor.child", str(job_file), str(result_file)]
-        cmd += ["--memory-mb", str(self.config.memory_mb)]
-        if self.config.sandbox == "bwrap":
-            return bwrap_prefix(private_dir, Path(job.trace_dir), Path(job.harness_dir)) + cmd
+    def command(self, folder: RolloutFolder) -> list[str]:
+        """The argv that spawns the child for the rollout in `folder` (inside bubblewrap when that is the sandbox)."""
+        cmd = [sys.executable, "-P", "-m", "saddler.executor.child", str(folder.file("job.json"))]
+        cmd += [str(folder.file("result.json")), "--memory-mb", str(self.config.memory_mb)]
+        if self.sandbox.mode == "landlock":
+            cmd += ["--landlock", str(folder.root)] + (["--network"] if self.sandbox.network else [])
+        if self.sandbox.mode == "bwrap":
+            return bwrap_argv(folder.root, network=self.sandbox.network, chdir=folder.home) + cmd
         return cmd
 
     def run(self, job: RolloutJob, cancel: threading.Event | None = None) -> RolloutResult:
         """Run `job` isolated; never raises for anything the rollout does. A set `cancel` kills it."""
         timeout = float(job.extra.get("timeout_s", self.config.timeout_s))
         marker = uuid.uuid4().hex
-        private_dir = Path(tempfile.mkdtemp(prefix=private_prefix(), dir=private_base()))
+        env = scrubbed_env(self.config, job.benchmark, Path("/nonexistent"), marker)
+        zygote = None
+        if self.mode == "fork" and job.extra.get("isolation", "fork") == "fork":
+            zygote = self._take_zygote(job, env)
+        base = zygote.exchange if zygote is not None and zygote.exchange else private_base()
+        folder = RolloutFolder(Path(tempfile.mkdtemp(prefix=private_prefix(), dir=base)))
+        healthy = True  # the fork server can serve again (False when the rollout broke it)
         try:
-            Path(job.trace_dir).mkdir(parents=True, exist_ok=True)
-            files = {name: private_dir / name for name in ("job.json", "result.json", "stdout.log", "stderr.log")}
-            files["job.json"].write_text(job.to_json(), encoding="utf-8")
-            work = private_dir / "tmp"
-            work.mkdir()
-            env = scrubbed_env(self.config, job.benchmark, work, marker)
+            folder.prepare(job, self._copies)
+            env.update(HOME=str(folder.home), TMPDIR=str(folder.home), TMP=str(folder.home), TEMP=str(folder.home))
             start = time.monotonic()
             outcome = None
-            if self.mode == "fork" and job.extra.get("isolation", "fork") == "fork":
-                outcome = self._forked(job, env, marker, files, work, timeout, cancel)
+            if zygote is not None:
+                outcome, healthy = self._forked(zygote, env, marker, folder, timeout, cancel)
             if outcome is None:
-                outcome = self._spawned(job, env, marker, files, work, private_dir, timeout, cancel)
+                outcome = self._spawned(env, marker, folder, timeout, cancel)
             rc, timed_out = outcome
-            elapsed = time.monotonic() - start
-            return self._result(job, rc, timed_out, timeout, elapsed, files["result.json"], files["stderr.log"])
+            result = self._result(job, rc, timed_out, timeout, time.monotonic() - start, folder)
+            return folder.land(result, job)
         finally:
-            shutil.rmtree(private_dir, ignore_errors=True)
+            healthy = remove_tree(folder.root) and healthy
+            if zygote is not None:
+                self._give_back(zygote, healthy)
 
-    def _track(self, marker: str, entry: tuple[int, tuple[str, ...], int | None] | None) -> None:
+    def _markers(self, *markers: str) -> tuple[str, ...]:
+        """The environment markers a rollout's processes are searched by (a scan of all /proc per kill): none under
+        bubblewrap, whose pid namespace keeps every process of a rollout below the process that started it."""
+        return () if self.sandbox.mode == "bwrap" else markers
+
+    def _track(self, marker: str, entry: _Active | None) -> None:
         with self._lock:
             if entry is None:
                 self._active.pop(marker, None)
@@ -105,91 +119,101 @@ class IsolatedRunner:
                 self._active[marker] = entry
 
     def _spawned(
-        self, job: RolloutJob, env: dict[str, str], marker: str, files: dict[str, Path], work: Path,
-        private_dir: Path, timeout: float, cancel: threading.Event | None,
-    ) -> tuple[int | None, bool]:  # fmt: skip
-        with open(files["stdout.log"], "wb") as out, open(files["stderr.log"], "wb") as err:
+        self, env: dict[str, str], marker: str, folder: RolloutFolder, timeout: float, cancel: threading.Event | None
+    ) -> tuple[int | None, bool]:
+        with open(folder.file("stdout.log"), "wb") as out, open(folder.file("stderr.log"), "wb") as err:
             proc = subprocess.Popen(
-                self.command(files["job.json"], files["result.json"], job, private_dir),
-                stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=work, env=env, start_new_session=True,
+                self.command(folder), stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=folder.home, env=env,
+                start_new_session=True,
             )  # fmt: skip
-        self._track(marker, (proc.pid, (marker,), None))
+        markers = self._markers(marker)
+        self._track(marker, (proc.pid, markers, proc.pid, ()))
         timed_out = False
         try:
             if cancel is not None and cancel.is_set():
-                kill_rollout(proc.pid, marker, root=proc.pid)
+                kill_rollout(proc.pid, *markers, root=proc.pid)
             timed_out = not wait_exit(proc, timeout)
         finally:
-            kill_rollout(proc.pid, marker, root=proc.pid)
+            kill_rollout(proc.pid, *markers, root=proc.pid)
             proc.wait()
             self._track(marker, None)
         return proc.returncode, timed_out
 
     def _forked(
-        self, job: RolloutJob, env: dict[str, str], marker: str, files: dict[str, Path], work: Path,
-        timeout: float, cancel: threading.Event | None,
-    ) -> tuple[int | None, bool] | None:  # fmt: skip
-        """Run through a pooled fork server; None when no fork server can start (the caller spawns)."""
-        try:
-            zygote = self._take_zygote(job, env)
-        except ZygoteDied:
-            return None
+        self, zygote: Zygote, env: dict[str, str], marker: str, folder: RolloutFolder, timeout: float,
+        cancel: threading.Event | None,
+    ) -> tuple[tuple[int | None, bool], bool]:  # fmt: skip
+        """Run through a pooled fork server: ((returncode, timed out), whether the server is still healthy)."""
         request = {
-            "job_file": str(files["job.json"]), "result_file": str(files["result.json"]),
-            "stdout": str(files["stdout.log"]), "stderr": str(files["stderr.log"]), "cwd": str(work),
-            "env": env, "memory_mb": self.config.memory_mb,
+            "job_file": str(folder.file("job.json")), "result_file": str(folder.file("result.json")),
+            "stdout": str(folder.file("stdout.log")), "stderr": str(folder.file("stderr.log")),
+            "cwd": str(folder.home), "env": env, "memory_mb": self.config.memory_mb,
+            "landlock": str(folder.root) if self.sandbox.mode == "landlock" else None,
+            "network": self.sandbox.network,
         }  # fmt: skip
-        healthy, pid = False, 0
+        # While the server lives it is the subreaper of everything its rollout starts (setsid and double forks
+        # included), so its tree is the whole rollout; the /proc-wide marker scan is for when it died.
+        markers, spare = self._markers(marker, zygote.marker), zygote.spare
+        pid: int | None = None
         try:
-            pid = zygote.fork(request)
-            self._track(marker, (pid, (marker, zygote.marker), zygote.pid))
+            pid = zygote.host_pid(zygote.fork(request))
+            self._track(marker, (pid, markers, zygote.server_pid, spare))
             if cancel is not None and cancel.is_set():
-                kill_rollout(pid, marker, zygote.marker, root=zygote.pid, spare=zygote.pid)
+                kill_rollout(pid, root=zygote.server_pid, spare=spare)
             reply = zygote.read(timeout)
             timed_out = reply is None
             if timed_out:
-                kill_rollout(pid, marker, zygote.marker, root=zygote.pid, spare=zygote.pid)
+                kill_rollout(pid, root=zygote.server_pid, spare=spare)
                 reply = zygote.read(10.0)
-            kill_rollout(pid, marker, zygote.marker, root=zygote.pid, spare=zygote.pid)
+            kill_rollout(pid, root=zygote.server_pid, spare=spare)
             if reply is None or "exit" not in reply:
                 raise ZygoteDied(f"fork server lost track of rollout {pid}")
-            healthy = True
-            return int(reply["exit"]), timed_out
+            return (int(reply["exit"]), timed_out), True
         except ZygoteDied as exc:  # the rollout took its fork server down with it: data
-            if pid:
-                kill_rollout(pid, marker, zygote.marker, root=zygote.pid, spare=zygote.pid)
-            with open(files["stderr.log"], "a", encoding="utf-8") as err:
+            kill_rollout(pid, *markers, root=zygote.server_pid, spare=spare)
+            with open(folder.file("stderr.log"), "a", encoding="utf-8") as err:
                 err.write(f"[saddler] {exc}\n")
-            return -signal.SIGKILL, False
+            return (-signal.SIGKILL, False), False
         finally:
             self._track(marker, None)
-            self._give_back(zygote, healthy)
 
-    def _take_zygote(self, job: RolloutJob, env: dict[str, str]) -> Zygote:
-        zenv = {**env, "HOME": str(self._home), "TMPDIR": str(self._home), "TMP": str(self._home)}
-        zenv["TEMP"] = str(self._home)
-        key = (job.benchmark, json.dumps(job.benchmark_options, sort_keys=True), zenv.get("PYTHONPATH", ""))
+    def _take_zygote(self, job: RolloutJob, env: dict[str, str]) -> Zygote | None:
+        """An idle fork server for the job's benchmark, or a new one; None when none can start (spawn instead)."""
+        key = (job.benchmark, json.dumps(job.benchmark_options, sort_keys=True), env.get("PYTHONPATH", ""))
         with self._lock:
             for i, zygote in enumerate(self._idle):
                 if zygote.key == key:
                     return self._idle.pop(i)
-        return Zygote(job.benchmark, job.benchmark_options, zenv, MARKER_VAR, str(self._home))
+        exchange = None
+        wrapper: list[str] = []
+        if self.sandbox.mode == "bwrap":
+            exchange = Path(tempfile.mkdtemp(prefix=private_prefix() + "x", dir=private_base()))
+            wrapper = bwrap_argv(exchange, network=self.sandbox.network, chdir=exchange, as_pid_1=True)
+        home = str(exchange or self._home)
+        zenv = {**env, "HOME": home, "TMPDIR": home, "TMP": home, "TEMP": home}
+        try:
+            return Zygote(job.benchmark, job.benchmark_options, zenv, MARKER_VAR, home, wrapper, exchange, key)
+        except ZygoteDied:
+            if exchange is not None:
+                remove_tree(exchange)
+            return None
 
     def _give_back(self, zygote: Zygote, healthy: bool) -> None:
+        if healthy and zygote.exchange is not None:
+            healthy = zygote.clear_exchange()
         with self._lock:
             if healthy and not self._closed:
                 self._idle.append(zygote)
                 return
-        kill_rollout(zygote.pid, zygote.marker, root=zygote.pid)  # its tree first, then the server itself
-        zygote.stop()
+        zygote.discard()
 
     def _result(
-        self, job: RolloutJob, rc: int | None, timed_out: bool, timeout: float, elapsed: float, result_file: Path,
-        stderr: Path,
-    ) -> RolloutResult:  # fmt: skip
-        tail = tail_of(stderr)
+        self, job: RolloutJob, rc: int | None, timed_out: bool, timeout: float, elapsed: float, folder: RolloutFolder
+    ) -> RolloutResult:
+        tail = tail_of(folder.file("stderr.log"))
         if timed_out:
             return _failure(job, "timeout", elapsed, f"[saddler] timed out after {timeout:g}s\n{tail}")
+        result_file = folder.file("result.json")
         if rc == 0 and result_file.is_file():
             try:
                 result = RolloutResult.from_dict(json.loads(result_file.read_text(encoding="utf-8")))
@@ -212,8 +236,8 @@ class IsolatedRunner:
         """Kill every rollout still running (used when the caller is interrupted)."""
         with self._lock:
             active = list(self._active.values())
-        for pgid, markers, root in active:
-            kill_rollout(pgid, *markers, root=root if root is not None else pgid, spare=root)
+        for pgid, markers, root, spare in active:
+            kill_rollout(pgid, *markers, root=root, spare=spare)
 
     def close(self) -> None:
         """Kill running rollouts, stop the idle fork servers, remove their home."""
@@ -225,10 +249,8 @@ class IsolatedRunner:
 
 def _stop_servers(idle: list[Zygote], home: Path) -> None:
     while idle:
-        zygote = idle.pop()
-        kill_rollout(zygote.pid, zygote.marker, root=zygote.pid)
-        zygote.stop()
-    shutil.rmtree(home, ignore_errors=True)
+        idle.pop().discard()
+    remove_tree(home)
 
 
 def _failure(job: RolloutJob, disposition: str, elapsed: float, tail: str) -> RolloutResult:

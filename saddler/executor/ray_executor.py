@@ -24,9 +24,9 @@ from saddler.benchmark import RolloutResult
 from saddler.config import ExecutorConfig
 from saddler.errors import ExecutorError
 from saddler.executor.base import RolloutJob
-from saddler.executor.environment import check_sandbox
 from saddler.executor.isolation import IsolatedRunner
 from saddler.executor.reaper import TAIL_BYTES
+from saddler.executor.sandbox import resolve_sandbox
 from saddler.ports import ResultCallback
 
 MAX_TRACE_BYTES = 8 * 1024 * 1024  # per file; larger traces are truncated on the way back
@@ -113,7 +113,7 @@ class RayExecutor:
     """Runs rollouts as Ray tasks; connects to `config.ray_address` ("local"/"" start a local cluster)."""
 
     def __init__(self, config: ExecutorConfig) -> None:
-        check_sandbox(config)
+        self.sandbox = resolve_sandbox(config)  # the driver's; each worker resolves its own
         try:
             import ray
         except ImportError as exc:

@@ -14,6 +14,7 @@ import select
 import signal
 import subprocess
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 from saddler.executor.environment import MARKER_VAR
@@ -40,18 +41,23 @@ def marked_pids(*markers: str) -> list[int]:
 
 
 def kill_rollout(
-    pgid: int, *markers: str, root: int | None = None, spare: int | None = None, rounds: int = 20,
+    pgid: int | None, *markers: str, root: int | None = None, spare: Collection[int] = (), rounds: int = 20,
     settle_s: float = 2.0,
 ) -> None:  # fmt: skip
     """SIGKILL every process of a rollout: the descendants of `root` (a subreaper holding the rollout's
-    orphans), the process group `pgid`, and every process carrying one of `markers` (never `spare`);
+    orphans; a spared pid's own descendants are then killed, never the spared pid), the process group `pgid` (if any),
+    and every process carrying one of `markers` (never one in `spare`: the fork server, bwrap around it);
     repeat until none is left, then wait (up to `settle_s`) until each one killed has finished dying."""
     killed: set[int] = set()
     if root is not None:
         killed.update(kill_descendants(root))
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-    killed.update(kill_until_gone(lambda: [pid for pid in marked_pids(*markers) if pid != spare], rounds, 0.005))
+    if pgid:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    if markers:  # without markers (a pid namespace holds the rollout: `root` finds all of it) no /proc scan
+        killed.update(
+            kill_until_gone(lambda: [pid for pid in marked_pids(*markers) if pid not in spare], rounds, 0.005)
+        )
     deadline = time.monotonic() + settle_s
     dying = [pid for pid in killed if is_running(pid)]
     while dying and time.monotonic() < deadline:

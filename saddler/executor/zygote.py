@@ -6,15 +6,19 @@ forks a child that takes the same isolation as a spawned one before running anyt
 stdin from /dev/null, stdout/stderr to files, cwd and HOME/TMPDIR in the private dir, the rollout's
 environment, the address-space limit. The zygote itself never runs a rollout, so every child starts from
 the same pristine state. Protocol on the zygote's stdin/stdout, one JSON object per line:
-request `{"job_file", "result_file", "stdout", "stderr", "cwd", "env", "memory_mb"}` -> `{"pid": n}`,
-then `{"exit": returncode}` (negative = killed by that signal, as with `Popen.returncode`).
+request `{"job_file", "result_file", "stdout", "stderr", "cwd", "env", "memory_mb", "landlock", "network"}`
+-> `{"pid": n}`, then `{"exit": returncode}` (negative = killed by that signal, as with `Popen.returncode`).
+`landlock` (a folder, or null) confines the child with Landlock to writing that folder only.
 
-Server side (`python -m saddler.executor.zygote SPEC OPTIONS_JSON`) is import-light like the child.
+Server side (`python -m saddler.executor.zygote SPEC OPTIONS_JSON [--sandboxed]`) is import-light like the child.
+`--sandboxed` says it runs alone in a bubblewrap sandbox (own IPC namespace): after each rollout it removes the
+SysV IPC objects the rollout left, so the next rollout finds none.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import importlib
 import json
@@ -29,7 +33,7 @@ from typing import Any
 from saddler.procs import become_subreaper, kill_descendants, reap_zombies
 
 
-def _serve_one(bench: Any, req: dict[str, Any], proto_out: int) -> None:
+def _serve_one(bench: Any, req: dict[str, Any], proto_out: int, sandboxed: bool) -> None:
     reap_zombies()  # orphans of the previous rollout, killed by the parent since
     pid = os.fork()
     if pid == 0:
@@ -39,7 +43,30 @@ def _serve_one(bench: Any, req: dict[str, Any], proto_out: int) -> None:
     _await_child_or_orphaning(pid)
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
+    if sandboxed:
+        remove_sysv_ipc()
     os.write(proto_out, (json.dumps({"exit": code}) + "\n").encode())
+
+
+def remove_sysv_ipc() -> int:
+    """Remove every SysV shared memory segment, message queue and semaphore set this IPC namespace holds (only
+    ever called alone in a sandbox's own namespace); how many were removed."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    ipc_rmid = 0
+    removers = {
+        "shm": lambda i: libc.shmctl(i, ipc_rmid, None),
+        "msg": lambda i: libc.msgctl(i, ipc_rmid, None),
+        "sem": lambda i: libc.semctl(i, 0, ipc_rmid),
+    }
+    removed = 0
+    for kind, remove in removers.items():
+        try:
+            with open(f"/proc/sysvipc/{kind}", encoding="ascii") as fh:
+                ids = [int(line.split()[1]) for line in fh.readlines()[1:] if line.strip()]
+        except (OSError, ValueError, IndexError):
+            continue
+        removed += sum(1 for i in ids if remove(i) == 0)
+    return removed
 
 
 def _await_child_or_orphaning(pid: int) -> None:
@@ -78,6 +105,10 @@ def _child(bench: Any, req: dict[str, Any]) -> None:
         os.environ.clear()
         os.environ.update(req["env"])
         tempfile.tempdir = None
+        if req.get("landlock"):
+            from saddler.executor import landlock
+
+            landlock.confine(req["landlock"], network=bool(req.get("network")))
         from saddler.executor import child
 
         if req.get("memory_mb"):
@@ -129,6 +160,7 @@ def main(argv: list[str]) -> int:
     from saddler.executor.child import resolve_benchmark
 
     spec, options = argv[0], json.loads(argv[1])
+    sandboxed = "--sandboxed" in argv[2:]
     proto_out = os.dup(1)
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stray prints must not corrupt the protocol
     become_subreaper()  # a rollout's orphans stay in this tree, where the parent finds and kills them
@@ -138,7 +170,7 @@ def main(argv: list[str]) -> int:
     os.write(proto_out, b'{"ready": true}\n')
     for line in sys.stdin:
         if line.strip():
-            _serve_one(bench, json.loads(line), proto_out)
+            _serve_one(bench, json.loads(line), proto_out, sandboxed)
     return 0
 
 

@@ -13,7 +13,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from saddler.errors import DiskFullError, HarnessError
@@ -21,8 +21,9 @@ from saddler.errors import DiskFullError, HarnessError
 Clock = Callable[[], float]
 
 
-def git_env(clock: Clock | None = None) -> dict[str, str]:
-    """Environment for git: never prompt, stable messages; commit dates from `clock` when given."""
+def git_env(clock: Clock | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment for git: never prompt, stable messages; commit dates from `clock` when given; then `extra`
+    (e.g. `GIT_INDEX_FILE` for a private index), which the caller chooses deliberately."""
     env = dict(os.environ)
     env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANG": "C", "GIT_OPTIONAL_LOCKS": "0"})
     for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR"):
@@ -31,6 +32,8 @@ def git_env(clock: Clock | None = None) -> dict[str, str]:
         stamp = f"{int(clock())} +0000"
         env["GIT_AUTHOR_DATE"] = stamp
         env["GIT_COMMITTER_DATE"] = stamp
+    if extra:
+        env.update(extra)
     return env
 
 
@@ -41,8 +44,10 @@ def git(
     check: bool = True,
     input: str | None = None,
     clock: Clock | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run `git <args>` in `cwd` and return the completed process, stdout/stderr decoded as UTF-8.
+    `env` adds variables (such as `GIT_INDEX_FILE`) to git's scrubbed environment.
 
     Bytes are decoded without newline translation (a lone `\\r` or a CRLF in a diff survives the round trip
     through `input`), undecodable bytes as surrogate escapes."""
@@ -52,7 +57,7 @@ def git(
             cwd=cwd,
             capture_output=True,
             input=None if input is None else input.encode("utf-8", "surrogateescape"),
-            env=git_env(clock),
+            env=git_env(clock, env),
             check=False,
         )
     except FileNotFoundError as exc:

@@ -1,48 +1,61 @@
 """The git harness space: the run's own clone of a harness, candidate worktrees, commits and diffs.
 
 The user's original repository is never written to. Every candidate is a real commit kept reachable by
-a ref `refs/saddler/c/<sha>`; candidates are edited in isolated worktrees under `worktrees_dir`.
+a ref `refs/saddler/c/<sha>`; candidates are edited in isolated worktrees under `worktrees_dir`. Where no one
+edits files, no worktree is made: evaluation gets a snapshot of the tree (`snapshot`, one `git archive` per
+tree), cherry-pick and revert run on a private index (`saddler.harness.plumbing`). What a full sha names never
+changes, so its tree, its diffs and its numstat against another sha are asked of git once and remembered.
 Hot paths call the git CLI directly (GitPython leaks processes in long runs).
 """
 
 from __future__ import annotations
 
-import fcntl
-import io
-import itertools
 import os
 import re
 import shutil
-import tarfile
 import tempfile
 import tomllib
-from dataclasses import dataclass
+from collections import OrderedDict
 from functools import cached_property
 from pathlib import Path
+from typing import TypeVar
 
 from saddler.config import HarnessConfig, parse_saddler_file
 from saddler.errors import ConfigError, HarnessError
 from saddler.harness import components
-from saddler.harness.gitcmd import Clock, configure_run_repo, drop_dead_worktree_entries, git, git_bytes, is_repo_root
+from saddler.harness.gitcmd import (
+    Clock,
+    configure_run_repo,
+    drop_dead_worktree_entries,
+    git,
+    git_bytes,
+    is_repo_root,
+)
+from saddler.harness.plumbing import (
+    KEEP_PREFIX,
+    DiffStat,
+    commit_tree,
+    extract_tree,
+    parse_numstat,
+    stripspace,
+    update_refs,
+)
 from saddler.harness.structure import check_structure
+from saddler.harness.transplant import GitResult, TransplantMixin
+from saddler.harness.trash import Trash
 
 BASELINE_REF = "refs/saddler/baseline"
-KEEP_PREFIX = "refs/saddler/c/"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_SHA = re.compile(r"[0-9a-f]{40}")
 _SKIP_COPY = shutil.ignore_patterns(".git", "__pycache__", "*.pyc")
-_temp_ids = itertools.count()
+_MEMO = 256  # remembered diff texts / stats per space (a diff is asked for 2-3 times right after it is made)
 
 
-@dataclass
-class GitResult:
-    """Outcome of a git operation that may legitimately fail (a conflict is data, not an exception)."""
-
-    ok: bool
-    commit: str | None = None
-    error: str = ""
+_T = TypeVar("_T")
+__all__ = ["BASELINE_REF", "KEEP_PREFIX", "GitResult", "HarnessSpace"]
 
 
-class HarnessSpace:
+class HarnessSpace(TransplantMixin):
     """One run's harness repository (`repo_dir`) and its candidate worktrees (`worktrees_dir`).
 
     `clock`, when given, fixes commit dates (seconds since the epoch) so the same inputs give the same shas.
@@ -57,6 +70,12 @@ class HarnessSpace:
         common = git(["rev-parse", "--git-common-dir"], self.repo_dir).stdout.strip()
         self.git_dir = (self.repo_dir / common).resolve()
         self.worktrees_dir.mkdir(parents=True, exist_ok=True)
+        self._trash = Trash(self.git_dir / "saddler-trash")
+        self._commits: set[str] = set()  # full shas known to name commits
+        self._trees: dict[str, str] = {}  # commit sha -> tree sha
+        self._baseline: str | None = None
+        self._stats: OrderedDict[tuple[str, str], DiffStat] = OrderedDict()
+        self._diffs: OrderedDict[tuple[str, str], str] = OrderedDict()
 
     @classmethod
     def create(
@@ -117,23 +136,38 @@ class HarnessSpace:
 
     def baseline_commit(self) -> str:
         """The sha the run started from."""
+        if self._baseline is not None:
+            return self._baseline
         proc = git(["rev-parse", "--verify", "-q", BASELINE_REF], self.repo_dir, check=False)
-        return proc.stdout.strip() if proc.returncode == 0 else self.resolve("HEAD")
+        if proc.returncode != 0:
+            return self.resolve("HEAD")
+        self._baseline = proc.stdout.strip()
+        return self._baseline
 
     def resolve(self, rev: str) -> str:
         """The full sha of a commit-ish; `HarnessError` when it names no commit."""
+        if rev in self._commits:
+            return rev
         proc = git(["rev-parse", "--verify", "-q", f"{rev}^{{commit}}"], self.repo_dir, check=False)
         if proc.returncode != 0:
             raise HarnessError(f"{rev!r} is not a commit of {self.repo_dir}")
-        return proc.stdout.strip()
+        sha = proc.stdout.strip()
+        self._commits.add(sha)
+        return sha
 
     def keep(self, sha: str) -> None:
         """Keep `sha` reachable forever with `refs/saddler/c/<sha>`."""
         git(["update-ref", KEEP_PREFIX + sha, sha], self.repo_dir)
+        self._commits.add(sha)
 
     def tree_of(self, commit: str) -> str:
         """The tree hash of `commit` (what rollout caches key on)."""
-        return git(["rev-parse", f"{commit}^{{tree}}"], self.repo_dir).stdout.strip()
+        if commit not in self._trees:
+            tree = git(["rev-parse", f"{commit}^{{tree}}"], self.repo_dir).stdout.strip()
+            if not _SHA.fullmatch(commit):
+                return tree
+            self._trees[commit] = tree
+        return self._trees[commit]
 
     def read_file(self, commit: str, path: str) -> str | None:
         """The text of `path` at `commit`, or None when the commit has no such file."""
@@ -152,25 +186,26 @@ class HarnessSpace:
         git(["worktree", "add", "-q", "--detach", str(path), sha], self.repo_dir)
         return path
 
-    def checkout(self, commit: str) -> Path:
-        """A shared, clean checkout of `commit` for evaluation (created once, reused).
+    def snapshot(self, commit: str, root: Path) -> Path:
+        """The files of `commit` (no .git) in `root/<tree sha>`, made once per tree with one `git archive`.
 
-        Creation holds a file lock and is marked complete by `.locks/eval-<sha12>.ready`, so concurrent
-        callers (threads or processes) never see a half-created checkout; one left by a crash is rebuilt."""
-        sha = self.resolve(commit)
-        path = self.worktrees_dir / f"eval-{sha[:12]}"
-        locks = self.worktrees_dir / ".locks"
-        ready = locks / f"{path.name}.ready"
-        if ready.is_file() and (path / ".git").is_file():
-            return path
-        locks.mkdir(exist_ok=True)
-        with open(locks / f"{path.name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not (ready.is_file() and (path / ".git").is_file()):
-                ready.unlink(missing_ok=True)
-                self.worktree(sha, path.name)
-                ready.write_text(sha + "\n")
-        return path
+        Read-only by contract: rollouts get their own copy of it, never this folder. It appears complete or
+        not at all (built beside it, then renamed), so concurrent callers, threads or processes, are safe."""
+        tree = self.tree_of(self.resolve(commit))
+        dest = Path(root) / tree
+        if dest.is_dir():
+            return dest
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{tree[:12]}-", dir=dest.parent))
+        try:
+            extract_tree(self.repo_dir, tree, tmp)
+            os.rename(tmp, dest)
+        except OSError:
+            if not dest.is_dir():
+                raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return dest
 
     def remove_worktree(self, path: Path) -> None:
         """Delete a worktree folder and its registration (no error when it is already gone)."""
@@ -178,6 +213,7 @@ class HarnessSpace:
 
     def prune(self) -> None:
         """Remove every candidate worktree and run `git worktree prune` (safe after a crash)."""
+        self._trash.empty()
         for child in self.worktrees_dir.iterdir():
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child, ignore_errors=True)
@@ -189,19 +225,26 @@ class HarnessSpace:
     def _forget(self, path: Path) -> None:
         path = path.resolve()
         if path.exists():
-            shutil.rmtree(path, ignore_errors=True)
+            self._trash.discard(path)  # gone at once; its files are deleted in the background
         drop_dead_worktree_entries(self.git_dir)
 
     # -- commits and diffs -----------------------------------------------------------------------------
 
     def commit_worktree(self, path: Path, message: str) -> str | None:
-        """Commit all changes in the worktree; the new sha, or None when nothing changed."""
+        """Commit all changes in the worktree (as `git add -A; git commit -m message` would: same sha); the new
+        sha, or None when nothing changed. The worktree's HEAD moves to it and it is kept."""
+        path = Path(path).resolve()
         git(["add", "-A"], path)
-        if git(["diff", "--cached", "--quiet"], path, check=False).returncode == 0:
+        tree = git(["write-tree"], path).stdout.strip()
+        head = _worktree_head(path)
+        if tree == self.tree_of(head):
             return None
-        git(["commit", "-q", "--no-verify", "-m", message], path, clock=self.clock)
-        sha = git(["rev-parse", "HEAD"], path).stdout.strip()
-        self.keep(sha)
+        if not stripspace(message):
+            raise HarnessError("commit message is empty; give the commit a message")
+        sha = commit_tree(self.repo_dir, tree, head, message, self.clock)
+        update_refs(path, {"HEAD": sha, KEEP_PREFIX + sha: sha})
+        self._commits.add(sha)
+        self._trees[sha] = tree
         return sha
 
     def worktree_change(self, path: Path) -> bytes:
@@ -219,22 +262,37 @@ class HarnessSpace:
 
     def diff(self, a: str, b: str) -> str:
         """Unified diff from `a` to `b` (binary-safe, no rename detection)."""
-        return git(["diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", a, b], self.repo_dir).stdout
+        key = (a, b)
+        if key in self._diffs:
+            return self._diffs[key]
+        text = git(["diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", a, b], self.repo_dir).stdout
+        return self._remember(self._diffs, key, text)
+
+    def diff_stat(self, a: str, b: str) -> DiffStat:
+        """Changed paths (sorted; a rename shows as both paths) and lines added / removed, from one
+        `git diff --numstat` (binary files count 0 lines)."""
+        key = (a, b)
+        if key in self._stats:
+            return self._stats[key]
+        out = git(["diff", "--no-renames", "--numstat", "-z", a, b], self.repo_dir).stdout
+        return self._remember(self._stats, key, parse_numstat(out))
 
     def changed_files(self, a: str, b: str) -> list[str]:
         """Paths that differ between `a` and `b`, sorted (a rename shows as both paths)."""
-        out = git(["diff", "--no-renames", "--name-only", "-z", a, b], self.repo_dir).stdout
-        return sorted(p for p in out.split("\0") if p)
+        return list(self.diff_stat(a, b).files)
 
     def numstat(self, a: str, b: str) -> tuple[int, int]:
         """(lines added, lines removed) from a to b; binary files count as 0."""
-        out = git(["diff", "--no-renames", "--numstat", a, b], self.repo_dir).stdout
-        added = removed = 0
-        for line in out.splitlines():
-            plus, minus, _ = line.split("\t", 2)
-            added += int(plus) if plus.isdigit() else 0
-            removed += int(minus) if minus.isdigit() else 0
-        return added, removed
+        stat = self.diff_stat(a, b)
+        return stat.added, stat.removed
+
+    def _remember(self, memo: OrderedDict[tuple[str, str], _T], key: tuple[str, str], value: _T) -> _T:
+        """Store `value` when both ends are full shas (immutable); keep the newest `_MEMO` entries."""
+        if _SHA.fullmatch(key[0]) and _SHA.fullmatch(key[1]):
+            memo[key] = value
+            while len(memo) > _MEMO:
+                memo.popitem(last=False)
+        return value
 
     # -- component map ---------------------------------------------------------------------------------
 
@@ -257,58 +315,6 @@ class HarnessSpace:
             return ["empty change: the candidate is identical to its parent"]
         return [f"protected path touched: {p}" for p in self.protected_paths(changed)]
 
-    # -- applying changes ------------------------------------------------------------------------------
-
-    def apply_patch(self, worktree: Path, diff: str) -> GitResult:
-        """`git apply --3way` the diff in the worktree (not committed).
-
-        On failure the worktree is reset to its HEAD (uncommitted edits and untracked files are dropped)
-        and `error` names the conflicting files or git's complaint."""
-        if not diff.strip():
-            return GitResult(False, error="empty patch")
-        patch = diff if diff.endswith("\n") else diff + "\n"
-        three = git(["apply", "--3way", "--whitespace=nowarn", "-"], worktree, check=False, input=patch)
-        if three.returncode == 0:
-            return GitResult(True)
-        unmerged = git(["diff", "--name-only", "--diff-filter=U", "-z"], worktree, check=False).stdout
-        conflicts = sorted({p for p in unmerged.split("\0") if p})
-        self._reset(worktree)
-        if conflicts:
-            return GitResult(False, error="conflict in: " + ", ".join(conflicts))
-        plain = git(["apply", "--whitespace=nowarn", "-"], worktree, check=False, input=patch)
-        if plain.returncode == 0:
-            return GitResult(True)
-        self._reset(worktree)
-        return GitResult(False, error="patch does not apply: " + (plain.stderr or three.stderr).strip()[-600:])
-
-    def _reset(self, worktree: Path) -> None:
-        git(["reset", "-q", "--hard", "HEAD"], worktree)
-        git(["clean", "-q", "-fd"], worktree)
-
-    def cherry_pick(self, onto: str, edge_parent: str, edge_child: str, message: str) -> GitResult:
-        """Apply the change edge_parent→edge_child onto `onto` with a 3-way merge; commit on success."""
-        return self._transplant(onto, edge_parent, edge_child, message, "cherry-pick")
-
-    def revert(self, onto: str, edge_parent: str, edge_child: str, message: str) -> GitResult:
-        """Undo the change edge_parent→edge_child on top of `onto` (3-way); commit on success."""
-        return self._transplant(onto, edge_child, edge_parent, message, "revert")
-
-    def _transplant(self, onto: str, a: str, b: str, message: str, what: str) -> GitResult:
-        diff = git(["diff", "--no-renames", "--binary", "--full-index", a, b], self.repo_dir).stdout
-        if not diff.strip():
-            return GitResult(False, error=f"{what}: {a[:12]}..{b[:12]} changes nothing")
-        wt = self.worktree(onto, f"tmp-{what}-{os.getpid()}-{next(_temp_ids)}")
-        try:
-            applied = self.apply_patch(wt, diff)
-            if not applied.ok:
-                return GitResult(False, error=f"{what}: {applied.error}")
-            sha = self.commit_worktree(wt, message)
-            if sha is None:
-                return GitResult(False, error=f"{what}: nothing left to change on {onto[:12]}")
-            return GitResult(True, commit=sha)
-        finally:
-            self.remove_worktree(wt)
-
     # -- validation and export -------------------------------------------------------------------------
 
     def validate(self, worktree: Path, parent_commit: str) -> list[str]:
@@ -320,18 +326,24 @@ class HarnessSpace:
             Path(worktree), self.config.structure, changed, lambda rel: self.read_file(parent_commit, rel)
         )
 
+    def validate_commit(self, worktree: Path, parent_commit: str, commit: str) -> list[str]:
+        """`validate` of a worktree just committed as `commit` by `commit_worktree` (its files are that commit's):
+        the changed paths come from the remembered parent→commit stat instead of asking git again."""
+        return check_structure(
+            Path(worktree),
+            self.config.structure,
+            self.changed_files(parent_commit, commit),
+            lambda rel: self.read_file(parent_commit, rel),
+        )
+
     def export_tree(self, commit: str, dest: Path) -> None:
         """Write the files of `commit` (no .git) into `dest`, which must be absent or empty."""
         dest = Path(dest)
         if dest.exists() and any(dest.iterdir()):
             raise HarnessError(f"export folder {dest} is not empty; remove it or choose another")
-        data = git_bytes(["archive", "--format=tar", self.resolve(commit)], self.repo_dir)
+        sha = self.resolve(commit)
         dest.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            if hasattr(tarfile, "data_filter"):
-                tar.extractall(dest, filter="data")
-            else:  # pragma: no cover - Python < 3.11.4
-                tar.extractall(dest)
+        extract_tree(self.repo_dir, sha, dest)
 
     def bundle(self, commit: str, dest: Path) -> None:
         """Write a git bundle of `commit`'s history to `dest`; `git clone dest` checks out branch main."""
@@ -343,3 +355,16 @@ class HarnessSpace:
             git(["push", "-q", tmp, f"{sha}:refs/heads/main"], self.repo_dir)
             git(["symbolic-ref", "HEAD", "refs/heads/main"], Path(tmp))
             git(["bundle", "create", str(dest), "HEAD", "main"], Path(tmp))
+
+
+def _worktree_head(worktree: Path) -> str:
+    """The sha a worktree's HEAD is at, read from its admin folder when HEAD is detached (no subprocess)."""
+    try:
+        pointer = (worktree / ".git").read_text(encoding="utf-8").strip()
+        if pointer.startswith("gitdir: "):
+            head = (worktree / pointer[len("gitdir: ") :] / "HEAD").read_text(encoding="utf-8").strip()
+            if _SHA.fullmatch(head):
+                return head
+    except OSError:
+        pass
+    return git(["rev-parse", "HEAD"], worktree).stdout.strip()

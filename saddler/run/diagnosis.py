@@ -146,7 +146,7 @@ def validate(ctx: RunContext, it: Iteration, parent: str, commit: str, worktree:
         what = "; ".join(f"{kind}: {', '.join(paths)}" for kind, paths in sorted(wrong.items()))
         may = ", ".join(f"{k} ({', '.join(globs.get(k, [])) or 'no paths'})" for k in allowed)
         problems.append(f"wrong phase: the {it.phase} phase allows {may} only; this change also touches {what}")
-    return problems + [f"structure rule: {p}" for p in space.validate(worktree, parent)]
+    return problems + [f"structure rule: {p}" for p in space.validate_commit(worktree, parent, commit)]
 
 
 def _candidate_node(

@@ -19,6 +19,9 @@ from __future__ import annotations
 import errno
 import hashlib
 import re
+import shutil
+import tempfile
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,7 @@ from evodag.store import EvoDAG
 from saddler.benchmark import Benchmark, RolloutResult, Task, complete
 from saddler.errors import DiskFullError, ExecutorError
 from saddler.executor.base import RolloutJob, rollout_cache_key
+from saddler.executor.environment import private_base, private_prefix
 from saddler.harness.space import HarnessSpace
 from saddler.ports import Executor, Progress
 from saddler.reporting.progress import NullProgress
@@ -87,6 +91,7 @@ class Evaluator:
         self.model_fp = benchmark.model_fingerprint()
         self.executed_count = 0
         self._trees: dict[str, str] = {}
+        self._snapshots: Path | None = None
 
     def evaluate(self, node: Node, tasks: list[Task], split: str, seeds: list[int]) -> list[RolloutRow]:
         """Rows for every (task, repetition r with seed `seeds[r]`), ordered by (task order, repetition)."""
@@ -158,8 +163,16 @@ class Evaluator:
             "repetition": item.repetition, "task_group": item.task.group, "cache_key": item.key,
         }  # fmt: skip
 
+    def _snapshot(self, commit: str) -> str:
+        """A read-only snapshot of `commit`'s files for the executor, which copies it for every rollout. Kept on
+        tmpfs under this process's private prefix (swept if the optimizer dies), removed when the evaluator goes."""
+        if self._snapshots is None:
+            self._snapshots = Path(tempfile.mkdtemp(prefix=private_prefix() + "trees-", dir=private_base()))
+            weakref.finalize(self, shutil.rmtree, self._snapshots, True)
+        return str(self.space.snapshot(commit, self._snapshots))
+
     def _execute(self, node: Node, split: str, misses: list[_Planned], rows: dict[str, RolloutRow]) -> None:
-        harness_dir = str(self.space.checkout(node.commit))
+        harness_dir = self._snapshot(node.commit)
         tree = self._tree(node.commit)
         by_key = {item.key: item for item in misses}
         jobs = [

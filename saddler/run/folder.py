@@ -39,9 +39,13 @@ TEMPLATE_RUN_DEFAULTS: dict[str, dict[str, Any]] = {
         "policies": {"capability_epochs": 2.0},
         "executor": {"workers": 2, "timeout_s": 30.0},
     },
-    # claude-tasks rollouts call the API: the key must pass the executor's environment allow-list.
+    # claude-tasks rollouts call the API: the key must pass the executor's environment allow-list, and the
+    # sandbox must let them reach the network.
     "claude_agent": {
-        "executor": {"env_allow": ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "ANTHROPIC_API_KEY"]}
+        "executor": {
+            "env_allow": ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "ANTHROPIC_API_KEY"],
+            "network": True,
+        }
     },
     # inspect_agent: the example Inspect task ships in the template (protected); `{harness}` is the run's clone.
     # The task model is the user's choice: --set 'benchmark_options.model="anthropic/claude-sonnet-4-5"'.

@@ -1,0 +1,91 @@
+"""Moving a change between candidates: `apply_patch` in a worktree, `cherry_pick` and `revert` on a private index.
+
+Mixed into `HarnessSpace` (which provides `repo_dir`, `git_dir`, `clock`, `resolve`, `tree_of` and the sha caches).
+A conflict is data (`GitResult.ok` false with the files named), never an exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from saddler.harness.gitcmd import Clock, git
+from saddler.harness.plumbing import KEEP_PREFIX, apply_on_index, commit_tree, update_refs
+
+
+@dataclass
+class GitResult:
+    """Outcome of a git operation that may legitimately fail (a conflict is data, not an exception)."""
+
+    ok: bool
+    commit: str | None = None
+    error: str = ""
+
+
+class TransplantMixin:
+    """Applying diffs and transplanting edges; see the module docstring."""
+
+    repo_dir: Path
+    git_dir: Path
+    clock: Clock | None
+    _commits: set[str]
+    _trees: dict[str, str]
+
+    def resolve(self, rev: str) -> str:  # provided by HarnessSpace
+        raise NotImplementedError
+
+    def tree_of(self, commit: str) -> str:  # provided by HarnessSpace
+        raise NotImplementedError
+
+    # -- applying changes ------------------------------------------------------------------------------
+
+    def apply_patch(self, worktree: Path, diff: str) -> GitResult:
+        """`git apply --3way` the diff in the worktree (not committed).
+
+        On failure the worktree is reset to its HEAD (uncommitted edits and untracked files are dropped)
+        and `error` names the conflicting files or git's complaint."""
+        if not diff.strip():
+            return GitResult(False, error="empty patch")
+        patch = diff if diff.endswith("\n") else diff + "\n"
+        three = git(["apply", "--3way", "--whitespace=nowarn", "-"], worktree, check=False, input=patch)
+        if three.returncode == 0:
+            return GitResult(True)
+        unmerged = git(["diff", "--name-only", "--diff-filter=U", "-z"], worktree, check=False).stdout
+        conflicts = sorted({p for p in unmerged.split("\0") if p})
+        self._reset(worktree)
+        if conflicts:
+            return GitResult(False, error="conflict in: " + ", ".join(conflicts))
+        plain = git(["apply", "--whitespace=nowarn", "-"], worktree, check=False, input=patch)
+        if plain.returncode == 0:
+            return GitResult(True)
+        self._reset(worktree)
+        return GitResult(False, error="patch does not apply: " + (plain.stderr or three.stderr).strip()[-600:])
+
+    def _reset(self, worktree: Path) -> None:
+        git(["reset", "-q", "--hard", "HEAD"], worktree)
+        git(["clean", "-q", "-fd"], worktree)
+
+    def cherry_pick(self, onto: str, edge_parent: str, edge_child: str, message: str) -> GitResult:
+        """Apply the change edge_parent→edge_child onto `onto` with a 3-way merge; commit on success."""
+        return self._transplant(onto, edge_parent, edge_child, message, "cherry-pick")
+
+    def revert(self, onto: str, edge_parent: str, edge_child: str, message: str) -> GitResult:
+        """Undo the change edge_parent→edge_child on top of `onto` (3-way); commit on success."""
+        return self._transplant(onto, edge_child, edge_parent, message, "revert")
+
+    def _transplant(self, onto: str, a: str, b: str, message: str, what: str) -> GitResult:
+        """a→b applied onto `onto` as `apply_patch` in a clean worktree would, but on a private index."""
+        diff = git(["diff", "--no-renames", "--binary", "--full-index", a, b], self.repo_dir).stdout
+        if not diff.strip():
+            return GitResult(False, error=f"{what}: {a[:12]}..{b[:12]} changes nothing")
+        onto = self.resolve(onto)
+        tree, error = apply_on_index(self.repo_dir, self.git_dir, onto, diff)
+        if tree is None:
+            return GitResult(False, error=f"{what}: {error}")
+        if tree == self.tree_of(onto):
+            return GitResult(False, error=f"{what}: nothing left to change on {onto[:12]}")
+        sha = commit_tree(self.repo_dir, tree, onto, message, self.clock)
+        update_refs(self.repo_dir, {KEEP_PREFIX + sha: sha})
+        self._commits.add(sha)
+        self._trees[sha] = tree
+        return GitResult(True, commit=sha)

@@ -1,0 +1,165 @@
+"""The harness space's git budget: what each operation costs in git processes, and that the plumbing (private index,
+commit-tree) gives exactly the commits the porcelain (worktree, `git commit`) gave."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness_fixtures import FILES, make_source_repo, sh, write_files
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from saddler.harness.plumbing import parse_numstat, stripspace
+from saddler.harness.space import HarnessSpace
+
+CLOCK = 946684800
+
+
+@pytest.fixture
+def space(tmp_path: Path) -> HarnessSpace:
+    return HarnessSpace.create(
+        make_source_repo(tmp_path / "src"), tmp_path / "run" / "harness", tmp_path / "run" / "wt", clock=lambda: CLOCK
+    )
+
+
+@pytest.fixture
+def git_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]:
+    """Every git process started from now on, as its argv (after `git`)."""
+    calls: list[list[str]] = []
+    real = subprocess.run
+
+    def counting(args: Any, *rest: Any, **kwargs: Any) -> Any:
+        if isinstance(args, list) and args and args[0] == "git":
+            calls.append(list(args[1:]))
+        return real(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", counting)
+    yield calls
+
+
+def edit(space: HarnessSpace, parent: str, files: dict[str, str], message: str = "edit") -> str:
+    wt = space.worktree(parent, "edit")
+    write_files(wt, files)
+    sha = space.commit_worktree(wt, message)
+    space.remove_worktree(wt)
+    assert sha is not None
+    return sha
+
+
+def test_commit_costs_four_git_processes_and_nothing_when_unchanged(
+    space: HarnessSpace, git_calls: list[list[str]]
+) -> None:
+    wt = space.worktree(space.baseline_commit(), "c1")
+    git_calls.clear()
+    assert space.commit_worktree(wt, "nothing") is None
+    assert [c[0] for c in git_calls] == ["add", "write-tree", "rev-parse"]  # rev-parse: the parent's tree, once
+    (wt / "loop.py").write_text("changed\n")
+    git_calls.clear()
+    sha = space.commit_worktree(wt, "changed")
+    assert [c[0] for c in git_calls] == ["add", "write-tree", "commit-tree", "update-ref"]
+    assert sha is not None and sh("rev-parse", "HEAD", cwd=wt).strip() == sha
+    assert sh("rev-parse", f"refs/saddler/c/{sha}", cwd=space.repo_dir).strip() == sha
+
+
+def test_stat_of_a_pair_is_one_git_process(space: HarnessSpace, git_calls: list[list[str]]) -> None:
+    base = space.baseline_commit()
+    sha = edit(space, base, {"tools/search.py": "x = 1\n", "tools/new.py": "a\nb\n"})
+    assert space.config.name == "demo"  # read once per space
+    git_calls.clear()
+    assert space.changed_files(base, sha) == ["tools/new.py", "tools/search.py"]
+    assert space.numstat(base, sha) == (3, 2)
+    assert space.check_change(base, sha) == []
+    assert space.patch_kind(space.changed_files(base, sha)) == "capability"
+    assert space.diff(base, sha) == space.diff(base, sha)
+    assert [c[0] for c in git_calls] == ["diff", "diff"]  # one numstat, one text diff
+    git_calls.clear()
+    assert space.tree_of(sha) == space.tree_of(sha) and space.resolve(sha) == sha
+    assert space.baseline_commit() == base
+    assert len(git_calls) <= 1  # the tree of a commit just made is known already
+
+
+def test_cherry_pick_runs_on_a_private_index_without_a_worktree(
+    space: HarnessSpace, git_calls: list[list[str]]
+) -> None:
+    base = space.baseline_commit()
+    tool = edit(space, base, {"tools/search.py": "def search(q):\n    return [q, q]\n"})
+    other = edit(space, base, {"prompts/system.md": "Be brief.\n"})
+    index_before = (space.git_dir / "index").read_bytes()
+    git_calls.clear()
+    result = space.cherry_pick(other, base, tool, "pick")
+    assert result.ok and result.commit is not None
+    assert [c[0] for c in git_calls] == ["diff", "read-tree", "apply", "write-tree", "commit-tree", "update-ref"]
+    assert not any(c[0] == "worktree" for c in git_calls)
+    assert (space.git_dir / "index").read_bytes() == index_before  # the repository's own index is untouched
+    assert not list(space.git_dir.glob("saddler-index-*"))
+    assert list(space.worktrees_dir.iterdir()) == []
+
+
+def test_snapshot_costs_one_archive_per_tree(tmp_path: Path, space: HarnessSpace, git_calls: list[list[str]]) -> None:
+    base = space.baseline_commit()
+    space.tree_of(base)
+    git_calls.clear()
+    space.snapshot(base, tmp_path / "snap")
+    space.snapshot(base, tmp_path / "snap")
+    assert [c[0] for c in git_calls] == ["archive"]
+
+
+MESSAGES = st.text(alphabet=" \t\nab#é\r", max_size=30).filter(lambda m: stripspace(m) != "")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(message=MESSAGES, content=st.text(alphabet="xy\n", min_size=1, max_size=10))
+def test_commit_worktree_makes_the_commit_git_commit_makes(
+    tmp_path_factory: pytest.TempPathFactory, message: str, content: str
+) -> None:
+    root = tmp_path_factory.mktemp("same")
+    space = HarnessSpace.create(make_source_repo(root / "src"), root / "harness", root / "wt", clock=lambda: CLOCK)
+    base = space.baseline_commit()
+    wt = space.worktree(base, "ours")
+    (wt / "loop.py").write_text(FILES["loop.py"] + content)
+    ours = space.commit_worktree(wt, message)
+    theirs_wt = space.worktree(base, "theirs")
+    (theirs_wt / "loop.py").write_text(FILES["loop.py"] + content)
+    sh("add", "-A", cwd=theirs_wt)
+    env_date = f"{CLOCK} +0000"
+    subprocess.run(
+        ["git", "commit", "-q", "--no-verify", "-m", message],
+        cwd=theirs_wt,
+        check=True,
+        capture_output=True,
+        env={"GIT_AUTHOR_DATE": env_date, "GIT_COMMITTER_DATE": env_date, "PATH": "/usr/bin:/bin", "HOME": str(root)},
+    )
+    assert ours == sh("rev-parse", "HEAD", cwd=theirs_wt).strip()
+
+
+def test_parse_numstat_counts_binary_as_zero_and_keeps_odd_paths() -> None:
+    out = "3\t1\ta.py\0-\t-\tbin/x.png\0" + "0\t0\tname\twith tab\0"
+    stat = parse_numstat(out)
+    assert stat.files == ["a.py", "bin/x.png", "name\twith tab"]
+    assert (stat.added, stat.removed) == (3, 1)
+
+
+def test_a_removed_worktree_is_gone_at_once_and_deleted_off_the_calling_thread(
+    space: HarnessSpace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+    import threading
+
+    deleted_on: list[str] = []
+    real = shutil.rmtree
+
+    def recording(path: Any, *args: Any, **kwargs: Any) -> None:
+        deleted_on.append(threading.current_thread().name)
+        real(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", recording)
+    wt = space.worktree(space.baseline_commit(), "gone")
+    space.remove_worktree(wt)
+    assert not wt.exists() and "gone" not in sh("worktree", "list", cwd=space.repo_dir)
+    space.prune()  # waits for the background deletion
+    assert "saddler-trash" in deleted_on
+    assert not (space.git_dir / "saddler-trash").exists() and list(space.worktrees_dir.iterdir()) == []
