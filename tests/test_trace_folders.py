@@ -23,7 +23,8 @@ def _evaluator(tmp_path: Path, bench: object, name: str, options: dict) -> tuple
     store = EvoDAG(tmp_path / "run" / "evodag.sqlite")
     space = HarnessSpace.create(template, tmp_path / "run" / "harness", tmp_path / "run" / "worktrees")
     run_id = store.create_run({"benchmark": name}, seed=0).id
-    executor = LocalExecutor(executor_config(workers=2, timeout_s=30))
+    # the probe's barrier folder is shared by parallel rollouts on purpose: no sandbox (see test_executor_hostile)
+    executor = LocalExecutor(executor_config(workers=2, timeout_s=30, sandbox="none"))
     evaluator = Evaluator(store, run_id, space, bench, name, options, executor, tmp_path / "run")  # type: ignore[arg-type]
     node = store.add_node(run_id, space.baseline_commit(), None, 0, "baseline", "baseline", "baseline")
     return evaluator, store, node
@@ -40,7 +41,7 @@ def test_parallel_rollouts_of_a_plugin_writing_trace_json_do_not_clobber_each_ot
         rows = evaluator.evaluate(node, bench.tasks("dev"), "dev", [7])
     finally:
         evaluator.executor.close()
-    assert [r.passed for r in rows] == [True] * 4, [r.rationale for r in rows]
+    assert [r.passed for r in rows] == [True] * 4, [(r.rationale, r.error_tail, r.disposition) for r in rows]
     paths = [r.trace_path for r in rows]
     assert len(set(paths)) == 4
     for row in rows:
