@@ -43,7 +43,7 @@ def test_diagnosis_prompt_carries_evidence_phase_and_globs(tmp_path: Path) -> No
     assert "  - failure point in: `tools/search.py`" in text
     assert "2 rollouts, 1 failed." in text
     assert "**Steering**" not in text  # only the taxonomy of the allowed kind
-    assert "run `python -m compileall -q .` to check your edit" in text
+    assert "Run `python -m compileall -q .` (the harness's check command)" in text
 
 
 def test_exploration_variant_and_web_search_note(tmp_path: Path) -> None:
