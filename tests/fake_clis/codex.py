@@ -157,8 +157,11 @@ def emit(events: list[dict[str, Any]], json_mode: bool, event: dict[str, Any]) -
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["--version"], ["-V"]):
+        print(VERSION)
+        return 0
     if not argv or argv[0] != "exec":
-        fail("fake codex: only `codex exec` is supported")
+        fail("fake codex: only `codex exec` (and `codex --version`) are supported")
     opts, positional = parse(argv[1:])
     if opts.get("-V") or opts.get("--version"):
         print(VERSION)
