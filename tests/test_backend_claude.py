@@ -279,5 +279,5 @@ def test_options_follow_the_roles_limits_and_effort(tmp_path: Path) -> None:
     evo = b.build_options("evolution", evolution_request(tmp_path / "run"))
     assert (diag.max_turns, diag.effort, diag.max_budget_usd) == (150, "xhigh", 1.5)
     assert (evo.model, evo.max_turns, evo.effort) == ("claude-haiku-4-5", 12, "medium")
-    with pytest.raises(ConfigError, match="'minimal' .* Claude accepts: low, medium, high, xhigh, max"):
+    with pytest.raises(ConfigError, match=r"'minimal' .* Claude accepts: low, medium, high, xhigh, max"):
         backend(tmp_path, [], effort="minimal")
