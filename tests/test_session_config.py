@@ -28,7 +28,7 @@ def test_a_value_set_at_the_top_applies_to_every_role_and_a_role_table_wins(tmp_
     run = write(
         tmp_path,
         'max_budget_usd = 0.25\neffort = "low"\n'
-        "[run.sessions.roles.diagnosis_patch]\ntimeout_s = 14400\nmax_budget_usd = 20\neffort = \"high\"\n"
+        '[run.sessions.roles.diagnosis_patch]\ntimeout_s = 14400\nmax_budget_usd = 20\neffort = "high"\n'
         '[run.sessions.roles.evolution]\nmodel = "claude-haiku-4-5"\n',
     )
     cfg = load_run_config(run).sessions
