@@ -199,3 +199,15 @@ def test_the_hook_keeps_claude_out_of_protected_paths(
     [run] = records(fakes)
     [call] = [c for c in run["calls"] if c["input"].get("file_path") == str(wt / "eval" / "grader.py")]
     assert "protected" in call["outcome"]
+
+
+def test_the_readme_documents_every_placeholder_and_preset() -> None:
+    from saddler.sessions.presets import PLACEHOLDERS, PRESETS
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Session backends") : readme.index("## Commands")]
+    assert [p for p in PLACEHOLDERS if f"{{{p}}}" not in section] == []
+    flat = " ".join(section.split())
+    for preset in PRESETS.values():
+        assert f"`{preset.name}`" in section and preset.key_variable in section
+        assert all(word in flat for word in preset.template.split()), preset.name
