@@ -140,8 +140,7 @@ def command_checks(
 ) -> list[Check]:
     """The `command` backend as configured: its CLI, flags, key and sandbox."""
     from saddler.errors import ConfigError
-    from saddler.sessions.command import preset_of, resolve_command, sandbox_of
-    from saddler.sessions.presets import flags_of
+    from saddler.sessions.presets import flags_of, preset_of, resolve_command, sandbox_of
 
     try:
         template, _ = resolve_command(sessions)

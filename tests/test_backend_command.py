@@ -14,8 +14,9 @@ from session_helpers import diagnosis_request, evolution_request, make_worktree,
 from saddler.agentcli import build_argv, parse_usage
 from saddler.config import SessionConfig
 from saddler.errors import AuthenticationError, BackendError, ConfigError
-from saddler.sessions.command import PRESETS, CommandBackend, resolve_command
+from saddler.sessions.command import CommandBackend
 from saddler.sessions.common import changed_files
+from saddler.sessions.presets import PRESETS, resolve_command
 
 FAKE = Path(__file__).with_name("fake_agent.py")
 TEMPLATE = f"{sys.executable} {FAKE} {{prompt_file}}"
@@ -243,3 +244,13 @@ def test_an_agent_that_commits_gets_its_commit_undone_into_the_worktree(
     assert out.status == "patched"
     assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=wt, capture_output=True, text=True).stdout == head
     assert changed_files(wt) == ["tools/search.py"]
+
+
+def test_a_prompt_too_long_for_one_argument_goes_by_reference(tmp_path: Path) -> None:
+    b = make_backend(tmp_path, command="agent --instructions {prompt}")
+    req = evolution_request(tmp_path / "run")
+    files = b.session_files("evolution", req)
+    small = b.values("evolution", req, "short prompt", files)["prompt"]
+    big = b.values("evolution", req, "x" * 200_000, files)["prompt"]
+    assert small == "short prompt"
+    assert big.startswith(f"Your full instructions are in the file {files['prompt']}") and len(big) < 300

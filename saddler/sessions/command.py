@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from saddler.agentcli import final_message, parse_usage
 from saddler.errors import AuthenticationError, BackendError, ConfigError
@@ -27,12 +26,15 @@ from saddler.procs import ProcessRun, run_process_group
 from saddler.sessions import common, confine, guard
 from saddler.sessions.presets import (
     PLACEHOLDERS,
-    PRESETS,
-    Preset,
+    answer_channel,
     command_argv,
     drop_nulls,
     placeholders_in,
+    preset_of,
+    resolve_command,
+    sandbox_of,
     strict_schema,
+    toml_string,
 )
 from saddler.sessions.prompts import render, render_system
 from saddler.sessions.schema import DiagnosisRequest, Role, SessionStats, result_schema
@@ -50,53 +52,6 @@ _AUTH = re.compile(
 )
 _TRANSIENT = re.compile(r"rate.?limit|overloaded|\b429\b|\b529\b|\b503\b|econnreset|temporarily unavailable", re.I)
 _FAILED_SUBTYPES = {"error_max_turns": "max_turns", "error_max_budget_usd": "budget"}
-Channel = Literal["structured", "message", "file"]
-
-
-def resolve_command(config: SessionConfig) -> tuple[str, str]:
-    """`(template, key_variable)` for `sessions.command`: a preset or a custom template."""
-    spec = config.command.strip()
-    if not spec:
-        raise ConfigError("sessions.command is empty: set a preset (claude, codex, pi) or a command template")
-    if spec in PRESETS:
-        return PRESETS[spec].template, PRESETS[spec].key_variable
-    try:
-        executable = Path(shlex.split(spec)[0]).name
-    except (ValueError, IndexError) as exc:
-        raise ConfigError(f"sessions.command: cannot parse {spec!r}: {exc}") from exc
-    key = next((p.key_variable for name, p in PRESETS.items() if executable == name), "the agent's API key variable")
-    return spec, key
-
-
-def preset_of(config: SessionConfig) -> Preset | None:
-    """The preset `sessions.command` names, or None for a custom template."""
-    return PRESETS.get(config.command.strip())
-
-
-def sandbox_of(config: SessionConfig) -> Literal["bwrap", "none"]:
-    """The sandbox saddler adds around the agent: `bwrap` when asked for, or `auto` and the preset has none."""
-    if config.sandbox == "bwrap":
-        return "bwrap"
-    preset = preset_of(config)
-    if config.sandbox == "auto" and preset is not None and not preset.own_sandbox:
-        return "bwrap"
-    return "none"
-
-
-def answer_channel(template: str, preset: Preset | None) -> Channel:
-    """How the answer comes back: the preset's way; for a custom template, `structured` when it passes the schema,
-    `message` when the CLI itself writes `{result_file}`, else `file` (the agent writes `{result_file}`)."""
-    if preset is not None:
-        return preset.answer
-    names = placeholders_in(template)
-    if names & {"schema", "schema_file"}:
-        return "structured"
-    return "message" if "result_file" in names else "file"
-
-
-def toml_string(text: str) -> str:
-    """`text` as a TOML basic string literal (JSON escapes are TOML escapes; DEL must be escaped too)."""
-    return json.dumps(text, ensure_ascii=True).replace("\x7f", "\\u007f")
 
 
 class CommandBackend(common.LLMSessionBackend):

@@ -13,12 +13,20 @@ claude-agent-sdk (`--max-turns` and `--system-prompt-file` are accepted but not 
 from __future__ import annotations
 
 import copy
+import json
 import re
+import shlex
 from dataclasses import dataclass
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from saddler.agentcli import build_argv
 from saddler.errors import ConfigError
+
+if TYPE_CHECKING:
+    from saddler.config import SessionConfig
+
+Channel = Literal["structured", "message", "file"]
 
 _GROUP = re.compile(r"\[([^\[\]]*\{[a-z_]+\}[^\[\]]*)\]")
 _NAME = re.compile(r"\{([a-z_]+)\}")
@@ -193,3 +201,49 @@ def drop_nulls(value: Any) -> Any:
     if isinstance(value, list):
         return [drop_nulls(v) for v in value]
     return value
+
+
+def resolve_command(config: SessionConfig) -> tuple[str, str]:
+    """`(template, key_variable)` for `sessions.command`: a preset or a custom template."""
+    spec = config.command.strip()
+    if not spec:
+        raise ConfigError("sessions.command is empty: set a preset (claude, codex, pi) or a command template")
+    if spec in PRESETS:
+        return PRESETS[spec].template, PRESETS[spec].key_variable
+    try:
+        executable = Path(shlex.split(spec)[0]).name
+    except (ValueError, IndexError) as exc:
+        raise ConfigError(f"sessions.command: cannot parse {spec!r}: {exc}") from exc
+    key = next((p.key_variable for name, p in PRESETS.items() if executable == name), "the agent's API key variable")
+    return spec, key
+
+
+def preset_of(config: SessionConfig) -> Preset | None:
+    """The preset `sessions.command` names, or None for a custom template."""
+    return PRESETS.get(config.command.strip())
+
+
+def sandbox_of(config: SessionConfig) -> Literal["bwrap", "none"]:
+    """The sandbox saddler adds around the agent: `bwrap` when asked for, or `auto` and the preset has none."""
+    if config.sandbox == "bwrap":
+        return "bwrap"
+    preset = preset_of(config)
+    if config.sandbox == "auto" and preset is not None and not preset.own_sandbox:
+        return "bwrap"
+    return "none"
+
+
+def answer_channel(template: str, preset: Preset | None) -> Channel:
+    """How the answer comes back: the preset's way; for a custom template, `structured` when it passes the schema,
+    `message` when the CLI itself writes `{result_file}`, else `file` (the agent writes `{result_file}`)."""
+    if preset is not None:
+        return preset.answer
+    names = placeholders_in(template)
+    if names & {"schema", "schema_file"}:
+        return "structured"
+    return "message" if "result_file" in names else "file"
+
+
+def toml_string(text: str) -> str:
+    """`text` as a TOML basic string literal (JSON escapes are TOML escapes; DEL must be escaped too)."""
+    return json.dumps(text, ensure_ascii=True).replace("\x7f", "\\u007f")
