@@ -3,7 +3,7 @@
 Stdlib and `saddler.errors` only, so benchmark plugins may import it beside `saddler.benchmark`.
 `build_argv` splits a template like a shell and fills `{placeholders}` inside each word (a filled word stays
 one argv element); `parse_usage` reads turns, tokens and cost from the JSON / JSONL that claude, codex and pi
-print.
+print; `final_message` finds the agent's last message in that output.
 """
 
 from __future__ import annotations
@@ -101,3 +101,30 @@ def json_objects(stdout: str) -> list[dict[str, Any]]:
             if isinstance(obj, dict):
                 objects.append(obj)
     return objects
+
+
+def final_message(stdout: str) -> Any:
+    """The agent's final answer in a CLI's output: `claude -p --output-format json`'s `structured_output` (else its
+    `result`), the last `agent_message` item of `codex exec --json`, the last assistant message of
+    `pi --mode json`; the whole output when it is none of these."""
+    objects = json_objects(stdout)
+    answer: Any = None
+    for obj in objects:
+        kind = obj.get("type")
+        if kind == "result" and ("structured_output" in obj or "result" in obj):
+            structured = obj.get("structured_output")
+            answer = structured if structured is not None else obj.get("result")
+        elif kind == "item.completed" and isinstance(obj.get("item"), dict):
+            item = obj["item"]
+            if item.get("type") == "agent_message" and isinstance(item.get("text"), str):
+                answer = item["text"]
+        elif kind == "message_end" and isinstance(obj.get("message"), dict):
+            message = obj["message"]
+            if message.get("role") == "assistant":
+                content = message.get("content")
+                parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
+                text = "".join(
+                    str(p.get("text") or "") for p in parts if isinstance(p, dict) and p.get("type") == "text"
+                )
+                answer = text if text.strip() else answer
+    return stdout if answer is None else answer

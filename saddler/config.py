@@ -107,18 +107,55 @@ class ExecutorConfig(_Strict):
     cache: str = Field("", description="path of a rollout cache shared across runs; empty = the run's own DB")
 
 
+Effort = Literal["minimal", "low", "medium", "high", "xhigh", "max"]
+SessionRole = Literal["diagnosis_patch", "reflection", "evolution"]
+ROLE_DEFAULTS: dict[str, dict[str, Any]] = {
+    # diagnosis reads traces and code, edits and checks: it may need hours on a large harness
+    "diagnosis_patch": {"max_turns": 100, "max_budget_usd": 5.0, "timeout_s": 7200.0},
+    "reflection": {"max_turns": 40, "max_budget_usd": 2.0, "timeout_s": 1800.0},
+    "evolution": {"max_turns": 20, "max_budget_usd": 1.0, "timeout_s": 900.0},
+}
+_ROLE_FIELDS = ("model", "max_turns", "max_budget_usd", "timeout_s", "effort")
+
+
+class RoleSettings(_Strict):
+    """Per-role overrides of the session limits (`[run.sessions.roles.<role>]`); unset fields fall through."""
+
+    model: str | None = None
+    max_turns: int | None = Field(None, ge=1, le=100_000)
+    max_budget_usd: float | None = Field(None, ge=0, description="0 = no budget cap")
+    timeout_s: float | None = Field(None, gt=0, le=7 * 86400)
+    effort: Effort | None = None
+
+
+class SessionRoles(_Strict):
+    diagnosis_patch: RoleSettings = Field(default_factory=RoleSettings)
+    reflection: RoleSettings = Field(default_factory=RoleSettings)
+    evolution: RoleSettings = Field(default_factory=RoleSettings)
+
+
 class SessionConfig(_Strict):
-    """Optimizer-session settings; `backend` picks who runs the three sessions."""
+    """Optimizer-session settings; `backend` picks who runs the three sessions.
+
+    `model`, `max_turns`, `max_budget_usd`, `timeout_s` and `effort` apply to every role when set here;
+    `roles.<role>` overrides one role; a limit set nowhere takes the role's default (`ROLE_DEFAULTS`).
+    `for_role(role)` gives the effective settings of one role.
+    """
 
     backend: str = "offline"
     model: str = "claude-opus-4-6"
     fallback_model: str | None = None
     max_turns: int = Field(40, ge=1, le=100_000)
-    max_budget_usd: float = Field(2.0, ge=0)
+    max_budget_usd: float = Field(2.0, ge=0, description="0 = no budget cap")
     retries: int = Field(2, ge=0, le=100)
     timeout_s: float = Field(1800.0, gt=0, le=7 * 86400)
+    effort: Effort | None = Field(None, description="reasoning effort where the backend has one; unset = its default")
+    roles: SessionRoles = Field(default_factory=SessionRoles)
     command: str = Field(
         "", description="command backend: a preset name (claude, codex, pi) or a template", validate_default=True
+    )
+    sandbox: Literal["auto", "bwrap", "none"] = Field(
+        "auto", description="command backend: auto = bubblewrap for presets without a sandbox of their own (pi)"
     )
     prompts: dict[str, str] = Field(default_factory=dict, description="role -> path of a prompt template")
     check_command: str = ""
@@ -130,6 +167,19 @@ class SessionConfig(_Strict):
         if info.data.get("backend") == "command" and not value.strip():
             raise ValueError('backend = "command" needs a command: a preset (claude, codex, pi) or a template')
         return value
+
+    def for_role(self, role: str) -> SessionConfig:
+        """These settings with `role`'s limits resolved: `roles.<role>`, else this table's value when set
+        explicitly, else the role's default, else this table's default."""
+        override = getattr(self.roles, role)
+        update: dict[str, Any] = {}
+        for name in _ROLE_FIELDS:
+            value = getattr(override, name)
+            if value is None and name not in self.model_fields_set:
+                value = ROLE_DEFAULTS.get(role, {}).get(name)
+            if value is not None:
+                update[name] = value
+        return self.model_copy(update=update)
 
 
 class RunConfig(_Strict):

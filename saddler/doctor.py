@@ -1,42 +1,37 @@
 """`saddler doctor`: check the prerequisites of the configured backends without spending anything.
 
-Only local facts are checked (versions, executables on PATH, variables set, imports); no API is called.
-A check is `required` when the configuration needs it; a failed required check makes the doctor fail.
-Without a run configuration every backend is checked for information only.
+Only local facts are checked (versions, executables on PATH, the flags a CLI lists in its help, variables set,
+imports, whether bubblewrap can create a sandbox here); no API is called. A check is `required` when the
+configuration needs it; a failed required check makes the doctor fail. Without a run configuration every
+backend is checked for information only. The per-backend checks live in `saddler.doctor_backends`.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import shlex
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from saddler.config import ExecutorConfig, RunConfig
+from saddler.doctor_backends import (
+    OAUTH_VARIABLE,
+    Check,
+    Probe,
+    Runner,
+    command_checks,
+    preset_overview,
+    sdk_checks,
+    tool_check,
+)
 from saddler.errors import ExecutorError
 from saddler.executor.sandbox import BWRAP_HINT, Sandbox, resolve_sandbox
+from saddler.sessions.confine import bwrap_works
 
-OAUTH_VARIABLE = "CLAUDE_CODE_OAUTH_TOKEN"
-Runner = Callable[[list[str]], str | None]
-
-
-@dataclass(frozen=True)
-class Check:
-    """One prerequisite: whether it holds, whether the configuration needs it, and what was found."""
-
-    name: str
-    ok: bool
-    required: bool
-    detail: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+__all__ = ["Check", "healthy", "run_checks", "version_of"]
 
 
 def version_of(argv: list[str]) -> str | None:
@@ -56,15 +51,21 @@ def run_checks(
     which: Callable[[str], str | None] = shutil.which,
     version: Runner = version_of,
     sandbox: Callable[[ExecutorConfig], Sandbox] = resolve_sandbox,
+    bwrap: Probe = bwrap_works,
 ) -> list[Check]:
     """All checks for `config` (None: informational checks of every backend, and the default sandbox)."""
     env = os.environ if env is None else env
     backend = config.sessions.backend if config else None
-    checks = [_python(), _tool("git", which, version, required=True)]
+    checks = [_python(), tool_check("git", which, version, required=True)]
     if backend in (None, "claude"):
-        checks += _claude_backend(env, version, required=backend == "claude")
-    if backend in (None, "command"):
-        checks += _command_backend(config, env, which, version, required=backend == "command")
+        checks += sdk_checks(env, version, required=backend == "claude")
+    if backend == "command" and config is not None:
+        if config.sessions.command.strip():
+            checks += command_checks(config.sessions, env, which, version, bwrap, required=True)
+        else:
+            checks.append(Check("command", False, True, "sessions.command is empty: set a preset (claude, codex, pi)"))
+    if backend is None:
+        checks += preset_overview(env, which, version, bwrap)
     if backend in ("claude", "command"):
         checks.append(_evo_dag(which))
     checks.append(_sandbox(config.executor if config is not None else ExecutorConfig(), sandbox))
@@ -88,14 +89,6 @@ def _python() -> Check:
     return Check("python", ok, True, f"Python {found}" + ("" if ok else " (3.11 or newer is needed)"))
 
 
-def _tool(name: str, which: Callable[[str], str | None], version: Runner, *, required: bool) -> Check:
-    path = which(name)
-    if path is None:
-        return Check(name, False, required, f"{name} not found on PATH; install it")
-    found = version([path, "--version"])
-    return Check(name, found is not None, required, found or f"{path} --version failed")
-
-
 def _sandbox(executor: ExecutorConfig, resolve: Callable[[ExecutorConfig], Sandbox]) -> Check:
     """What rollouts will run in, and what it leaves open: not ok (a warning) unless bubblewrap contains them;
     required only when a sandbox was asked for by name and this machine lacks it."""
@@ -113,55 +106,6 @@ def _module(name: str, module: str, *, required: bool, hint: str) -> Check:
     except ImportError:
         return Check(name, False, required, f"{module} cannot be imported; {hint}")
     return Check(name, True, required, f"{module} {getattr(mod, '__version__', '(unknown version)')}")
-
-
-def _key(variable: str, env: Mapping[str, str], *, required: bool, alternatives: tuple[str, ...] = ()) -> Check:
-    present = [v for v in (variable, *alternatives) if env.get(v, "").strip()]
-    if present:
-        return Check(f"env:{variable}", True, required, f"{present[0]} is set")
-    either = " or ".join((variable, *alternatives))
-    return Check(f"env:{variable}", False, required, f"{either} is not set; export {variable}=... before running")
-
-
-def _claude_backend(env: Mapping[str, str], version: Runner, *, required: bool) -> list[Check]:
-    sdk = _module("claude-agent-sdk", "claude_agent_sdk", required=required, hint="pip install claude-agent-sdk")
-    checks = [sdk]
-    if sdk.ok:
-        import claude_agent_sdk
-
-        cli = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
-        found = version([str(cli), "--version"]) if cli.is_file() else None
-        detail = found or (f"{cli} --version failed" if cli.is_file() else f"bundled CLI missing at {cli}")
-        checks.append(Check("claude-cli (bundled)", found is not None, required, detail))
-    checks.append(_key("ANTHROPIC_API_KEY", env, required=required, alternatives=(OAUTH_VARIABLE,)))
-    return checks
-
-
-def _command_backend(
-    config: RunConfig | None,
-    env: Mapping[str, str],
-    which: Callable[[str], str | None],
-    version: Runner,
-    *,
-    required: bool,
-) -> list[Check]:
-    from saddler.errors import ConfigError
-    from saddler.sessions.command import PRESETS, resolve_command
-
-    sessions = config.sessions if config is not None and config.sessions.command.strip() else None
-    if sessions is None:
-        if required:
-            return [Check("command", False, True, "sessions.command is empty: set a preset (claude, codex, pi)")]
-        return [_tool(name, which, version, required=False) for name in PRESETS]
-    try:
-        template, key = resolve_command(sessions)
-    except ConfigError as exc:
-        return [Check("command", False, required, str(exc))]
-    executable = shlex.split(template)[0]
-    checks = [_tool(executable, which, version, required=required)]
-    if sessions.command.strip() in PRESETS:
-        checks.append(_key(key, env, required=required))
-    return checks
 
 
 def _task_key(config: RunConfig, env: Mapping[str, str]) -> Check:

@@ -110,12 +110,11 @@ def diagnose(prompt: str, root: Path) -> dict:
 
 
 def reflect(prompt: str) -> dict:
+    """One lesson per task, carrying the category saddler measured (in brackets after the transition)."""
     lessons = []
-    for task, before, after in re.findall(r"^- `([^`]+)`: ([PF-]+) -> ([PF-]+)$", prompt, re.MULTILINE):
-        was, now = "P" in before and "F" not in before, "P" in after and "F" not in after
-        category = {(False, True): "fixed", (True, False): "regressed", (False, False): "still_failing"}.get(
-            (was, now), "still_passing"
-        )
+    for task, before, after, category in re.findall(
+        r"^- `([^`]+)`: ([PF-]+) -> ([PF-]+) \((\w+)", prompt, re.MULTILINE
+    ):
         lessons.append(
             {
                 "task_id": task,

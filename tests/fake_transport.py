@@ -2,6 +2,8 @@
 
 It answers `initialize`, asks the SDK's hook callbacks (`hook_callback`), calls in-process MCP tools
 (`mcp_message`: handshake, then `tools/call`) and emits scripted messages, ending after `end_input`.
+`exit_code` set: it then fails the way the real CLI process does after an error result (it exits non-zero and
+the subprocess transport raises `ProcessError`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import json
 from typing import Any
 
 from claude_agent_sdk import Transport
+
+_EXIT: Any = object()  # queue marker: the CLI process exited with `exit_code`
 
 
 def assistant(text: str, error: str | None = None) -> dict[str, Any]:
@@ -69,14 +73,15 @@ class McpCall:
 class FakeTransport(Transport):
     """Plays the CLI side: answers `initialize`, asks hook callbacks, emits scripted messages."""
 
-    def __init__(self, script: list[Any]) -> None:
+    def __init__(self, script: list[Any], exit_code: int = 0) -> None:
         self.script = script
+        self.exit_code = exit_code
         self.written: list[dict[str, Any]] = []
         self.initialize: dict[str, Any] | None = None
         self.hook_responses: list[dict[str, Any]] = []
         self.mcp_responses: list[dict[str, Any]] = []
         self._mcp_ready: set[str] = set()
-        self._queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ready = False
         self._counter = 0
@@ -143,6 +148,8 @@ class FakeTransport(Transport):
                     step.apply()
             else:
                 await self._queue.put(step)
+        if self.exit_code:
+            await self._queue.put(_EXIT)  # the process exits after its last message
 
     async def _request(self, request: dict[str, Any]) -> dict[str, Any]:
         self._counter += 1
@@ -189,6 +196,14 @@ class FakeTransport(Transport):
         async def gen():
             while True:
                 item = await self._queue.get()
+                if item is _EXIT:
+                    from claude_agent_sdk import ProcessError
+
+                    raise ProcessError(
+                        f"Command failed with exit code {self.exit_code}",
+                        exit_code=self.exit_code,
+                        stderr="Check stderr output for details",
+                    )
                 if item is None:
                     return
                 yield item

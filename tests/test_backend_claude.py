@@ -116,7 +116,7 @@ def test_diagnosis_builds_options_denies_protected_edit_and_parses_answer(tmp_pa
         "Bash(evo-dag:*)",
         "Bash(git diff:*)",
         "Bash(git status:*)",
-        "Bash(python -m compileall -q .:*)",
+        "Bash(python -m compileall -q .)",  # the check command runs verbatim only
     ]
     assert opts.permission_mode == "dontAsk"
     assert (opts.model, opts.fallback_model, opts.max_turns, opts.max_budget_usd) == (
@@ -267,3 +267,17 @@ def test_real_bundled_cli_without_credentials_raises_authentication_error(
     init = next(x for x in lines if x.get("type") == "SystemMessage")["data"]["data"]
     assert sorted(init["tools"]) == ["Bash", "Glob", "Grep", "Read", "StructuredOutput"]
     assert (init["cwd"], init["permissionMode"], init["model"]) == (str(tmp_path / "run"), "dontAsk", "claude-opus-4-6")
+
+
+def test_options_follow_the_roles_limits_and_effort(tmp_path: Path) -> None:
+    from saddler.errors import ConfigError
+
+    wt = make_worktree(tmp_path / "wt")
+    roles = {"diagnosis_patch": {"max_turns": 150, "effort": "xhigh"}, "evolution": {"model": "claude-haiku-4-5"}}
+    b, _ = backend(tmp_path, [], roles=roles, effort="medium")
+    diag = b.build_options("diagnosis_patch", diagnosis_request(tmp_path / "run", wt))
+    evo = b.build_options("evolution", evolution_request(tmp_path / "run"))
+    assert (diag.max_turns, diag.effort, diag.max_budget_usd) == (150, "xhigh", 1.5)
+    assert (evo.model, evo.max_turns, evo.effort) == ("claude-haiku-4-5", 12, "medium")
+    with pytest.raises(ConfigError, match=r"'minimal' .* Claude accepts: low, medium, high, xhigh, max"):
+        backend(tmp_path, [], effort="minimal")

@@ -14,8 +14,9 @@ from session_helpers import diagnosis_request, evolution_request, make_worktree,
 from saddler.agentcli import build_argv, parse_usage
 from saddler.config import SessionConfig
 from saddler.errors import AuthenticationError, BackendError, ConfigError
-from saddler.sessions.command import PRESETS, CommandBackend, resolve_command
+from saddler.sessions.command import CommandBackend
 from saddler.sessions.common import changed_files
+from saddler.sessions.presets import PRESETS, resolve_command
 
 FAKE = Path(__file__).with_name("fake_agent.py")
 TEMPLATE = f"{sys.executable} {FAKE} {{prompt_file}}"
@@ -104,20 +105,6 @@ def test_transient_failure_is_retried(tmp_path: Path, monkeypatch: pytest.Monkey
     assert kinds.count("attempt") == 2 and "retry" in kinds
 
 
-def test_authentication_failure_names_the_preset_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    codex = bin_dir / "codex"
-    codex.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE} "$@"\n')
-    codex.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_AGENT_MODE", "auth_fail")
-    b = make_backend(tmp_path, command="codex")
-    with pytest.raises(AuthenticationError, match="OPENAI_API_KEY"):
-        b.evolve(evolution_request(tmp_path / "run"))
-    assert b.last_argv[:5] == ["codex", "exec", "--json", "--sandbox", "workspace-write"]
-
-
 def test_missing_cli_is_a_backend_error(tmp_path: Path) -> None:
     b = make_backend(tmp_path, command="definitely-not-an-agent-cli {prompt}")
     with pytest.raises(BackendError, match="not found on PATH"):
@@ -139,24 +126,29 @@ def test_templates_and_presets() -> None:
     assert resolve_command(SessionConfig(command="claude"))[1] == "ANTHROPIC_API_KEY"
 
 
-def test_claude_preset_argv_carries_limits_and_the_guard_hook(tmp_path: Path) -> None:
+def test_claude_preset_argv_carries_limits_tools_and_the_guard_hook(tmp_path: Path) -> None:
     wt = make_worktree(tmp_path / "wt")
     b = make_backend(tmp_path, command="claude", max_turns=9, max_budget_usd=0.75)
     req = diagnosis_request(tmp_path / "run", wt)
-    argv = b.argv_for("diagnosis_patch", req, "PROMPT", tmp_path / "p.md", tmp_path / "r.json")
-    assert argv[:3] == ["claude", "-p", "--output-format"]
-    assert argv[-2:] == ["--", "PROMPT"]
-    flags = dict(zip(argv[2:-2:2], argv[3:-2:2], strict=True))
+    argv, stdin = b.argv_for("diagnosis_patch", req, "PROMPT")
+    assert argv[:2] == ["claude", "-p"] and "PROMPT" not in argv and stdin == "PROMPT"
+    flags = dict(zip(argv[2:-1:2], argv[3:-1:2], strict=True))
+    assert argv[-1] == "--no-session-persistence"
     assert (flags["--max-turns"], flags["--max-budget-usd"], flags["--setting-sources"]) == ("9", "0.75", "")
+    assert flags["--tools"] == "Read,Glob,Grep,Bash,Edit,Write"
     assert "Bash(evo-dag:*)" in flags["--allowedTools"].split(",")
     assert "WebSearch" not in flags["--allowedTools"]
+    assert json.loads(flags["--json-schema"])["title"] == "DiagnosisResult"
+    assert Path(flags["--system-prompt-file"]).read_text().startswith("You are an optimizer agent inside saddler.")
+    assert "--effort" not in flags and "--fallback-model" not in flags
     explore = diagnosis_request(tmp_path / "run", wt, exploration=True)
     assert b.web_search("diagnosis_patch", explore)
     assert not make_backend(tmp_path).web_search("diagnosis_patch", explore)  # custom template: no tool list
-    explore_argv = b.argv_for("diagnosis_patch", explore, "PROMPT", tmp_path / "p.md", tmp_path / "r.json")
-    assert explore_argv[explore_argv.index("--allowedTools") + 1].endswith(",WebSearch,WebFetch")
+    explore_argv, _ = b.argv_for("diagnosis_patch", explore, "PROMPT")
+    assert explore_argv[explore_argv.index("--tools") + 1].endswith(",WebSearch,WebFetch")
+    assert {"WebSearch", "WebFetch"} <= set(explore_argv[explore_argv.index("--allowedTools") + 1].split(","))
     hook = json.loads(flags["--settings"])["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-    # run the hook exactly as the CLI would: the hook input on stdin, the decision on stdout
+    # run the hook exactly as the CLI would: through a shell, the hook input on stdin, the decision on stdout
     deny = subprocess.run(
         hook,
         shell=True,
@@ -172,7 +164,7 @@ def test_claude_preset_argv_carries_limits_and_the_guard_hook(tmp_path: Path) ->
         capture_output=True,
         text=True,
         check=True,
-        input=json.dumps({"tool_name": "Write", "tool_input": {"file_path": str(tmp_path / "r.json")}}),
+        input=json.dumps({"tool_name": "Edit", "tool_input": {"file_path": str(wt / "tools" / "search.py")}}),
     )
     assert json.loads(allow.stdout) == {}
 
@@ -229,7 +221,7 @@ def test_claude_preset_against_the_real_bundled_cli_without_credentials(
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("CLAUDE_CODE_OAUTH_TOKEN", raising=False)
     wt = make_worktree(tmp_path / "wt")
-    b = make_backend(tmp_path, command="claude")
+    b = make_backend(tmp_path, command="claude", effort="high", fallback_model="claude-sonnet-4-5")
     with pytest.raises(AuthenticationError, match="set ANTHROPIC_API_KEY"):
         b.diagnose_patch(diagnosis_request(tmp_path / "run", wt))
     transcript = [
@@ -237,7 +229,9 @@ def test_claude_preset_against_the_real_bundled_cli_without_credentials(
     ]
     final = json.loads(next(t["line"] for t in transcript if t["kind"] == "stdout"))
     assert (final["type"], final["is_error"], final["total_cost_usd"]) == ("result", True, 0)
-    assert "unknown option" not in next(t for t in transcript if t["kind"] == "exit")["stderr"]
+    stderr = next(t for t in transcript if t["kind"] == "exit")["stderr"]
+    assert "unknown option" not in stderr and "is invalid" not in stderr and "Input must be provided" not in stderr
+    assert {"--effort", "--fallback-model", "--system-prompt-file", "--tools", "--json-schema"} <= set(b.last_argv)
 
 
 def test_an_agent_that_commits_gets_its_commit_undone_into_the_worktree(
@@ -250,3 +244,13 @@ def test_an_agent_that_commits_gets_its_commit_undone_into_the_worktree(
     assert out.status == "patched"
     assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=wt, capture_output=True, text=True).stdout == head
     assert changed_files(wt) == ["tools/search.py"]
+
+
+def test_a_prompt_too_long_for_one_argument_goes_by_reference(tmp_path: Path) -> None:
+    b = make_backend(tmp_path, command="agent --instructions {prompt}")
+    req = evolution_request(tmp_path / "run")
+    files = b.session_files("evolution", req)
+    small = b.values("evolution", req, "short prompt", files)["prompt"]
+    big = b.values("evolution", req, "x" * 200_000, files)["prompt"]
+    assert small == "short prompt"
+    assert big.startswith(f"Your full instructions are in the file {files['prompt']}") and len(big) < 300

@@ -66,6 +66,7 @@ def test_command_backend_with_its_cli_found(tmp_path: Path, path_with, monkeypat
 
 def test_missing_cli_and_key_fail_the_doctor(tmp_path: Path, path_with, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("CODEX_API_KEY", raising=False)
     run = write_run(tmp_path / "run", 'backend = "command"\ncommand = "codex"')
     result = CliRunner().invoke(app, ["doctor", str(run), "--json"])
     assert result.exit_code == 1
@@ -77,7 +78,7 @@ def test_missing_cli_and_key_fail_the_doctor(tmp_path: Path, path_with, monkeypa
             "name": "env:OPENAI_API_KEY",
             "ok": False,
             "required": True,
-            "detail": "OPENAI_API_KEY is not set; export OPENAI_API_KEY=... before running",
+            "detail": "OPENAI_API_KEY or CODEX_API_KEY is not set; export OPENAI_API_KEY=... first",
         },
     ]
 

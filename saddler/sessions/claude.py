@@ -1,10 +1,16 @@
 """The `claude` backend: each session is one claude-agent-sdk conversation.
 
 Diagnosis runs with the candidate's worktree as cwd and may read, edit, grep/glob and run a few Bash
-commands (`evo-dag`, `git diff`, `git status`, the harness's check command); reflection and evolution
-only read. `setting_sources=[]` keeps the user's own settings out; a PreToolUse hook refuses edits of
-protected paths or outside the worktree and any other Bash command. The answer comes back as the SDK's
-structured output (`output_format` json_schema) and is validated against the session schema.
+commands (`evo-dag` read-only, `git diff`, `git status`, the harness's check command verbatim); reflection and
+evolution only read. `setting_sources=[]` keeps the user's own settings out; a PreToolUse hook
+(`saddler.sessions.guard`, failing closed) refuses edits of protected paths or outside the worktree and any other
+Bash command. The answer comes back as the SDK's structured output (`output_format` json_schema) and is validated
+against the session schema. Limits (model, turns, budget, timeout, effort) are per role (`SessionConfig.for_role`).
+
+`MIN_SDK_VERSION` is the oldest claude-agent-sdk with every option and result field used here and in the
+claude_agent template (`api_error_status` arrived in 0.1.76; `setting_sources=[]` was honoured from 0.1.60,
+`effort` from 0.1.36, `tools` from 0.1.12, `output_format` and `fallback_model` from 0.1.7, `max_budget_usd`
+from 0.1.6); pyproject pins it and `saddler doctor` checks it.
 
 Failed sessions (budget, max turns, bad output, timeout, transient errors after retries) become failed
 results; rejected credentials raise `AuthenticationError` naming ANTHROPIC_API_KEY.
@@ -23,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from saddler.errors import AuthenticationError, BackendError
+from saddler.errors import AuthenticationError, BackendError, ConfigError
 from saddler.sessions import common, guard
 from saddler.sessions.prompts import render, render_system
 from saddler.sessions.schema import (
@@ -40,6 +46,8 @@ if TYPE_CHECKING:
     from saddler.config import SessionConfig
 
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
+MIN_SDK_VERSION = "0.1.76"
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
 _TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 _AUTH_TEXT = re.compile(
     r"invalid api key|authentication[_ ]failed|not logged in|please run /login|invalid x-api-key|"
@@ -85,6 +93,12 @@ class ClaudeBackend(common.LLMSessionBackend):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(config, benchmark=benchmark, run_dir=run_dir, seed=seed, sleep=sleep, clock=clock)
+        for role in ("diagnosis_patch", "reflection", "evolution"):
+            effort = config.for_role(role).effort
+            if effort and effort not in EFFORTS:
+                raise ConfigError(
+                    f"sessions effort {effort!r} ({role}) is not one Claude accepts: {', '.join(EFFORTS)}"
+                )
         self.transport_factory = transport_factory
         self.last_options: ClaudeAgentOptions | None = None
 
@@ -98,23 +112,28 @@ class ClaudeBackend(common.LLMSessionBackend):
             and self.config.allow_web_search_on_plateau
         )
 
+    def policy(self, request: common.Request) -> guard.BashPolicy:
+        check = (request.check_command if isinstance(request, DiagnosisRequest) else "") or self.config.check_command
+        return guard.BashPolicy(check)
+
     def build_options(self, role: Role, request: common.Request) -> ClaudeAgentOptions:
         """The SDK options of one session (cwd, tools, hook, model, limits, structured output)."""
         from claude_agent_sdk import ClaudeAgentOptions, HookMatcher
 
+        cfg = self.config.for_role(role)
         editing = isinstance(request, DiagnosisRequest)
         worktree: Path | None = None
         protected: list[str] = []
-        check = self.config.check_command
         if isinstance(request, DiagnosisRequest):
             worktree = Path(request.worktree)
             protected = request.component_globs.get("protected", ["saddler.toml"])
-            check = request.check_command or check
-        prefixes = guard.allowed_bash_prefixes(check)
+        policy = self.policy(request)
         tools = ["Read", "Glob", "Grep", "Bash"] + (["Edit", "Write"] if editing else [])
         if self.web_search(role, request):
             tools += ["WebSearch", "WebFetch"]
-        allowed = [t for t in tools if t != "Bash"] + [f"Bash({p}:*)" for p in prefixes]
+        allowed = [t for t in tools if t != "Bash"] + [f"Bash({p}:*)" for p in policy.prefixes()]
+        if policy.check_command.strip():
+            allowed.append(f"Bash({policy.check_command.strip()})")
         bin_dir = str(Path(sys.executable).parent)
         return ClaudeAgentOptions(
             system_prompt=render_system(role, self.config.prompts, self.run_dir),
@@ -125,11 +144,12 @@ class ClaudeBackend(common.LLMSessionBackend):
             allowed_tools=allowed,
             disallowed_tools=[] if editing else ["Edit", "Write", "MultiEdit", "NotebookEdit"],
             permission_mode="dontAsk",
-            hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[make_guard(worktree, protected, prefixes)])]},
-            model=self.config.model,
-            fallback_model=self.config.fallback_model if self.config.fallback_model != self.config.model else None,
-            max_turns=self.config.max_turns,
-            max_budget_usd=self.config.max_budget_usd or None,
+            hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[make_guard(worktree, protected, policy)])]},
+            model=cfg.model,
+            fallback_model=cfg.fallback_model if cfg.fallback_model != cfg.model else None,
+            max_turns=cfg.max_turns,
+            max_budget_usd=cfg.max_budget_usd or None,
+            effort=cfg.effort,  # type: ignore[arg-type]
             output_format={"type": "json_schema", "schema": result_schema(role)},
             env={"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "EVODAG_DB": request.db_path},
         )
@@ -138,18 +158,20 @@ class ClaudeBackend(common.LLMSessionBackend):
 
     def _session(self, role: Role, request: common.Request) -> common.Result:
         web = self.web_search(role, request)
-        prompt = render(role, request, self.config.prompts, web_search=web, base_dir=self.run_dir)
+        limits = guard.describe_limits(role == "diagnosis_patch", self.policy(request), web=web)
+        prompt = render(role, request, self.config.prompts, web_search=web, base_dir=self.run_dir, tool_limits=limits)
         options = self.build_options(role, request)
         self.last_options = options
         path = common.transcript_path(self.run_dir, request.iteration, role, request.attempt)
         transcript = common.Transcript(path)
         transcript.write("prompt", role=role, text=prompt, system=options.system_prompt)
-        stats = SessionStats(backend=self.name, model=self.config.model, transcript_path=str(path))
+        stats = SessionStats(backend=self.name, model=options.model or "", transcript_path=str(path))
         started = self.clock()
+        timeout_s = self.config.for_role(role).timeout_s
 
         def attempt(n: int) -> common.Result:
             transcript.write("attempt", number=n)
-            outcome = asyncio.run(self._converse(prompt, options, transcript))
+            outcome = asyncio.run(self._converse(prompt, options, transcript, timeout_s))
             self._add_usage(stats, outcome)
             return self._conclude(role, request, outcome, stats)
 
@@ -159,7 +181,9 @@ class ClaudeBackend(common.LLMSessionBackend):
         transcript.write("outcome", outcome=result.stats.outcome, cost_usd=result.stats.cost_usd, duration_s=duration)
         return result
 
-    async def _converse(self, prompt: str, options: ClaudeAgentOptions, transcript: common.Transcript) -> _Attempt:
+    async def _converse(
+        self, prompt: str, options: ClaudeAgentOptions, transcript: common.Transcript, timeout_s: float
+    ) -> _Attempt:
         from claude_agent_sdk import AssistantMessage, ResultMessage, TextBlock, query
 
         out = _Attempt()
@@ -175,7 +199,7 @@ class ClaudeBackend(common.LLMSessionBackend):
                     out.result = message
 
         try:
-            await asyncio.wait_for(consume(), timeout=self.config.timeout_s)
+            await asyncio.wait_for(consume(), timeout=timeout_s)
         except TimeoutError:
             out.timed_out = True
         except Exception as exc:  # the SDK's process/connection errors are classified by _conclude
@@ -231,12 +255,13 @@ class ClaudeBackend(common.LLMSessionBackend):
             return common.failed_result(role, request, stats, "unparsable_output")
 
 
-def make_guard(worktree: Path | None, protected: list[str], bash_prefixes: list[str]) -> Any:
+def make_guard(worktree: Path | None, protected: list[str], policy: guard.BashPolicy) -> Any:
     """The PreToolUse hook callback: `guard.guard_decision` (edits inside `worktree` only, never of a
-    protected path, no edits at all when `worktree` is None; Bash limited to `bash_prefixes`)."""
+    protected path, no edits at all when `worktree` is None; Bash under `policy`), failing closed: a guard
+    that raises denies the call instead of letting the SDK report a hook error (which lets it through)."""
 
     async def pre_tool_use(hook_input: Any, tool_use_id: str | None, context: Any) -> dict[str, Any]:
-        return guard.guard_decision(dict(hook_input), worktree, protected, bash_prefixes)
+        return guard.safe_decision(hook_input, lambda i: guard.guard_decision(i, worktree, protected, policy))
 
     return pre_tool_use
 

@@ -1,11 +1,11 @@
 """The `command` backend: any CLI coding agent runs each session from a command template.
 
-`sessions.command` is a preset name (`claude`, `codex`, `pi`) or a template whose `{placeholders}` are
-filled per argument (a filled argument stays one argv element): `{prompt}`, `{prompt_file}`,
-`{result_file}`, `{system_prompt}`, `{model}`, `{max_turns}`, `{budget}`, `{cwd}`, `{run_dir}`,
-`{allowed_tools}`, `{settings}`. The agent runs in the candidate's worktree (diagnosis) or the run folder,
-with stdin closed and a timeout; its answer is read from the result file the prompt names (falling back to JSON in its
-output); usage and cost are parsed from its output where it reports them; the worktree's diff is the patch.
+`sessions.command` is a preset name (`claude`, `codex`, `pi`: `saddler.sessions.presets`) or a template in the
+same language (placeholders in `presets.PLACEHOLDERS`; README "Session backends" documents each). The agent runs
+in the candidate's worktree (diagnosis) or the run folder, in its own process group, with a per-role timeout;
+the prompt reaches it by file or stdin. Its answer is the CLI's structured output, the file `{result_file}` (the
+CLI's `-o`, or the agent's own write when the template does not use `{result_file}`), or its final message.
+Usage and cost are parsed from its output where it reports them; the worktree's diff is the patch.
 """
 
 from __future__ import annotations
@@ -13,81 +13,53 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from saddler.agentcli import build_argv, parse_usage
+from saddler.agentcli import final_message, parse_usage
 from saddler.errors import AuthenticationError, BackendError, ConfigError
 from saddler.procs import ProcessRun, run_process_group
-from saddler.sessions import common, guard
-from saddler.sessions.prompts import render, render_system
-from saddler.sessions.schema import (
-    DiagnosisRequest,
-    Role,
-    SessionStats,
+from saddler.sessions import common, confine, guard
+from saddler.sessions.presets import (
+    PLACEHOLDERS,
+    answer_channel,
+    command_argv,
+    drop_nulls,
+    placeholders_in,
+    preset_of,
+    resolve_command,
+    sandbox_of,
+    strict_schema,
+    toml_string,
 )
+from saddler.sessions.prompts import render, render_system
+from saddler.sessions.schema import DiagnosisRequest, Role, SessionStats, result_schema
 
 if TYPE_CHECKING:
     from saddler.benchmark import Benchmark
     from saddler.config import SessionConfig
 
-
-@dataclass(frozen=True)
-class Preset:
-    """A known CLI agent: its template and the variable holding its credentials."""
-
-    template: str
-    key_variable: str
-
-
-PRESETS: dict[str, Preset] = {
-    "claude": Preset(
-        "claude -p --output-format json --model {model} --max-turns {max_turns} --max-budget-usd {budget} "
-        "--setting-sources '' --settings {settings} --permission-mode dontAsk --add-dir {run_dir} "
-        "--allowedTools {allowed_tools} "
-        "--system-prompt {system_prompt} -- {prompt}",
-        "ANTHROPIC_API_KEY",
-    ),
-    "codex": Preset("codex exec --json --sandbox workspace-write --skip-git-repo-check {prompt}", "OPENAI_API_KEY"),
-    "pi": Preset("pi --mode json --no-session --system-prompt {system_prompt} -- {prompt}", "ANTHROPIC_API_KEY"),
-}
-PLACEHOLDERS = (
-    "prompt", "prompt_file", "result_file", "system_prompt", "model", "max_turns", "budget", "cwd",
-    "allowed_tools", "settings", "run_dir",
-)  # fmt: skip
+ROLES: tuple[Role, ...] = ("diagnosis_patch", "reflection", "evolution")
+ARG_LIMIT = 100_000  # bytes; Linux refuses one argv element over 128 KiB (MAX_ARG_STRLEN)
 _AUTH = re.compile(
     r"invalid api key|invalid x-api-key|authentication[_ ]?(?:failed|error)|unauthorized|\b401\b|not logged in|"
-    r"please run /login|api key (?:is )?(?:missing|not set|required)|incorrect api key|missing api key",
+    r"please run /login|api key (?:is )?(?:missing|not set|required)|incorrect api key|missing api key|no api key",
     re.IGNORECASE,
 )
 _TRANSIENT = re.compile(r"rate.?limit|overloaded|\b429\b|\b529\b|\b503\b|econnreset|temporarily unavailable", re.I)
 _FAILED_SUBTYPES = {"error_max_turns": "max_turns", "error_max_budget_usd": "budget"}
 
 
-def resolve_command(config: SessionConfig) -> tuple[str, str]:
-    """`(template, key_variable)` for `sessions.command`: a preset or a custom template."""
-    spec = config.command.strip()
-    if not spec:
-        raise ConfigError("sessions.command is empty: set a preset (claude, codex, pi) or a command template")
-    if spec in PRESETS:
-        return PRESETS[spec].template, PRESETS[spec].key_variable
-    executable = Path(shlex.split(spec)[0]).name
-    key = next((p.key_variable for name, p in PRESETS.items() if executable == name), "the agent's API key variable")
-    return spec, key
-
-
 class CommandBackend(common.LLMSessionBackend):
     """Optimizer sessions run by an external CLI coding agent (see module docstring).
 
-    The agent runs in its own process group with stdin closed; the whole group is killed on timeout.
-    The claude preset also gets a PreToolUse command hook (`python -m saddler.sessions.guard`) that
-    refuses edits of protected paths or outside the worktree. `sleep` and `clock` are injectable.
+    Claude-style templates (`{settings}`) get saddler's PreToolUse guard as a command hook; pi runs inside
+    bubblewrap (`sessions.sandbox`); codex uses its own sandbox, read-only outside diagnosis.
+    `sleep` and `clock` are injectable.
     """
 
     name = "command"
@@ -104,7 +76,27 @@ class CommandBackend(common.LLMSessionBackend):
     ) -> None:
         super().__init__(config, benchmark=benchmark, run_dir=run_dir, seed=seed, sleep=sleep, clock=clock)
         self.template, self.key_variable = resolve_command(config)
+        self.preset = preset_of(config)
+        self.channel = answer_channel(self.template, self.preset)
+        self.sandbox = sandbox_of(config)
+        unknown = placeholders_in(self.template) - set(PLACEHOLDERS)
+        if unknown:
+            raise ConfigError(
+                f"sessions.command: unknown placeholder(s) {', '.join(sorted('{' + u + '}' for u in unknown))}; "
+                f"available: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
+            )
+        for role in ROLES:
+            effort = config.for_role(role).effort
+            if effort and self.preset is not None and effort not in self.preset.efforts:
+                raise ConfigError(
+                    f"sessions effort {effort!r} ({role}) is not one {self.preset.name} accepts: "
+                    f"{', '.join(self.preset.efforts)}"
+                )
         self.last_argv: list[str] = []
+        self.last_stdin: str | None = None
+        self.last_program = ""
+
+    # -- what the agent is given --------------------------------------------------------------
 
     def web_search(self, role: Role, request: common.Request) -> bool:
         """Whether the exploration diagnosis may search the web: allowed by the config, and the template
@@ -116,80 +108,183 @@ class CommandBackend(common.LLMSessionBackend):
             and "{allowed_tools}" in self.template
         )
 
-    def argv_for(
-        self, role: Role, request: common.Request, prompt: str, prompt_file: Path, result_file: Path
-    ) -> list[str]:
-        """The agent's argv for one session."""
-        worktree = Path(request.worktree) if isinstance(request, DiagnosisRequest) else None
+    def policy(self, request: common.Request) -> guard.BashPolicy:
         check = (request.check_command if isinstance(request, DiagnosisRequest) else "") or self.config.check_command
-        prefixes = guard.allowed_bash_prefixes(check)
-        protected = request.component_globs.get("protected", []) if isinstance(request, DiagnosisRequest) else []
-        guard_spec = {"worktree": str(worktree) if worktree else "", "protected": protected, "bash": prefixes,
-                      "writable": [str(result_file)]}  # fmt: skip
-        hook = shlex.join([sys.executable, "-m", "saddler.sessions.guard", json.dumps(guard_spec)])
-        settings = {"hooks": {"PreToolUse": [{"matcher": "", "hooks": [{"type": "command", "command": hook}]}]}}
-        tools = ["Read", "Glob", "Grep", "Edit", "Write", *(f"Bash({p}:*)" for p in prefixes)]
+        return guard.BashPolicy(check)
+
+    def tool_limits(self, role: Role, request: common.Request) -> str:
+        """What the agent may touch, stated up front in its prompt (true for this template and sandbox)."""
+        editing = role == "diagnosis_patch"
+        if "{settings}" in self.template:
+            return guard.describe_limits(editing, self.policy(request), web=self.web_search(role, request))
+        where = "the worktree (your working directory)" if editing else "nothing: this session only reads"
+        if self.preset is not None and self.preset.name == "codex":
+            mode = "workspace-write" if editing else "read-only"
+            return (
+                f"You run in codex's `{mode}` sandbox: you may write {where}"
+                + (" and temporary files under /tmp" if editing else "")
+                + ". The rest of the filesystem is read-only and the network is off. Web search is not available."
+            )
+        if self.sandbox == "bwrap":
+            return (
+                f"You run in a bubblewrap sandbox: you may write {where}, plus a private /tmp that is discarded "
+                "afterwards. The rest of the filesystem is read-only; writes elsewhere fail."
+            )
+        return (
+            f"Write {where}; never edit protected paths, files outside the worktree, or git metadata. "
+            "The diff of the worktree is checked after the session and a violating patch is discarded."
+        )
+
+    def claude_tools(self, role: Role, request: common.Request) -> tuple[list[str], list[str]]:
+        """Built-in tools (`--tools`) and permission rules (`--allowedTools`) for Claude-style templates."""
+        writes = role == "diagnosis_patch" or self.channel == "file"
+        tools = ["Read", "Glob", "Grep", "Bash"] + (["Edit", "Write"] if writes else [])
         if self.web_search(role, request):
             tools += ["WebSearch", "WebFetch"]
+        policy = self.policy(request)
+        allowed = [t for t in tools if t != "Bash"] + [f"Bash({p}:*)" for p in policy.prefixes()]
+        if policy.check_command.strip():
+            allowed.append(f"Bash({policy.check_command.strip()})")
+        return tools, allowed
+
+    def values(self, role: Role, request: common.Request, prompt: str, files: dict[str, Path]) -> dict[str, str]:
+        """The placeholder values of one session (`files`: prompt, result, schema, system_prompt paths)."""
+        cfg = self.config.for_role(role)
+        editing = isinstance(request, DiagnosisRequest)
+        worktree = Path(request.worktree) if isinstance(request, DiagnosisRequest) else None
+        protected = request.component_globs.get("protected", []) if isinstance(request, DiagnosisRequest) else []
+        policy = self.policy(request)
+        spec = {
+            "worktree": str(worktree) if worktree else "",
+            "protected": protected,
+            "check": policy.check_command,
+            "writable": [str(files["result"])] if self.channel == "file" else [],
+        }
+        hook = {"type": "command", "command": guard.hook_command(spec)}
+        settings = {"hooks": {"PreToolUse": [{"matcher": "", "hooks": [hook]}]}}
+        tools, allowed = self.claude_tools(role, request)
+        system = render_system(role, self.config.prompts, self.run_dir)
+        fallback = cfg.fallback_model if cfg.fallback_model and cfg.fallback_model != cfg.model else ""
+        inline = prompt if len(prompt.encode("utf-8")) <= ARG_LIMIT else by_reference(files["prompt"])
         values = {
-            "prompt": prompt,
-            "prompt_file": str(prompt_file),
-            "result_file": str(result_file),
-            "system_prompt": render_system(role, self.config.prompts, self.run_dir),
-            "model": self.config.model,
-            "max_turns": str(self.config.max_turns),
-            "budget": f"{self.config.max_budget_usd:g}",
+            "prompt": inline,
+            "prompt_file": str(files["prompt"]),
+            "result_file": str(files["result"]),
+            "schema": json.dumps(result_schema(role), sort_keys=True),
+            "schema_file": str(files["schema"]),
+            "system_prompt": system,
+            "system_prompt_file": str(files["system"]),
+            "system_prompt_json": toml_string(system),
+            "model": cfg.model,
+            "fallback_model": fallback,
+            "max_turns": str(cfg.max_turns),
+            "budget": f"{cfg.max_budget_usd:g}" if cfg.max_budget_usd else "",
+            "effort": cfg.effort or "",
             "cwd": str(worktree or self.run_dir),
-            "allowed_tools": ",".join(tools),
-            "settings": json.dumps(settings),
             "run_dir": str(self.run_dir),
+            "sandbox_mode": "workspace-write" if editing else "read-only",
+            "tools": ",".join(tools),
+            "allowed_tools": ",".join(allowed),
+            "pi_tools": "read,grep,find,ls,bash" + (",edit,write" if editing or self.channel == "file" else ""),
+            "settings": json.dumps(settings),
         }
         assert set(values) == set(PLACEHOLDERS)
-        return build_argv(self.template, values)
+        return values
+
+    def session_files(self, role: Role, request: common.Request) -> dict[str, Path]:
+        base = common.transcript_path(self.run_dir, request.iteration, role, request.attempt).with_suffix("")
+        return {
+            "prompt": Path(f"{base}.prompt.md"),
+            "result": Path(f"{base}.result.json"),
+            "schema": Path(f"{base}.schema.json"),
+            "system": Path(f"{base}.system.md"),
+        }
+
+    def argv_for(self, role: Role, request: common.Request, prompt: str) -> tuple[list[str], str | None]:
+        """The agent's argv for one session (wrapped in bubblewrap when confined) and its stdin text, writing the
+        prompt, schema and system prompt files it refers to."""
+        files = self.session_files(role, request)
+        files["prompt"].write_text(prompt, encoding="utf-8")
+        files["schema"].write_text(json.dumps(strict_schema(result_schema(role)), indent=2), encoding="utf-8")
+        files["system"].write_text(render_system(role, self.config.prompts, self.run_dir), encoding="utf-8")
+        argv, stdin_file = command_argv(self.template, self.values(role, request, prompt, files))
+        if not argv:
+            raise ConfigError("sessions.command is empty after filling its placeholders")
+        self.last_program = argv[0]
+        stdin = Path(stdin_file).read_text(encoding="utf-8") if stdin_file else None
+        if self.sandbox == "bwrap":
+            argv = self.confined(argv, request)
+        return argv, stdin
+
+    def confined(self, argv: list[str], request: common.Request) -> list[str]:
+        ok, why = confine.bwrap_works()
+        if not ok:
+            raise BackendError(
+                f"sessions.sandbox needs bubblewrap to confine {argv[0]!r}: {why}. Install bubblewrap, or set "
+                'sessions.sandbox = "none" to let the agent write anywhere your user can'
+            )
+        worktree = Path(request.worktree) if isinstance(request, DiagnosisRequest) else None
+        executable = shutil.which(argv[0])
+        readable = [self.run_dir, Path(sys.prefix), Path.home()]
+        if executable:
+            readable.append(Path(executable).resolve().parent)
+        readable = [p for p in dict.fromkeys(readable) if p.exists()]
+        cwd = worktree or self.run_dir
+        return confine.bwrap_argv(argv, writable=[worktree] if worktree else [], readable=readable, cwd=cwd)
+
+    # -- one session ---------------------------------------------------------------------------
 
     def _session(self, role: Role, request: common.Request) -> common.Result:
+        cfg = self.config.for_role(role)
         transcript_file = common.transcript_path(self.run_dir, request.iteration, role, request.attempt)
-        base = transcript_file.with_suffix("")
-        prompt_file, result_file = Path(f"{base}.prompt.md"), Path(f"{base}.result.json")
+        files = self.session_files(role, request)
         web = self.web_search(role, request)
         prompt = render(
-            role, request, self.config.prompts, result_file=str(result_file), web_search=web, base_dir=self.run_dir
+            role,
+            request,
+            self.config.prompts,
+            result_file=str(files["result"]) if self.channel == "file" else None,
+            web_search=web,
+            base_dir=self.run_dir,
+            tool_limits=self.tool_limits(role, request),
         )
-        prompt_file.write_text(prompt, encoding="utf-8")
-        argv = self.argv_for(role, request, prompt, prompt_file, result_file)
-        self.last_argv = argv
-        if shutil.which(argv[0]) is None:
-            raise BackendError(f"agent CLI {argv[0]!r} not found on PATH; install it or fix sessions.command")
+        argv, stdin = self.argv_for(role, request, prompt)
+        self.last_argv, self.last_stdin = argv, stdin
+        if shutil.which(self.last_program) is None:
+            raise BackendError(f"agent CLI {self.last_program!r} not found on PATH; install it or fix sessions.command")
         cwd = Path(request.worktree) if isinstance(request, DiagnosisRequest) else self.run_dir
         transcript = common.Transcript(transcript_file)
-        transcript.write("prompt", role=role, text=prompt, argv=[*argv[:-1], "<prompt>"] if argv else [])
-        stats = SessionStats(backend=self.name, model=self.config.model, transcript_path=str(transcript_file))
+        shown = ["<prompt>" if a == prompt else a for a in argv]
+        transcript.write("prompt", role=role, text=prompt, argv=shown, stdin=str(files["prompt"]) if stdin else None)
+        stats = SessionStats(backend=self.name, model=cfg.model, transcript_path=str(transcript_file))
         started = self.clock()
 
         def attempt(n: int) -> common.Result:
-            result_file.unlink(missing_ok=True)
+            files["result"].unlink(missing_ok=True)
             transcript.write("attempt", number=n)
-            run = self._run(argv, cwd, prompt_file, result_file, request.db_path)
+            run = self._run(argv, cwd, stdin, files, request.db_path, cfg.timeout_s)
             for line in run.stdout.splitlines():
                 transcript.write("stdout", line=line)
             transcript.write("exit", returncode=run.returncode, timed_out=run.timed_out, stderr=run.stderr[-4000:])
-            return self._conclude(role, request, run, result_file, stats)
+            return self._conclude(role, request, run, files["result"], stats)
 
         result = self._with_retries(role, request, stats, transcript, attempt)
         result.stats.duration_s = round(self.clock() - started, 3)
         transcript.write("outcome", outcome=result.stats.outcome, cost_usd=result.stats.cost_usd)
         return result
 
-    def _run(self, argv: list[str], cwd: Path, prompt_file: Path, result_file: Path, db_path: str) -> ProcessRun:
+    def _run(
+        self, argv: list[str], cwd: Path, stdin: str | None, files: dict[str, Path], db_path: str, timeout_s: float
+    ) -> ProcessRun:
         bin_dir = str(Path(sys.executable).parent)
         env = {
             **os.environ,
             "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-            "SADDLER_PROMPT_FILE": str(prompt_file),
-            "SADDLER_RESULT_FILE": str(result_file),
+            "SADDLER_PROMPT_FILE": str(files["prompt"]),
+            "SADDLER_RESULT_FILE": str(files["result"]),
             "EVODAG_DB": db_path,
         }
-        return run_process_group(argv, cwd=cwd, env=env, timeout_s=self.config.timeout_s)
+        return run_process_group(argv, cwd=cwd, env=env, timeout_s=timeout_s, stdin_text=stdin)
 
     def _conclude(
         self, role: Role, request: common.Request, run: ProcessRun, result_file: Path, stats: SessionStats
@@ -204,24 +299,30 @@ class CommandBackend(common.LLMSessionBackend):
             return common.failed_result(role, request, stats, "timeout")
         if final.get("subtype") in _FAILED_SUBTYPES:
             return common.failed_result(role, request, stats, _FAILED_SUBTYPES[final["subtype"]])
+        answered = result_file.is_file() and result_file.stat().st_size > 0
         output = f"{run.stdout[-8000:]}\n{run.stderr[-8000:]}"
         if run.returncode != 0 or final.get("is_error"):
             if _AUTH.search(output):
                 raise AuthenticationError(
-                    f"the agent CLI {self.last_argv[0]!r} was refused authentication: set {self.key_variable} "
-                    "(or log the CLI in), then resume the run"
+                    f"the agent CLI {self.last_program!r} was refused authentication: "
+                    f"set {self.key_variable} (or log the CLI in), then resume the run"
                 )
             if _TRANSIENT.search(output):
-                raise common.TransientError(f"agent exited {run.returncode}: {run.stderr.strip()[-300:]}")
-            if not result_file.is_file():
+                raise common.TransientError(f"agent exited {run.returncode}: {output.strip()[-300:]}")
+            if not answered:
                 stats.error = (run.stderr.strip() or run.stdout.strip())[-500:]
                 return common.failed_result(role, request, stats, f"exit_{run.returncode}")
-        if result_file.is_file():
-            payload: Any = result_file.read_text(encoding="utf-8")
-        else:
-            payload = final.get("structured_output") or final.get("result") or run.stdout
+        payload: Any = result_file.read_text(encoding="utf-8") if answered else final_message(run.stdout)
         try:
-            return common.parse_result(role, payload, stats)
+            return common.parse_result(role, drop_nulls(common.extract_json(payload)), stats)
         except common.OutputError as exc:
             stats.error = str(exc)
             return common.failed_result(role, request, stats, "unparsable_output")
+
+
+def by_reference(prompt_file: Path) -> str:
+    """What `{prompt}` becomes when the prompt is too long for one argv element: a pointer to its file."""
+    return (
+        f"Your full instructions are in the file {prompt_file} (too long to pass here). Read that whole file "
+        "first, then follow it exactly."
+    )

@@ -1,8 +1,14 @@
 """The tool guard of LLM sessions: which edits and Bash commands an optimizer agent may make.
 
 Used as the claude-agent-sdk PreToolUse hook and, for CLI agents, as a command hook
-(`python -m saddler.sessions.guard GUARD_JSON`). Globs are the component map's (`saddler.harness.components`),
-so the hook and the loop's post-hoc diff check agree on what is protected.
+(`python -m saddler.sessions.guard GUARD_JSON || exit 2`). Globs are the component map's
+(`saddler.harness.components`), so the hook and the loop's post-hoc diff check agree on what is protected.
+
+The guard fails closed: a guard that cannot decide (bad input, a bug) denies the call, and the command hook
+exits 2 (Claude Code's "block this call") when Python itself fails.
+
+Bash is a small allowlist of read-only commands, each checked argument by argument, because a prefix is not a
+policy: `evo-dag export --out FILE` and `git diff --output=FILE` start with allowed prefixes and write anywhere.
 """
 
 from __future__ import annotations
@@ -11,13 +17,123 @@ import json
 import os
 import re
 import shlex
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from saddler.harness.components import matches
 
 EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
-_SHELL_META = re.compile(r"[;&|<>`$()\n\\]")
+_SHELL_META = re.compile(r"[;&|<>`$()\n\r\\]")
+EVO_DAG_READS = (
+    "summary",
+    "history",
+    "node",
+    "edge",
+    "scenario",
+    "lessons",
+    "lineage",
+    "best",
+    "batch",
+    "diff",
+    "export",
+)
+HOOK_EXIT_BLOCK = 2  # a Claude Code command hook that exits 2 blocks the tool call
+
+
+@dataclass(frozen=True)
+class Command:
+    """One allowed Bash command: its leading words and the check its remaining arguments must pass."""
+
+    words: tuple[str, ...]
+    describe: str
+    refuse: Callable[[list[str]], str | None]
+
+
+def _no_args(args: list[str]) -> str | None:
+    return None
+
+
+_EVO_DAG_VALUED = {"--db", "--run", "--run-id", "--format", "--out", "--node", "--category", "--attribution", "--task",
+                   "--edge"}  # fmt: skip
+
+
+def _evo_dag_refusal(args: list[str]) -> str | None:
+    """`evo-dag` runs its read-only subcommands only, and never with `--out` (the one option that writes)."""
+    positional = [
+        a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] not in _EVO_DAG_VALUED)
+    ]
+    sub = positional[0] if positional else None
+    if sub is not None and sub not in EVO_DAG_READS:
+        return f"evo-dag {sub} is not one of the read-only subcommands ({', '.join(EVO_DAG_READS)})"
+    if any(_long_option(a) == "--out" for a in args):
+        return "evo-dag --out writes a file; print to stdout instead (omit --out)"
+    return None
+
+
+def _git_diff_refusal(args: list[str]) -> str | None:
+    """`git diff` without the options that write a file or run external programs. Git accepts any unambiguous
+    prefix of a long option (`--outp=FILE`), so every option starting with `--o` is refused, not just `--output`."""
+    for arg in args:
+        if arg == "--":
+            break
+        name = _long_option(arg)
+        if name.startswith("--o") or name in ("--ext-diff", "--textconv"):
+            return f"git diff {name} is not allowed here (it writes a file or runs a configured program)"
+    return None
+
+
+def _long_option(arg: str) -> str:
+    return arg.split("=", 1)[0] if arg.startswith("--") else ""
+
+
+@dataclass(frozen=True)
+class BashPolicy:
+    """The Bash commands a session may run: `evo-dag` (read-only), `git diff`, `git status`, and the harness's
+    check command exactly as configured (no extra arguments: they could redirect its output anywhere)."""
+
+    check_command: str = ""
+
+    @property
+    def commands(self) -> list[Command]:
+        return [
+            Command(("evo-dag",), "`evo-dag` read-only subcommands (no `--out`)", _evo_dag_refusal),
+            Command(("git", "diff"), "`git diff` (no `--output`)", _git_diff_refusal),
+            Command(("git", "status"), "`git status`", _no_args),
+        ]
+
+    def prefixes(self) -> list[str]:
+        """Permission-rule prefixes for the CLI (`Bash(<prefix>:*)`), the check command excluded."""
+        return [" ".join(c.words) for c in self.commands]
+
+    def describe(self) -> str:
+        """One sentence for the prompts: what Bash may run."""
+        allowed = [c.describe for c in self.commands]
+        if self.check_command.strip():
+            allowed.append(f"exactly `{self.check_command.strip()}` (the harness's check command, no extra arguments)")
+        return (
+            "Bash runs single commands only (no pipes, chaining, redirection or substitution), and only: "
+            + "; ".join(allowed)
+            + ". Any other command is refused before it runs, so do not spend turns probing."
+        )
+
+    def refusal(self, command: str) -> str | None:
+        """Why `command` must be refused, or None."""
+        check = self.check_command.strip()
+        if check and command.strip() == check:
+            return None
+        if _SHELL_META.search(command):
+            return "only single commands are allowed here: no pipes, chaining, redirection or substitution"
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            return "the command could not be parsed"
+        for allowed in self.commands:
+            if tuple(words[: len(allowed.words)]) == allowed.words:
+                return allowed.refuse(words[len(allowed.words) :])
+        return self.describe()
 
 
 def edit_denial(file_path: str, worktree: Path, protected: list[str]) -> str | None:
@@ -38,53 +154,24 @@ def edit_denial(file_path: str, worktree: Path, protected: list[str]) -> str | N
     return None
 
 
-def bash_denial(command: str, allowed_prefixes: list[str]) -> str | None:
-    """Why a Bash command must be refused, or None: only single commands (no pipes, chaining,
-    redirection or substitution) starting with an allowed prefix may run; an allowed entry given
-    verbatim (e.g. the harness's check command) may run as written."""
-    if command.strip() in (p.strip() for p in allowed_prefixes):
-        return None
-    if _SHELL_META.search(command):
-        return "only single commands are allowed here: no pipes, chaining, redirection or substitution"
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return "the command could not be parsed"
-    for prefix in allowed_prefixes:
-        pwords = shlex.split(prefix)
-        if pwords and words[: len(pwords)] == pwords:
-            return None
-    return f"Bash is limited to: {', '.join(allowed_prefixes)}"
+def describe_limits(editing: bool, policy: BashPolicy, *, web: bool = False) -> str:
+    """The tool limits of a guarded session, for its prompt."""
+    files = (
+        "Read, Glob and Grep anywhere; Edit and Write only inside the worktree (your working directory), never a "
+        "protected path or `.git`"
+        if editing
+        else "Read, Glob and Grep; this session edits no file"
+    )
+    return f"Your tools: {files}{'; WebSearch and WebFetch' if web else ''}. {policy.describe()}"
 
 
-def guard_decision(
-    hook_input: dict[str, Any],
-    worktree: Path | None,
-    protected: list[str],
-    bash_prefixes: list[str],
-    writable_files: list[str] | None = None,
-) -> dict[str, Any]:
-    """PreToolUse hook output for one tool call: a deny decision with its reason, or `{}` (no opinion).
+def bash_denial(command: str, policy: BashPolicy) -> str | None:
+    """Why a Bash command must be refused under `policy`, or None."""
+    return policy.refusal(command)
 
-    Edits are allowed inside `worktree` except protected paths (none when `worktree` is None), plus the
-    exact `writable_files` (e.g. the command backend's result file); Bash must pass `bash_denial`.
-    """
-    tool = str(hook_input.get("tool_name", ""))
-    args = hook_input.get("tool_input") or {}
-    reason: str | None = None
-    if tool in EDIT_TOOLS:
-        path = str(args.get("file_path") or args.get("notebook_path") or "")
-        writable = {os.path.realpath(f) for f in writable_files or []}
-        if os.path.realpath(path) in writable:
-            reason = None
-        elif worktree is None:
-            reason = "this session does not edit files"
-        else:
-            reason = edit_denial(path, worktree, protected)
-    elif tool == "Bash":
-        reason = bash_denial(str(args.get("command", "")), bash_prefixes)
-    if reason is None:
-        return {}
+
+def deny(reason: str) -> dict[str, Any]:
+    """The PreToolUse hook output that refuses a call, with the reason the model sees."""
     return {
         "hookSpecificOutput": {
             "hookEventName": "PreToolUse",
@@ -94,30 +181,73 @@ def guard_decision(
     }
 
 
-def allowed_bash_prefixes(check_command: str = "") -> list[str]:
-    """The commands a session may run: the EvoDAG CLI, read-only git, and the harness's check command."""
-    prefixes = ["evo-dag", "git diff", "git status"]
-    if check_command.strip():
-        prefixes.append(check_command.strip())
-    return prefixes
+def guard_decision(
+    hook_input: dict[str, Any],
+    worktree: Path | None,
+    protected: list[str],
+    policy: BashPolicy,
+    writable_files: list[str] | None = None,
+) -> dict[str, Any]:
+    """PreToolUse hook output for one tool call: a deny decision with its reason, or `{}` (no opinion).
+
+    Edits are allowed inside `worktree` except protected paths (none when `worktree` is None), plus the
+    exact `writable_files` (e.g. a custom command template's result file); Bash must pass `policy`.
+    """
+    tool = str(hook_input.get("tool_name", ""))
+    args = hook_input.get("tool_input") or {}
+    reason: str | None = None
+    if tool in EDIT_TOOLS:
+        path = str(args.get("file_path") or args.get("notebook_path") or "")
+        writable = {os.path.realpath(f) for f in writable_files or []}
+        if not path:
+            reason = "the edit names no file"
+        elif os.path.realpath(path) in writable:
+            reason = None
+        elif worktree is None:
+            reason = "this session does not edit files"
+        else:
+            reason = edit_denial(path, worktree, protected)
+    elif tool == "Bash":
+        reason = bash_denial(str(args.get("command", "")), policy)
+    return {} if reason is None else deny(reason)
+
+
+def safe_decision(hook_input: Any, decide: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """`decide(hook_input)`, failing closed: any exception (or a non-dict input) becomes a deny decision."""
+    try:
+        if not isinstance(hook_input, dict):
+            raise TypeError(f"hook input is {type(hook_input).__name__}, not an object")
+        return decide(hook_input)
+    except Exception as exc:
+        return deny(f"the saddler guard could not check this call ({type(exc).__name__}: {exc}); it is refused")
+
+
+def hook_command(spec: dict[str, Any]) -> str:
+    """The shell command of the Claude Code command hook for `spec` (worktree, protected, check, writable).
+
+    `|| exit 2` keeps it closed even when Python cannot start or import saddler: exit 2 blocks the call.
+    """
+    argv = [sys.executable, "-m", "saddler.sessions.guard", json.dumps(spec, sort_keys=True)]
+    return f"{shlex.join(argv)} || exit {HOOK_EXIT_BLOCK}"
 
 
 def guard_main(argv: list[str]) -> int:
-    """Command-hook entry point: `python -m saddler.sessions.guard GUARD_JSON` reads the hook input
-    from stdin and prints `guard_decision` (GUARD_JSON: worktree, protected, bash, writable)."""
-    import sys
-
-    spec = json.loads(argv[0])
-    hook_input = json.loads(sys.stdin.read() or "{}")
-    worktree = Path(spec["worktree"]) if spec.get("worktree") else None
-    decision = guard_decision(
-        hook_input, worktree, spec.get("protected", []), spec.get("bash", []), spec.get("writable")
-    )
+    """Command-hook entry point: `python -m saddler.sessions.guard GUARD_JSON` reads the hook input from stdin
+    and prints `guard_decision`. Anything unexpected prints a deny decision; exit 0 either way (a printed
+    decision is only read on exit 0)."""
+    try:
+        spec = json.loads(argv[0])
+        worktree = Path(spec["worktree"]) if spec.get("worktree") else None
+        policy = BashPolicy(str(spec.get("check", "")))
+        protected, writable = list(spec.get("protected", [])), spec.get("writable")
+        hook_input = json.loads(sys.stdin.read() or "{}")
+    except Exception as exc:
+        print(json.dumps(deny(f"the saddler guard could not read its input ({type(exc).__name__}: {exc})")))
+        return 0
+    decision = safe_decision(hook_input, lambda i: guard_decision(i, worktree, protected, policy, writable))
     print(json.dumps(decision))
     return 0
 
 
 if __name__ == "__main__":
-    import sys
-
     raise SystemExit(guard_main(sys.argv[1:]))

@@ -4,6 +4,10 @@ Templates use `{name}` placeholders (`{{` / `}}` for literal braces). `render(ro
 fills them from a session request; an override template (`SessionConfig.prompts`: template name -> path)
 may use any subset of the same placeholders. Template names: `diagnosis_patch`,
 `diagnosis_patch_explore` (used when `request.exploration`), `reflection`, `evolution`, `system`.
+
+Long lists are bounded so a prompt stays readable at hundreds of nodes: evolution lists the nodes and edges that
+matter (lineages of the current and best node, the best kept nodes, the latest ones, edges with attributed
+lessons) and names the `evo-dag` commands that show the rest.
 """
 
 from __future__ import annotations
@@ -18,14 +22,20 @@ from saddler.errors import ConfigError
 from saddler.sessions.schema import (
     DiagnosisRequest,
     EvolutionRequest,
+    NodeInfo,
     ReflectionRequest,
     Role,
+    TaskTransition,
     result_schema,
 )
 
 TEMPLATES = ("system", "diagnosis_patch", "diagnosis_patch_explore", "reflection", "evolution")
 _MAX_DIFF_CHARS = 30_000
 _MAX_TAIL_CHARS = 400
+_MAX_KEPT_NODES = 40
+_MAX_RECENT_NODES = 20
+_MAX_SIGNAL_EDGES = 40
+_KEPT = ("baseline", "accepted", "neutral")
 
 _TAXONOMY = {
     "capability": (
@@ -70,14 +80,21 @@ def output_instructions(result_file: str | None) -> str:
     """How the session must hand back its structured answer."""
     if result_file is None:
         return (
-            "End the session with your answer as the structured output: one JSON object matching the schema "
-            "below, nothing else."
+            "End the session with your answer: one JSON object matching the schema below, as your final message "
+            "(or structured output), with nothing before or after it."
         )
     return (
         f"Write your answer as one JSON object matching the schema below to the file `{result_file}` "
         "(create it with your file-writing tool; it is read after you exit, and the session counts as failed "
         "without it). Write that file last, once your work is done."
     )
+
+
+def default_tool_limits(role: Role) -> str:
+    """What a session may touch when its backend states nothing more precise."""
+    if role == "diagnosis_patch":
+        return "Edit files inside the worktree only; never a protected path, a file outside it, or git metadata."
+    return "This session reads only: do not create, edit or delete any file."
 
 
 def render(
@@ -88,15 +105,18 @@ def render(
     result_file: str | None = None,
     web_search: bool = False,
     base_dir: Path | None = None,
+    tool_limits: str | None = None,
 ) -> str:
     """The user prompt of one session, rendered from its template and request.
 
     `result_file` set: the agent is told to write its JSON answer there (command backend); unset: it is
-    told to end with structured output (claude backend). `web_search` says whether the exploration
-    variant may point the agent at web search tools.
+    told to end with its JSON answer (structured output or final message). `web_search` says whether the
+    exploration variant may point the agent at web search tools. `tool_limits`: what the backend lets the
+    agent touch, stated up front (`{tool_limits}`).
     """
     name = template_name(role, request)
     values = _common_values(role, request, result_file)
+    values["tool_limits"] = tool_limits or default_tool_limits(role)
     if isinstance(request, DiagnosisRequest):
         values.update(_diagnosis_values(request, web_search))
     elif isinstance(request, ReflectionRequest):
@@ -166,7 +186,12 @@ def _diagnosis_values(req: DiagnosisRequest, web_search: bool) -> dict[str, str]
         "lineage_note": lineage,
         "excluded_note": excluded_note(req),
         "attempt_note": attempt,
-        "check_note": f", and run `{req.check_command}` to check your edit" if req.check_command else "",
+        "check_note": (
+            f"Run `{req.check_command}` (the harness's check command) and fix everything it reports."
+            if req.check_command
+            else "There is no check command: import each changed module where your tools allow "
+            '(`python -c "import package.module"`), else re-read it for names used but never defined or imported.'
+        ),
         "check_command": req.check_command,
         "web_search_note": web,
         "trace_format": trace_format_line(req.trace_format),
@@ -211,17 +236,36 @@ def format_evidence(req: DiagnosisRequest) -> str:
     return "\n".join(lines)
 
 
-def _reflection_values(req: ReflectionRequest) -> dict[str, str]:
-    hyp = req.hypothesis.model_dump_json(indent=2) if req.hypothesis else "(none recorded)"
-    diff = req.diff if len(req.diff) <= _MAX_DIFF_CHARS else req.diff[:_MAX_DIFF_CHARS] + "\n[... diff truncated]"
+def measured_category(t: TaskTransition) -> str:
+    """The loop's category of one task from its pass lists: fixed, regressed, still_failing or still_passing
+    (a task passes when every repetition passes); a category the request carries wins."""
+    given = getattr(t, "category", None)
+    if given:
+        return str(given)
+    was = bool(t.before) and all(t.before)
+    now = bool(t.after) and all(t.after)
+    return {(False, True): "fixed", (True, False): "regressed", (False, False): "still_failing"}.get(
+        (was, now), "still_passing"
+    )
+
+
+def _transition_rows(req: ReflectionRequest) -> list[str]:
     rows = []
     for t in req.transitions:
         before = "".join("P" if p else "F" for p in t.before) or "-"
         after = "".join("P" if p else "F" for p in t.after) or "-"
-        rows.append(f"- `{t.task_id}`: {before} -> {after}")
+        unstable = [label for label, runs in (("before", t.before), ("after", t.after)) if len(set(runs)) > 1]
+        note = f"; repetitions disagree {' and '.join(unstable)}" if unstable else ""
+        rows.append(f"- `{t.task_id}`: {before} -> {after} ({measured_category(t)}{note})")
         for label, paths in (("before traces", t.before_trace_paths), ("after traces", t.after_trace_paths)):
             if paths:
                 rows.append(f"  - {label}: {', '.join(f'`{p}`' for p in paths)}")
+    return rows
+
+
+def _reflection_values(req: ReflectionRequest) -> dict[str, str]:
+    hyp = req.hypothesis.model_dump_json(indent=2) if req.hypothesis else "(none recorded)"
+    diff = req.diff if len(req.diff) <= _MAX_DIFF_CHARS else req.diff[:_MAX_DIFF_CHARS] + "\n[... diff truncated]"
     dev = ", ".join(
         f"{label} {value:.3f}"
         for label, value in (
@@ -238,24 +282,57 @@ def _reflection_values(req: ReflectionRequest) -> dict[str, str]:
         "hypothesis": f"```json\n{hyp}\n```",
         "files_changed": ", ".join(f"`{f}`" for f in req.files_changed) or "(none)",
         "diff": diff or "(empty)",
-        "transitions": "\n".join(rows) or "(no tasks)",
+        "transitions": "\n".join(_transition_rows(req)) or "(no tasks)",
         "dev_aggregates": dev or "not evaluated on dev",
     }
 
 
+def _listed_nodes(req: EvolutionRequest) -> list[NodeInfo]:
+    """The nodes worth showing: the current and best nodes and their lineages, the best kept nodes by dev, the
+    latest others; in id order."""
+    by_id = {n.node_id: n for n in req.nodes}
+    pinned = {req.current_node_id, req.best_node_id}
+    for node_id in (req.current_node_id, req.best_node_id):
+        while node_id in by_id and by_id[node_id].parent_id is not None:
+            node_id = by_id[node_id].parent_id  # type: ignore[assignment]
+            pinned.add(node_id)
+    kept = sorted((n for n in req.nodes if n.status in _KEPT), key=lambda n: (-(n.dev_mean or -1.0), n.node_id))
+    pinned |= {n.node_id for n in kept[:_MAX_KEPT_NODES]}
+    others = sorted((n for n in req.nodes if n.status not in _KEPT), key=lambda n: -n.node_id)
+    pinned |= {n.node_id for n in others[:_MAX_RECENT_NODES]}
+    return [n for n in req.nodes if n.node_id in pinned]
+
+
 def _evolution_values(req: EvolutionRequest) -> dict[str, str]:
+    listed = _listed_nodes(req)
+    shown = {n.node_id for n in listed}
     nodes = [
-        f"- node {n.node_id} (parent {n.parent_id}, iteration {n.iteration}): {n.status}, origin {n.origin or '-'}, "
+        f"- node {n.node_id} (parent {n.parent_id}, iteration {n.iteration}): {n.status}, origin {_cut(n.origin)}, "
         f"dev {_num(n.dev_mean)}, batch {_num(n.batch_after)}, {n.lines_changed} lines changed"
-        for n in req.nodes
+        for n in listed
     ]
+    if len(listed) < len(req.nodes):
+        nodes.insert(
+            0,
+            f"(showing {len(listed)} of {len(req.nodes)} nodes: the current and best lineages, the best kept nodes "
+            "and the latest; `evo-dag summary` and `evo-dag node ID` show the others)",
+        )
+    signal = [e for e in req.edges if e.true_fixes or e.true_regressions][-_MAX_SIGNAL_EDGES:]
+    keep = {e.edge_id for e in signal} | {e.edge_id for e in req.edges if e.child_id in shown}
+    listed_edges = [e for e in req.edges if e.edge_id in keep]
     edges = [
-        f"- edge {e.edge_id}: {e.parent_id} -> {e.child_id} ({e.kind}, {e.origin or '-'}, "
+        f"- edge {e.edge_id}: {e.parent_id} -> {e.child_id} ({e.kind}, {_cut(e.origin)}, "
         f"child {e.child_status or '-'}), "
         f"files {', '.join(e.files) or '-'}; fixed {_ids(e.fixed)}; regressed {_ids(e.regressed)}; "
         f"true fixes {_ids(e.true_fixes)}; true regressions {_ids(e.true_regressions)}"
-        for e in req.edges
+        for e in listed_edges
     ]
+    if len(listed_edges) < len(req.edges):
+        edges.insert(
+            0,
+            f"(showing {len(listed_edges)} of {len(req.edges)} edges: those into the nodes above and those with "
+            "attributed lessons; `evo-dag edge A B` shows any edge)",
+        )
     return {
         "current_node_id": str(req.current_node_id),
         "best_node_id": str(req.best_node_id),
@@ -266,6 +343,10 @@ def _evolution_values(req: EvolutionRequest) -> dict[str, str]:
         "tried_actions": ", ".join(req.tried_actions) or "(none)",
         "allowed_bases": ", ".join(str(i) for i in req.allowed_base_ids) or "(any node listed above)",
     }
+
+
+def _cut(origin: str, limit: int = 60) -> str:
+    return "-" if not origin else (origin if len(origin) <= limit else origin[: limit - 1] + "…")
 
 
 def _num(value: float | None) -> str:

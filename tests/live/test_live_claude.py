@@ -1,6 +1,7 @@
 """Live: real claude-agent-sdk sessions and a real task rollout (skipped without --run-live and a key).
 
-Each test caps its spend with a small `max_budget_usd` and few turns.
+Each test caps its spend with a small `max_budget_usd` and few turns. The command presets (claude -p, codex,
+pi) run the same scenario in test_live_presets.py.
 """
 
 from __future__ import annotations
@@ -20,15 +21,15 @@ from benchmarks.claude_tasks import ClaudeTasksBenchmark
 from saddler.config import SessionConfig
 from saddler.resources import template_path
 from saddler.sessions.claude import ClaudeBackend
-from saddler.sessions.command import CommandBackend
 
 pytestmark = pytest.mark.live
 CHEAP = {"model": "claude-haiku-4-5", "max_turns": 8, "max_budget_usd": 0.25, "retries": 1, "timeout_s": 300.0}
 
 
-def test_live_claude_backend_runs_all_three_sessions(tmp_path: Path) -> None:
+def test_live_claude_backend_runs_all_three_sessions(outside: Path) -> None:
+    tmp_path = outside  # a run folder outside /tmp, like the presets' scenario
     backend = ClaudeBackend(SessionConfig(backend="claude", **CHEAP), benchmark=None, run_dir=tmp_path / "run", seed=0)
-    wt = make_worktree(tmp_path / "wt")
+    wt = make_worktree(tmp_path / "run" / "worktrees" / "c1")
     diag = backend.diagnose_patch(diagnosis_request(tmp_path / "run", wt))
     assert diag.stats.cost_usd > 0 and diag.stats.turns > 0
     assert diag.status in ("patched", "no_patch", "failed")
@@ -42,16 +43,6 @@ def test_live_claude_backend_runs_all_three_sessions(tmp_path: Path) -> None:
     assert refl.stats.cost_usd > 0
     evo = backend.evolve(evolution_request(tmp_path / "run"))
     assert evo.action in ("continue", "rebase", "cherry_pick", "revert")
-
-
-@pytest.mark.skipif(shutil.which("claude") is None, reason="the claude CLI is not on PATH")
-def test_live_command_backend_with_the_claude_preset(tmp_path: Path) -> None:
-    backend = CommandBackend(
-        SessionConfig(backend="command", command="claude", **CHEAP), benchmark=None, run_dir=tmp_path / "run", seed=0
-    )
-    evo = backend.evolve(evolution_request(tmp_path / "run"))
-    assert evo.stats.outcome in ("ok", "failed:unparsable_output", "failed:max_turns", "failed:budget")
-    assert evo.stats.cost_usd > 0
 
 
 def test_live_claude_tasks_rollout(tmp_path: Path) -> None:

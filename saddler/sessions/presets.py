@@ -1,0 +1,249 @@
+"""The command backend's presets (`claude -p`, `codex exec`, `pi`) and its template language.
+
+A template is split like a shell command; `{placeholder}`s are filled inside each word (a filled word stays one
+argv element). Two additions: a bracketed group `[--effort {effort}]` is dropped when one of its placeholders is
+empty, and a trailing `< {prompt_file}` feeds that file on the agent's stdin. Prompts never travel as one argv
+element in the presets: Linux refuses an argument over 128 KiB (MAX_ARG_STRLEN), and an evolution prompt of a
+long run comes close to that.
+
+Flags were checked against each CLI's documentation and, for `claude`, against the CLI bundled with
+claude-agent-sdk (`--max-turns` and `--system-prompt-file` are accepted but not listed in its `--help`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from saddler.agentcli import build_argv
+from saddler.errors import ConfigError
+
+if TYPE_CHECKING:
+    from saddler.config import SessionConfig
+
+Channel = Literal["structured", "message", "file"]
+
+_GROUP = re.compile(r"\[([^\[\]]*\{[a-z_]+\}[^\[\]]*)\]")
+_NAME = re.compile(r"\{([a-z_]+)\}")
+_FLAG = re.compile(r"^(--?[A-Za-z][\w-]*)")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A known CLI agent.
+
+    `answer`: how its JSON answer comes back (`structured`: the CLI enforces the schema and returns it;
+    `message`: the agent's final message). `own_sandbox`: whether the CLI confines the agent itself (else the
+    `auto` sandbox wraps it in bubblewrap). `efforts`: the values its effort setting takes. `touches`: what the
+    agent may write, per role, for the README and `saddler doctor`.
+    """
+
+    name: str
+    template: str
+    key_variables: tuple[str, ...]
+    answer: Literal["structured", "message"]
+    own_sandbox: bool
+    efforts: tuple[str, ...]
+    help_argv: tuple[str, ...]
+    hidden_flags: tuple[str, ...]
+    touches: str
+
+    @property
+    def key_variable(self) -> str:
+        return self.key_variables[0]
+
+
+PRESETS: dict[str, Preset] = {
+    "claude": Preset(
+        name="claude",
+        template=(
+            "claude -p --output-format json --model {model} [--fallback-model {fallback_model}] "
+            "--max-turns {max_turns} [--max-budget-usd {budget}] [--effort {effort}] "
+            "--setting-sources '' --settings {settings} --permission-mode dontAsk --add-dir {run_dir} "
+            "--tools {tools} --allowedTools {allowed_tools} --system-prompt-file {system_prompt_file} "
+            "--json-schema {schema} --no-session-persistence < {prompt_file}"
+        ),
+        key_variables=("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"),
+        answer="structured",
+        own_sandbox=True,
+        efforts=("low", "medium", "high", "xhigh", "max"),
+        help_argv=("--help",),
+        hidden_flags=("--max-turns", "--system-prompt-file"),
+        touches=(
+            "tools limited to Read, Glob, Grep, Bash (+ Edit, Write in diagnosis); the saddler guard hook refuses "
+            "edits outside the worktree or of protected paths and any Bash beyond the read-only allowlist; "
+            "reflection and evolution edit nothing"
+        ),
+    ),
+    "codex": Preset(
+        name="codex",
+        template=(
+            "codex exec --json --skip-git-repo-check --sandbox {sandbox_mode} --model {model} "
+            "--config developer_instructions={system_prompt_json} ['--config=model_reasoning_effort=\"{effort}\"'] "
+            "--output-schema {schema_file} --output-last-message {result_file} - < {prompt_file}"
+        ),
+        key_variables=("OPENAI_API_KEY", "CODEX_API_KEY"),
+        answer="structured",
+        own_sandbox=True,
+        efforts=("minimal", "low", "medium", "high", "xhigh"),
+        help_argv=("exec", "--help"),
+        hidden_flags=(),
+        touches=(
+            "codex's own sandbox: diagnosis `workspace-write` (the worktree plus /tmp and $TMPDIR, no network), "
+            "reflection and evolution `read-only`; protected paths are enforced on the diff afterwards"
+        ),
+    ),
+    "pi": Preset(
+        name="pi",
+        template=(
+            "pi --mode json --no-session --no-extensions --no-skills --no-prompt-templates --no-context-files "
+            "--model {model} [--thinking {effort}] --tools {pi_tools} --system-prompt {system_prompt} "
+            "@{prompt_file} 'Follow the instructions in the attached file.'"
+        ),
+        key_variables=("ANTHROPIC_API_KEY",),
+        answer="message",
+        own_sandbox=False,
+        efforts=("minimal", "low", "medium", "high", "xhigh", "max"),
+        help_argv=("--help",),
+        hidden_flags=(),
+        touches=(
+            "pi has no sandbox: saddler runs it in bubblewrap with the whole filesystem read-only except the "
+            "worktree (diagnosis) and a private /tmp; reflection and evolution get read-only tools"
+        ),
+    ),
+}
+PLACEHOLDERS = (
+    "prompt", "prompt_file", "result_file", "schema", "schema_file", "system_prompt", "system_prompt_file",
+    "system_prompt_json", "model", "fallback_model", "max_turns", "budget", "effort", "cwd", "run_dir",
+    "sandbox_mode", "tools", "allowed_tools", "pi_tools", "settings",
+)  # fmt: skip
+
+
+def placeholders_in(template: str) -> set[str]:
+    """The placeholder names a template uses."""
+    return set(_NAME.findall(template))
+
+
+def expand_groups(template: str, values: dict[str, str]) -> str:
+    """Keep each `[...]` group that holds a placeholder when all its placeholders are non-empty, else drop it."""
+
+    def keep(match: re.Match[str]) -> str:
+        names = _NAME.findall(match.group(1))
+        return match.group(1) if all(values.get(n, "") for n in names) else ""
+
+    return _GROUP.sub(keep, template)
+
+
+def command_argv(template: str, values: dict[str, str]) -> tuple[list[str], str | None]:
+    """The argv of `template` filled with `values`, and the file to feed on stdin (`< FILE` at the end) or None."""
+    argv = build_argv(expand_groups(template, values), values)
+    if "<" not in argv:
+        return argv, None
+    at = argv.index("<")
+    if at != len(argv) - 2 or at == 0:
+        raise ConfigError("sessions.command: `<` must come last, followed by one file (e.g. `< {prompt_file}`)")
+    return argv[:at], argv[at + 1]
+
+
+def flags_of(template: str) -> list[str]:
+    """The option names a template passes (`--model`, `-p`, ...), in order, without duplicates."""
+    flags: list[str] = []
+    for word in template.split():
+        match = _FLAG.match(word.strip("'\"[]"))
+        if match and match.group(1) not in flags:
+            flags.append(match.group(1))
+    return flags
+
+
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` in the strict form OpenAI structured outputs require (`codex exec --output-schema`): every object
+    closed (`additionalProperties: false`) with all its properties required, optional ones made nullable, no
+    defaults. Answers then carry `null` for what they leave out; `drop_nulls` removes those before validation."""
+    out = copy.deepcopy(schema)
+
+    def visit(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                visit(item)
+            return
+        if not isinstance(node, dict):
+            return
+        node.pop("default", None)
+        if node.get("type") == "object" and isinstance(node.get("properties"), dict):
+            required = set(node.get("required", []))
+            for name, prop in node["properties"].items():
+                if name not in required and isinstance(prop, dict) and not _nullable(prop):
+                    node["properties"][name] = {"anyOf": [prop, {"type": "null"}]}
+            node["required"] = list(node["properties"])
+            node["additionalProperties"] = False
+        for value in node.values():
+            visit(value)
+
+    visit(out)
+    return out
+
+
+def _nullable(prop: dict[str, Any]) -> bool:
+    return prop.get("type") == "null" or any(
+        isinstance(o, dict) and o.get("type") == "null" for o in prop.get("anyOf", [])
+    )
+
+
+def drop_nulls(value: Any) -> Any:
+    """`value` without the `null` members of its objects (a strict schema makes absent fields explicit nulls)."""
+    if isinstance(value, dict):
+        return {k: drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [drop_nulls(v) for v in value]
+    return value
+
+
+def resolve_command(config: SessionConfig) -> tuple[str, str]:
+    """`(template, key_variable)` for `sessions.command`: a preset or a custom template."""
+    spec = config.command.strip()
+    if not spec:
+        raise ConfigError("sessions.command is empty: set a preset (claude, codex, pi) or a command template")
+    if spec in PRESETS:
+        return PRESETS[spec].template, PRESETS[spec].key_variable
+    try:
+        executable = Path(shlex.split(spec)[0]).name
+    except (ValueError, IndexError) as exc:
+        raise ConfigError(f"sessions.command: cannot parse {spec!r}: {exc}") from exc
+    key = next((p.key_variable for name, p in PRESETS.items() if executable == name), "the agent's API key variable")
+    return spec, key
+
+
+def preset_of(config: SessionConfig) -> Preset | None:
+    """The preset `sessions.command` names, or None for a custom template."""
+    return PRESETS.get(config.command.strip())
+
+
+def sandbox_of(config: SessionConfig) -> Literal["bwrap", "none"]:
+    """The sandbox saddler adds around the agent: `bwrap` when asked for, or `auto` and the preset has none."""
+    if config.sandbox == "bwrap":
+        return "bwrap"
+    preset = preset_of(config)
+    if config.sandbox == "auto" and preset is not None and not preset.own_sandbox:
+        return "bwrap"
+    return "none"
+
+
+def answer_channel(template: str, preset: Preset | None) -> Channel:
+    """How the answer comes back: the preset's way; for a custom template, `structured` when it passes the schema,
+    `message` when the CLI itself writes `{result_file}`, else `file` (the agent writes `{result_file}`)."""
+    if preset is not None:
+        return preset.answer
+    names = placeholders_in(template)
+    if names & {"schema", "schema_file"}:
+        return "structured"
+    return "message" if "result_file" in names else "file"
+
+
+def toml_string(text: str) -> str:
+    """`text` as a TOML basic string literal (JSON escapes are TOML escapes; DEL must be escaped too)."""
+    return json.dumps(text, ensure_ascii=True).replace("\x7f", "\\u007f")
