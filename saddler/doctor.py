@@ -95,9 +95,9 @@ def _sandbox(executor: ExecutorConfig, resolve: Callable[[ExecutorConfig], Sandb
     try:
         box = resolve(executor)
     except ExecutorError as exc:
-        return Check("sandbox", False, True, str(exc))
+        return Check("rollout sandbox", False, True, str(exc))
     detail = box.describe() + ("" if box.mode == "bwrap" else f"; {BWRAP_HINT}")
-    return Check("sandbox", box.mode == "bwrap", False, detail)
+    return Check("rollout sandbox", box.mode == "bwrap", False, detail)
 
 
 def _module(name: str, module: str, *, required: bool, hint: str) -> Check:

@@ -61,7 +61,11 @@ def test_command_backend_with_its_cli_found(tmp_path: Path, path_with, monkeypat
         *expected_base(),
         {"name": "fakecli", "ok": True, "required": True, "detail": "fakecli 1.2.3"},
     ]
-    assert [(c["name"], c["required"]) for c in out["checks"][3:]] == [("evo-dag", False), ("sandbox", False)]
+    assert [(c["name"], c["required"]) for c in out["checks"][3:]] == [
+        ("sandbox", False),  # what confines the agent (a custom template: its own sandbox, if any)
+        ("evo-dag", False),
+        ("rollout sandbox", False),  # what confines the rollouts
+    ]
 
 
 def test_missing_cli_and_key_fail_the_doctor(tmp_path: Path, path_with, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,12 +116,14 @@ def test_the_sandbox_is_always_checked_and_a_missing_one_named(path_with, monkey
     monkeypatch.setattr(landlock, "abi_version", lambda: 0)
     asked = RunConfig.model_validate({"executor": {"sandbox": "bwrap"}, "sessions": {"backend": "offline"}})
     checks = run_checks(asked, env={}, which=lambda n: f"/x/{n}", version=lambda argv: "v1")
-    assert [c.name for c in checks] == ["python", "git", "sandbox"]
+    assert [c.name for c in checks] == ["python", "git", "rollout sandbox"]
     assert not healthy(checks) and checks[-1].required and "apt-get install bubblewrap" in checks[-1].detail
     offline = run_checks(RunConfig(sessions=SessionConfig()), env={}, which=lambda n: f"/x/{n}", version=lambda a: "v1")
-    assert [c.name for c in offline] == ["python", "git", "sandbox"] and healthy(offline)  # a warning, not a failure
+    assert [c.name for c in offline] == ["python", "git", "rollout sandbox"] and healthy(
+        offline
+    )  # a warning, not a failure
     assert offline[-1].to_dict() == {
-        "name": "sandbox",
+        "name": "rollout sandbox",
         "ok": False,
         "required": False,
         "detail": "sandbox auto -> none (bubblewrap is not installed; no Landlock on this kernel); not contained: "
@@ -131,7 +137,7 @@ def test_the_sandbox_is_always_checked_and_a_missing_one_named(path_with, monkey
 def test_doctor_says_what_rollouts_run_in_here(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run", 'backend = "offline"')
     out = json.loads(CliRunner().invoke(app, ["doctor", str(run), "--json"]).stdout)
-    [check] = [c for c in out["checks"] if c["name"] == "sandbox"]
+    [check] = [c for c in out["checks"] if c["name"] == "rollout sandbox"]
     from saddler.executor.sandbox import resolve_sandbox
 
     box = resolve_sandbox(RunConfig().executor)

@@ -35,7 +35,16 @@ def doctor_json(run_dir: Path, command: str) -> tuple[int, dict[str, dict[str, o
 def test_the_claude_preset_is_checked_flag_by_flag(outside: Path, fakes: Path) -> None:
     code, checks = doctor_json(outside / "run", "claude")
     assert code == 0, checks
-    assert list(checks) == ["python", "git", "claude", "flags", "env:ANTHROPIC_API_KEY", "sandbox", "evo-dag"]
+    assert list(checks) == [
+        "python",
+        "git",
+        "claude",
+        "flags",
+        "env:ANTHROPIC_API_KEY",
+        "sandbox",
+        "evo-dag",
+        "rollout sandbox",
+    ]
     assert checks["claude"]["detail"] == "2.1.332 (Claude Code)"
     assert checks["flags"]["detail"] == (
         "all 16 flags saddler passes are supported (--max-turns, --system-prompt-file accepted though unlisted)"
