@@ -119,9 +119,8 @@ def test_the_sandbox_is_always_checked_and_a_missing_one_named(path_with, monkey
     assert [c.name for c in checks] == ["python", "git", "rollout sandbox"]
     assert not healthy(checks) and checks[-1].required and "apt-get install bubblewrap" in checks[-1].detail
     offline = run_checks(RunConfig(sessions=SessionConfig()), env={}, which=lambda n: f"/x/{n}", version=lambda a: "v1")
-    assert [c.name for c in offline] == ["python", "git", "rollout sandbox"] and healthy(
-        offline
-    )  # a warning, not a failure
+    # a warning, not a failure
+    assert [c.name for c in offline] == ["python", "git", "rollout sandbox"] and healthy(offline)
     assert offline[-1].to_dict() == {
         "name": "rollout sandbox",
         "ok": False,
