@@ -11,7 +11,7 @@ from typing import Any
 import typer
 
 from saddler.cli.common import fail, handle_errors, print_json
-from saddler.policies.stopping import PAUSE_FILE, STOP_FILE
+from saddler.control import RunControls
 from saddler.run.folder import RunPaths
 
 RUN_DIR = typer.Argument(..., help="the run folder")
@@ -182,30 +182,44 @@ def register(app: typer.Typer) -> None:
             time.sleep(interval)
             typer.echo("")
 
-    def _sentinel(run_dir: Path, name: str, message: str) -> None:
-        (_require_run(run_dir).root / name).write_text(time.strftime("%Y-%m-%dT%H:%M:%S"), encoding="utf-8")
-        typer.echo(message)
-
     @app.command()
     @handle_errors
     def pause(run_dir: Path = RUN_DIR) -> None:
         """Pause at the next iteration boundary (writes RUN/PAUSE)."""
-        _sentinel(run_dir, PAUSE_FILE, "pause requested: the run stops at the next iteration boundary")
+        RunControls(_require_run(run_dir).root).request_pause()
+        typer.echo("pause requested: the run stops at the next iteration boundary")
 
     @app.command()
     @handle_errors
     def resume(run_dir: Path = RUN_DIR) -> None:
         """Clear PAUSE/STOP; then `saddler run DIR` continues where the run stopped."""
-        paths = _require_run(run_dir)
-        for name in (STOP_FILE, PAUSE_FILE):
-            (paths.root / name).unlink(missing_ok=True)
-        typer.echo(f"resumable: run `saddler run {run_dir}` to continue")
+        controls = RunControls(_require_run(run_dir).root)
+        controls.clear()
+        if controls.running():
+            typer.echo("resumed: the run goes on")
+        else:
+            typer.echo(f"resumable: run `saddler run {run_dir}` to continue")
 
     @app.command()
     @handle_errors
     def stop(run_dir: Path = RUN_DIR) -> None:
         """Stop at the next iteration boundary and finish (test evaluation, export, report)."""
-        _sentinel(run_dir, STOP_FILE, "stop requested: the run finishes after the current iteration")
+        RunControls(_require_run(run_dir).root).request_stop()
+        typer.echo("stop requested: the run finishes after the current iteration")
+
+    @app.command()
+    @handle_errors
+    def kill(
+        run_dir: Path = RUN_DIR,
+        json_out: bool = typer.Option(False, "--json"),
+        grace_s: float = typer.Option(10.0, "--grace", help="seconds before SIGTERM becomes SIGKILL"),
+    ) -> None:
+        """End the process running DIR now (SIGTERM, then SIGKILL); `saddler run DIR` resumes it later."""
+        killed = RunControls(_require_run(run_dir).root).kill(grace_s)
+        if json_out:
+            print_json({"killed": killed})
+        else:
+            typer.echo(f"killed process {killed[0]}" if killed else "not running: nothing to kill")
 
     @app.command()
     @handle_errors

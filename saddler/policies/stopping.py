@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from saddler.config import LoopConfig
-
-PAUSE_FILE, STOP_FILE = "PAUSE", "STOP"
+from saddler.control import RunControls
 
 
 @dataclass(frozen=True)
@@ -30,11 +29,7 @@ class StopConditions:
 
     def sentinel(self) -> str | None:
         """`stop_requested` / `paused` when RUN/STOP / RUN/PAUSE asks for it (STOP first), else None."""
-        if (self.run_dir / STOP_FILE).exists():
-            return "stop_requested"
-        if (self.run_dir / PAUSE_FILE).exists():
-            return "paused"
-        return None
+        return RunControls(self.run_dir).asked()
 
     def check(self, state: LoopState) -> str | None:
         """The reason to stop before the next iteration, or None to go on."""

@@ -15,8 +15,8 @@ from typing import Any
 
 from evodag.models import Run
 from evodag.store import EvoDAG
+from saddler.control import PAUSED, STOP_REQUESTED, RunControls
 from saddler.reporting.figures import best_node_id
-from saddler.runlock import lock_holder
 
 LAST_DECISIONS = 5
 
@@ -29,9 +29,10 @@ def run_state(run: Run, run_dir: Path, live: bool = True) -> str:
     paused_row = "paused" in (run.status, run.termination_reason)
     if not live:
         return "paused" if paused_row else "stopped"
-    if (run_dir / "STOP").exists():
+    asked = RunControls(run_dir).asked()
+    if asked == STOP_REQUESTED:
         return "stopping"
-    if paused_row or (run_dir / "PAUSE").exists():
+    if paused_row or asked == PAUSED:
         return "paused"
     return "running"
 
@@ -42,7 +43,7 @@ STATE_TEXT = {"stopped": "stopped (not running)"}
 def status_snapshot(store: EvoDAG, run_dir: Path, run_id: int | None = None) -> dict[str, Any]:
     """Where the run (latest when `run_id` is None) stands, as a JSON-serialisable dict."""
     run = store.get_run(run_id)
-    holder = lock_holder(Path(run_dir))
+    holder = RunControls(Path(run_dir)).holder()
     loop = run.config.get("loop", {})
     current = store.current_iteration(run.id)
     iterations = store.iterations(run.id)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from pydantic import ValidationError
 
 from saddler.benchmark import Benchmark
 from saddler.config import SessionConfig
+from saddler.harness.gitcmd import git
 from saddler.sessions.schema import (
     DiagnosisRequest,
     DiagnosisResult,
@@ -125,7 +125,7 @@ def finish_diagnosis(result: DiagnosisResult, worktree: Path) -> DiagnosisResult
 
 def head_commit(worktree: Path) -> str | None:
     """The worktree's HEAD commit, or None when it is not a git checkout."""
-    proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=worktree, capture_output=True, text=True, check=False)
+    proc = git(["rev-parse", "HEAD"], worktree, check=False)
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
@@ -134,19 +134,13 @@ def undo_agent_commits(worktree: Path, start: str | None) -> bool:
     tree, so saddler's own commit and diff see them; returns whether anything was undone."""
     if start is None or head_commit(worktree) in (None, start):
         return False
-    subprocess.run(["git", "reset", "-q", "--soft", start], cwd=worktree, capture_output=True, check=True)
+    git(["reset", "-q", "--soft", start], worktree)
     return True
 
 
 def changed_files(worktree: Path) -> list[str]:
     """Paths (relative to `worktree`) that differ from HEAD, untracked files included, sorted."""
-    proc = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=all", "-z"],
-        cwd=worktree,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = git(["status", "--porcelain", "--untracked-files=all", "-z"], worktree, check=False)
     if proc.returncode != 0:
         return []
     paths = []

@@ -8,7 +8,6 @@ returns once the run lock is free, so `saddler fleet run` can follow it at once.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -17,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from saddler.control import RunControls
 from saddler.errors import RunStateError
 from saddler.modes.fleet import results as tsv
 from saddler.modes.fleet.agent import FLEET_ENV
@@ -48,10 +48,9 @@ def status(paths: FleetPaths) -> dict[str, Any]:
     state = paths.read_state()
     rows = tsv.read_results(paths.results)
     direction = paths.spec.problem.metric_direction
-    orchestrator = _read_pid(paths.pid)
     return {
         "fleet": paths.spec.fleet_name, "workdir": str(paths.workdir), "status": state.get("status", "uninitialized"),
-        "running": _alive(orchestrator), "paused": paths.paused.exists(), "iteration": state.get("iteration", 0),
+        "running": controls(paths).running(), "paused": paths.paused.exists(), "iteration": state.get("iteration", 0),
         "max_iterations": paths.spec.stop_when.max_iterations, "direction": direction,
         "baseline_metric": state.get("baseline_metric"), "best_metric": tsv.best_metric(rows, direction),
         "cost_usd": state.get("cost_usd", 0.0), "cost_cap_usd": paths.spec.stop_when.cost_cap_usd,
@@ -205,14 +204,20 @@ def report(paths: FleetPaths) -> str:
     return "\n".join(out)
 
 
+def controls(paths: FleetPaths) -> RunControls:
+    """The fleet's run controls: the main loop's, with the seed's `.paused` sentinel."""
+    return RunControls(paths.root, pause_name=paths.paused.name)
+
+
 def pause(paths: FleetPaths) -> str:
-    paths.paused.touch()
+    controls(paths).request_pause()
     return "pausing at the next iteration boundary (`saddler fleet resume` continues)"
 
 
 def resume(paths: FleetPaths) -> str:
-    paths.paused.unlink(missing_ok=True)
-    if _alive(_read_pid(paths.pid)):
+    control = controls(paths)
+    control.clear()
+    if control.running():
         return "resumed"
     return f"not running: start it with `saddler fleet run {paths.root}`"
 
@@ -225,57 +230,21 @@ def _tagged(pid: int, root: str) -> bool:
     return f"{FLEET_ENV}={root}".encode() in environ
 
 
-def lock_is_free(lock: Path) -> bool:
-    """True when nobody holds the fleet's run lock (probed by taking and releasing it)."""
-    if not lock.exists():
-        return True
-    fd = os.open(lock, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return True
-    finally:
-        os.close(fd)
-
-
-def _wait(predicate: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def kill(paths: FleetPaths, grace_s: float = 10.0) -> dict[str, Any]:
-    """Force-stop, and return only once the fleet can be run again: the orchestrator (SIGTERM, SIGKILL after
-    `grace_s` if it still holds the run lock), the agent's whole process tree (its supervisor ends it; the
-    orchestrator's death ends it too), then every process tagged with this fleet. The orchestrator goes first
-    so it never sees its agent die and takes the half-done experiment for a finished one."""
-    killed: list[int] = []
-    orchestrator = _read_pid(paths.pid)
+    """Force-stop, and return only once the fleet can be run again (`RunControls.kill`: the orchestrator, which
+    holds the run lock, gets SIGTERM, then SIGKILL after `grace_s`); then the agent's whole process tree (its
+    supervisor ends it; the orchestrator's death ends it too) and every process tagged with this fleet. The
+    orchestrator goes first so it never sees its agent die and takes the half-done experiment for a finished one."""
     agent = _read_pid(paths.agent_pid)
-    own = orchestrator == os.getpid()
-    if orchestrator and not own and _alive(orchestrator):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(orchestrator, signal.SIGTERM)
-            killed.append(orchestrator)
-    if agent and _alive(agent):
-        stop_process_tree(agent, grace_s=2.0)
-        killed.append(agent)
-    killed += _sweep(paths)
-    if not own and not _wait(lambda: lock_is_free(paths.lock), grace_s):
-        if orchestrator and _alive(orchestrator):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(orchestrator, signal.SIGKILL)
-        if not _wait(lambda: lock_is_free(paths.lock), grace_s):
-            raise RunStateError(
-                f"the run lock {paths.lock} is still held after killing the orchestrator; find its holder with "
-                f"`fuser {paths.lock}` and end it before `saddler fleet run {paths.root}`"
-            )
+
+    def agent_and_orphans() -> list[int]:
+        killed = []
+        if agent and _alive(agent):
+            stop_process_tree(agent, grace_s=2.0)
+            killed.append(agent)
+        return killed + _sweep(paths)
+
+    killed = controls(paths).kill(grace_s, then=agent_and_orphans)
     paths.pid.unlink(missing_ok=True)
     paths.agent_pid.unlink(missing_ok=True)
     paths.write_state(status="killed", termination_reason="killed", pid=None)

@@ -1,0 +1,104 @@
+"""What a person can do to a run from outside it, the same way for the main loop and the seed modes.
+
+A run is asked to pause or stop through sentinel files it checks at iteration boundaries (the main loop's
+`RUN/PAUSE` and `RUN/STOP`; fleet mode's `.paused`, the 002 seed's name), is seen running while a process holds
+its run lock (`saddler.runlock`), and is killed by signalling that holder: SIGTERM, then SIGKILL when it still
+holds the lock after a grace period. `kill` returns only once the lock is free, so a new `run` can follow at
+once. Everything a run starts dies with it (rollouts with their fork server, agents with their supervisor).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from saddler.errors import RunStateError
+from saddler.runlock import LOCK_FILE, lock_holder
+
+PAUSED, STOP_REQUESTED = "paused", "stop_requested"
+
+
+@dataclass(frozen=True)
+class RunControls:
+    """The controls of the run folder `root`; `pause_name` / `stop_name` are its sentinel files."""
+
+    root: Path
+    pause_name: str = "PAUSE"
+    stop_name: str = "STOP"
+
+    @property
+    def pause_file(self) -> Path:
+        return Path(self.root) / self.pause_name
+
+    @property
+    def stop_file(self) -> Path:
+        return Path(self.root) / self.stop_name
+
+    def request_pause(self) -> None:
+        """Ask the run to pause at its next iteration boundary."""
+        self.pause_file.touch()
+
+    def request_stop(self) -> None:
+        """Ask the run to end (and finish: test, export, report) after its current iteration."""
+        self.stop_file.touch()
+
+    def clear(self) -> list[str]:
+        """Withdraw both requests; the names of the sentinel files that were there."""
+        cleared = [p.name for p in (self.stop_file, self.pause_file) if p.exists()]
+        for path in (self.stop_file, self.pause_file):
+            path.unlink(missing_ok=True)
+        return cleared
+
+    def asked(self) -> str | None:
+        """`stop_requested` or `paused` when a sentinel asks for it (stop first), else None."""
+        if self.stop_file.exists():
+            return STOP_REQUESTED
+        if self.pause_file.exists():
+            return PAUSED
+        return None
+
+    def holder(self) -> int | None:
+        """The pid of the live process running this folder (0 when unreadable), or None when none runs it."""
+        return lock_holder(Path(self.root))
+
+    def running(self) -> bool:
+        return self.holder() is not None
+
+    def kill(self, grace_s: float = 10.0, *, then: Callable[[], list[int]] | None = None) -> list[int]:
+        """End the process running this folder now: SIGTERM, SIGKILL after `grace_s` if it still holds the lock.
+
+        `then` runs after the signal (a mode's own clean-up, e.g. its agent tree and tagged orphans) and returns
+        the pids it killed. Returns every pid signalled, once the lock is free; `RunStateError` when the lock is
+        still held after the SIGKILL (something else holds it: the message says how to find it)."""
+        killed: list[int] = []
+        holder = self.holder()
+        if holder and holder != os.getpid():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(holder, signal.SIGTERM)
+                killed.append(holder)
+        if then is not None:
+            killed += then()
+        if holder and holder != os.getpid() and not _wait(lambda: not self.running(), grace_s):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(holder, signal.SIGKILL)
+            if not _wait(lambda: not self.running(), grace_s):
+                lock = Path(self.root) / LOCK_FILE
+                raise RunStateError(
+                    f"the run lock {lock} is still held after killing process {holder}; find its holder with "
+                    f"`fuser {lock}` and end it before running {self.root} again"
+                )
+        return killed
+
+
+def _wait(done: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
