@@ -24,11 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from saddler.benchmark import RolloutResult, Task
+from saddler.benchmark import RolloutResult, Task, load_benchmark
 from saddler.config import ExecutorConfig
 from saddler.errors import ExecutorError
 from saddler.executor.base import RolloutJob, rollout_cache_key
-from saddler.executor.child import resolve_benchmark
 from saddler.executor.local import LocalExecutor
 from saddler.executor.sandbox import resolve_sandbox
 
@@ -57,7 +56,7 @@ def main() -> int:
         sandboxes = [s for s in ("bwrap", "landlock", "none") if _available(s)]
     else:
         sandboxes = [default if args.sandbox == "auto" else args.sandbox]
-    bench = resolve_benchmark(args.benchmark, {})
+    bench = load_benchmark(args.benchmark, {})
     work = Path(tempfile.mkdtemp(prefix="saddler-bench-executor-"))
     try:
         harness = work / "harness"

@@ -257,18 +257,6 @@ class EvoDAG(RolloutsMixin, RecordsMixin):
         """The diffs along a→b, or along both lineages from their common ancestor."""
         return queries.diff_path(self, a, b)
 
-    def graph(self, run_id: int | None = None) -> Any:
-        """The DAG as an `nx.DiGraph` (see `evodag.views.graph`)."""
-        from evodag import views
-
-        return views.graph(self, run_id)
-
-    def frontier(self, run_id: int | None = None) -> list[Node]:
-        """Leaves that are not invalid/rejected (see `evodag.views.frontier`)."""
-        from evodag import views
-
-        return views.frontier(self, run_id)
-
 
 def record_dict(record: Any) -> dict[str, Any]:
     """A record as a plain dict (JSON-ready)."""

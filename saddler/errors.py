@@ -36,14 +36,6 @@ class HarnessError(SaddlerError):
     """The harness repository cannot be used (not a git repo, bad saddler.toml, git failure)."""
 
 
-class ProtectedPathError(HarnessError):
-    """A change touches a protected path; `paths` names them."""
-
-    def __init__(self, paths: list[str]):
-        self.paths = list(paths)
-        super().__init__(f"change touches protected path(s): {', '.join(self.paths)}")
-
-
 class ExecutorError(SaddlerError):
     """The executor itself cannot run (missing sandbox, ray not installed, cluster unreachable)."""
 

@@ -3,8 +3,9 @@
 A node's score on a split is per repetition the mean over tasks of the per-task score, then mean ± population
 std over repetitions. The per-task score is `passed` (0/1) under `pass_rate` — that figure is Pass@1 — or the
 graded `score` (0..1, partial credit) under `mean_score` (`node_score`; `policies.score` chooses).
-`metric_mean` reads a benchmark's own metric back from the scores. `bootstrap_ci` resamples tasks (seeded)
-for a confidence interval of the mean Pass@1, so a report can say how much a difference could be noise.
+`metric_mean` reads a benchmark's own metric back from the scores. `bootstrap_ci` resamples tasks (seeded) for a
+confidence interval of a node's mean score, and `paired_bootstrap_ci` for the difference between two nodes on the
+same tasks, so a report can say how much of a gain could be noise.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ import numpy as np
 
 from saddler.benchmark import SCORE_KINDS, MetricScale
 
-__all__ = ["MEASURED", "SCORE_KINDS", "PassAt1", "bootstrap_ci", "metric_mean", "node_score", "pass_at_1"]
+__all__ = [
+    "MEASURED", "SCORE_KINDS", "PassAt1", "bootstrap_ci", "metric_mean", "node_score", "paired_bootstrap_ci",
+    "pass_at_1",
+]  # fmt: skip
 
 MEASURED = ("success", "task_failure")
 
@@ -45,18 +49,12 @@ class PassAt1:
         return len(self.per_run)
 
 
-def _matrix(rows: Iterable[ScoredRow]) -> np.ndarray:
-    """tasks × repetitions matrix of 0/1 (NaN where a task has no row in a repetition)."""
-    cells: dict[tuple[str, int], bool] = {}
+def _per_task(rows: Iterable[ScoredRow], kind: str) -> dict[str, float]:
+    """Task id -> the task's mean `task_value` over its repetitions."""
+    values: dict[str, list[float]] = defaultdict(list)
     for row in rows:
-        cells[(row.task_id, row.repetition)] = bool(row.passed)
-    tasks = sorted({t for t, _ in cells})
-    reps = sorted({r for _, r in cells})
-    out = np.full((len(tasks), len(reps)), np.nan)
-    t_index, r_index = {t: i for i, t in enumerate(tasks)}, {r: j for j, r in enumerate(reps)}
-    for (task, rep), passed in cells.items():
-        out[t_index[task], r_index[rep]] = float(passed)
-    return out
+        values[row.task_id].append(task_value(row, kind))
+    return {task: float(np.mean(v)) for task, v in values.items()}
 
 
 def pass_at_1(rows: Iterable[ScoredRow]) -> PassAt1:
@@ -100,15 +98,36 @@ def metric_mean(rows: Iterable[MeasuredRow], scale: MetricScale) -> float | None
 
 
 def bootstrap_ci(
-    rows: Iterable[ScoredRow], *, level: float = 0.95, samples: int = 2000, seed: int = 0
+    rows: Iterable[ScoredRow], kind: str = "pass_rate", *, level: float = 0.95, samples: int = 2000, seed: int = 0
 ) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of mean Pass@1, resampling tasks with replacement; None without rows."""
-    matrix = _matrix(rows)
-    if matrix.size == 0:
+    """Percentile bootstrap interval of a node's mean score, resampling tasks with replacement (seeded); None
+    without rows."""
+    per_task = np.array(list(_per_task(rows, kind).values()))
+    if per_task.size == 0:
         return None
-    per_task = np.nanmean(matrix, axis=1)
+    return _interval(per_task, level, samples, seed)
+
+
+def paired_bootstrap_ci(
+    before: Iterable[ScoredRow],
+    after: Iterable[ScoredRow],
+    kind: str = "pass_rate",
+    *,
+    level: float = 0.95,
+    samples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of mean(after) - mean(before) over the tasks both were run on, resampling
+    those tasks with replacement (paired: a task's difficulty cancels out); None when they share no task."""
+    a, b = _per_task(before, kind), _per_task(after, kind)
+    shared = sorted(set(a) & set(b))
+    if not shared:
+        return None
+    return _interval(np.array([b[t] - a[t] for t in shared]), level, samples, seed)
+
+
+def _interval(values: np.ndarray, level: float, samples: int, seed: int) -> tuple[float, float]:
     rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(per_task), size=(samples, len(per_task)))
-    means = per_task[picks].mean(axis=1)
+    means = values[rng.integers(0, len(values), size=(samples, len(values)))].mean(axis=1)
     lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return float(lo), float(hi)
+    return round(float(lo), 6), round(float(hi), 6)

@@ -82,3 +82,19 @@ def test_run_folders_kept_inside_the_harness_repository_are_not_uncommitted_chan
         (repo / "runs" / name / "evodag.sqlite").write_bytes(b"")  # as after `saddler run`
     again = ["init", str(repo / "runs" / "r1"), "--harness", str(repo), "--benchmark", "opsdesk", "--force"]
     assert runner.invoke(app, again).exit_code == 0
+
+
+def test_staged_changes_and_renames_count_as_uncommitted(tmp_path: Path) -> None:
+    from saddler.harness.uncommitted import uncommitted_files
+
+    repo = _repo(tmp_path / "repo")
+    assert uncommitted_files(repo) == []
+    (repo / "staged.py").write_text("x = 1\n")
+    subprocess.run([*GIT, "add", "staged.py"], cwd=repo, check=True)
+    subprocess.run([*GIT, "mv", "old.py", "renamed.py"], cwd=repo, check=True)
+    (repo / "debug.log").write_text("ignored\n")
+    assert uncommitted_files(repo) == ["old.py", "renamed.py", "staged.py"]
+    (repo / "runs" / "r1").mkdir(parents=True)
+    (repo / "runs" / "r1" / "evodag.sqlite").write_text("")  # a saddler run folder kept inside the repository
+    (repo / "runs" / "r1" / "report.md").write_text("")
+    assert uncommitted_files(repo) == ["old.py", "renamed.py", "staged.py"]

@@ -51,6 +51,7 @@ def test_summary_counts_and_run(finished: tuple[EvoDAG, Fixture, Path]) -> None:
         "baseline": {"mean": 0.5, "std": _pstdev(base_runs), "runs": 3},
         "final": {"mean": round(11 / 12, 6), "std": _pstdev(best_runs), "runs": 3},
         "delta": round(11 / 12 - 0.5, 6),
+        "delta_ci95": [0.083333, 0.833333],  # paired bootstrap over the 4 test tasks (seeded by the run's seed)
     }
     assert r["summary"]["test"]["baseline"]["std"] == 0.204124
     assert r["summary"]["dev"] == {
@@ -246,6 +247,7 @@ def test_partial_run_has_no_test_figures(tmp_path: Path) -> None:
         "baseline": {"mean": None, "std": None, "runs": 0},
         "final": {"mean": None, "std": None, "runs": 0},
         "delta": None,
+        "delta_ci95": None,
     }
     assert r["per_task"] == []
     assert r["run"]["wall_time_s"] is None
@@ -268,7 +270,7 @@ def test_report_md_tables_and_metric_lines(finished: tuple[EvoDAG, Fixture, Path
         "**Termination:** max_iterations",
         "## Result summary",
         "| Metric | Baseline | Final | Delta |",
-        "| Test Pass@1 (k=3) | 0.500 ± 0.204 | 0.917 ± 0.118 | +0.417 |",
+        "| Test Pass@1 (k=3) | 0.500 ± 0.204 | 0.917 ± 0.118 | +0.417 (95% CI +0.083 … +0.833) |",
         "| Dev Pass@1 | 0.500 ± 0.000 | 1.000 ± 0.000 | +0.500 |",
         "| Iterations | — | 8 | — |",
         "| Kept | — | 5 | — |",

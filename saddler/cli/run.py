@@ -127,6 +127,7 @@ def register(app: typer.Typer) -> None:
                     "metric": outcome.metric,
                     "baseline_test_metric": outcome.baseline_test_metric,
                     "best_test_metric": outcome.best_test_metric,
+                    "delta_test_ci95": list(outcome.delta_test_ci95) if outcome.delta_test_ci95 else None,
                 }
             )
         else:

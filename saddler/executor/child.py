@@ -12,7 +12,6 @@ Import-light on purpose: stdlib, `saddler.benchmark` and the benchmark module on
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import resource
@@ -36,21 +35,11 @@ def set_memory_limit(memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
-def resolve_benchmark(name: str, options: dict[str, Any]) -> Benchmark:
-    """A registered benchmark name, or a `module:Class` spec (plugins and tests)."""
-    if ":" in name:
-        module_name, _, attr = name.partition(":")
-        cls = getattr(importlib.import_module(module_name), attr)
-        bench: Benchmark = cls(**options)
-        return bench
-    return load_benchmark(name, options)
-
-
 def run_job(job: dict[str, Any], bench: Benchmark | None = None) -> RolloutResult:
     """Run one decoded job dict in this process and return its result (duration filled in if unset).
     `bench` is the already-built benchmark (the fork server's); built from the job when None."""
     if bench is None:
-        bench = resolve_benchmark(job["benchmark"], job.get("benchmark_options") or {})
+        bench = load_benchmark(job["benchmark"], job.get("benchmark_options") or {})
     task = Task(**job["task"])
     trace_dir = Path(job["trace_dir"])
     trace_dir.mkdir(parents=True, exist_ok=True)

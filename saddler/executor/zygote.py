@@ -157,14 +157,14 @@ def warm(bench: Any) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from saddler.executor.child import resolve_benchmark
+    from saddler.benchmark import load_benchmark
 
     spec, options = argv[0], json.loads(argv[1])
     sandboxed = "--sandboxed" in argv[2:]
     proto_out = os.dup(1)
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stray prints must not corrupt the protocol
     become_subreaper()  # a rollout's orphans stay in this tree, where the parent finds and kills them
-    bench = resolve_benchmark(spec, options)
+    bench = load_benchmark(spec, options)
     warm(bench)
     gc.freeze()  # children share these pages copy-on-write; keep the collector from touching them
     os.write(proto_out, b'{"ready": true}\n')

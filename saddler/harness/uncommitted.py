@@ -18,10 +18,17 @@ from saddler.harness.gitcmd import Clock, git
 def uncommitted_files(repo: Path, *, exclude: Path | None = None) -> list[str]:
     """Sorted paths (relative to `repo`, a repository's top folder) whose working-tree state differs from HEAD,
     untracked ones included. Paths inside `exclude` (the run folder being made) or inside any saddler run folder
-    kept in the repository are left out: they are run output, not harness."""
-    out = git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"], repo).stdout
+    kept in the repository are left out: they are run output, not harness.
+
+    Read-only inspection of the user's repository, once per `init`: GitPython says it plainly (index against
+    HEAD, working tree against index, untracked files), and the `Repo` is closed before returning."""
+    from git import Repo
+
+    with Repo(repo) as handle:
+        staged = handle.index.diff("HEAD")  # what `git add` changed against HEAD
+        unstaged = handle.index.diff(None)  # the working tree against the index, deletions included
+        paths = {p for d in (*staged, *unstaged) for p in (d.a_path, d.b_path) if p} | set(handle.untracked_files)
     root = Path(repo).resolve()
-    paths = [entry[3:] for entry in out.split("\0") if len(entry) > 3]
     skip = Path(exclude).resolve() if exclude is not None else None
     return sorted({p for p in paths if not _in_run_folder(root, p, skip)})
 

@@ -289,8 +289,10 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
     statuses = Counter(n.status for n in candidates)
     iterations = store.iterations(run.id)
     kind = score_kind(run.config)
-    test_base = pass_at_1(store.rollouts(run.id, node_id=base.id, split="test"), kind) if base else pass_at_1([])
-    test_best = pass_at_1(store.rollouts(run.id, node_id=best.id, split="test"), kind) if best else pass_at_1([])
+    base_rows = store.rollouts(run.id, node_id=base.id, split="test") if base else []
+    best_rows = store.rollouts(run.id, node_id=best.id, split="test") if best else []
+    test_base, test_best = pass_at_1(base_rows, kind), pass_at_1(best_rows, kind)
+    delta_ci = scoring.paired_bootstrap_ci(base_rows, best_rows, kind, seed=run.seed)
     dev_base = {"mean": _r(base.dev_mean), "std": _r(base.dev_std)} if base else {"mean": None, "std": None}
     dev_best = {"mean": _r(best.dev_mean), "std": _r(best.dev_std)} if best else {"mean": None, "std": None}
     wall = _wall_time(run.started_at, run.finished_at)
@@ -310,7 +312,12 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
         "baseline": {"node": base.id, "commit": base.commit} if base else None,
         "best": {"node": best.id, "commit": best.commit, "status": best.status} if best else None,
         "summary": {
-            "test": {"baseline": test_base, "final": test_best, "delta": _delta(test_base["mean"], test_best["mean"])},
+            "test": {
+                "baseline": test_base,
+                "final": test_best,
+                "delta": _delta(test_base["mean"], test_best["mean"]),
+                "delta_ci95": list(delta_ci) if delta_ci else None,  # paired bootstrap over the test tasks
+            },
             "dev": {"baseline": dev_base, "final": dev_best, "delta": _delta(dev_base["mean"], dev_best["mean"])},
             "score": kind,
             "metric": _metric_summary(store, run.id, base, best),

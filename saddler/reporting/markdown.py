@@ -59,12 +59,18 @@ def _g(x: float | None, sign: str = "") -> str:
     return "—" if x is None else f"{x:{sign}.6g}"
 
 
+def _delta_ci(test: dict[str, Any]) -> str:
+    """The test delta with its 95% paired-bootstrap interval over the test tasks, when there is one."""
+    ci = test.get("delta_ci95")
+    return _signed(test["delta"]) + (f" (95% CI {ci[0]:+.3f} … {ci[1]:+.3f})" if ci else "")
+
+
 def _summary(f: dict[str, Any]) -> list[str]:
     test, dev, counts = f["summary"]["test"], f["summary"]["dev"], f["counts"]
     k = test["final"]["runs"] or test["baseline"]["runs"]
     label = SCORE_LABELS.get(f["summary"].get("score", "pass_rate"), "Pass@1")
     rows: list[Row] = [
-        [f"Test {label} (k={k})", _score(test["baseline"]), _score(test["final"]), _signed(test["delta"])],
+        [f"Test {label} (k={k})", _score(test["baseline"]), _score(test["final"]), _delta_ci(test)],
         [f"Dev {label}", _score(dev["baseline"]), _score(dev["final"]), _signed(dev["delta"])],
     ]
     metric = f["summary"].get("metric")

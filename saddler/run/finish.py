@@ -16,7 +16,7 @@ from evodag.models import Node
 from saddler.errors import disk_full_as
 from saddler.run.context import RunContext
 from saddler.run.faults import fault_point
-from saddler.scoring import metric_mean, node_score
+from saddler.scoring import metric_mean, node_score, paired_bootstrap_ci
 
 
 @dataclass
@@ -34,6 +34,7 @@ class RunOutcome:
     metric: str | None = None  # "<name> (<direction>)" when the benchmark declares its own metric
     baseline_test_metric: float | None = None
     best_test_metric: float | None = None
+    delta_test_ci95: tuple[float, float] | None = None  # paired bootstrap over the test tasks
 
     def metric_lines(self) -> list[str]:
         lines = [f"termination: {self.reason}", f"best_node: {self.best_node}", f"score: {self.score}"]
@@ -47,6 +48,9 @@ class RunOutcome:
                 f"best_test_std: {self.best_test[1]:.4f}",
                 f"delta_test: {self.best_test[0] - self.baseline_test[0]:+.4f}",
             ]
+            if self.delta_test_ci95 is not None:
+                lo, hi = self.delta_test_ci95
+                lines.append(f"delta_test_ci95: {lo:+.4f} {hi:+.4f}")
         if self.metric is not None:
             lines.append(f"metric: {self.metric}")
             for label, value in (("baseline", self.baseline_test_metric), ("best", self.best_test_metric)):
@@ -94,6 +98,9 @@ def _outcome(ctx: RunContext, reason: str, base: Node, best: Node, report: Path 
     def test(node: Node) -> tuple[float, float] | None:
         return None if node.test_mean is None else (node.test_mean, node.test_std or 0.0)
 
+    base_rows, best_rows = (ctx.store.rollouts(ctx.run_id, node_id=n.id, split="test") for n in (base, best))
+    delta_ci = paired_bootstrap_ci(base_rows, best_rows, ctx.score_kind, seed=ctx.cfg.seed)
+
     return RunOutcome(
         reason,
         best.id,
@@ -105,6 +112,7 @@ def _outcome(ctx: RunContext, reason: str, base: Node, best: Node, report: Path 
         ctx.score_kind,
         f"{scale.name} ({scale.direction})" if scale is not None else None,
         *metrics,
+        delta_ci,
     )
 
 
