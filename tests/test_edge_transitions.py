@@ -10,7 +10,8 @@ from loop_helpers import make_run
 from evodag.models import RolloutRow
 from evodag.store import EvoDAG
 from saddler.run.loop import Optimizer
-from saddler.run.reflection import checked_lessons, measured_transitions
+from saddler.run.outcomes import measured_transitions
+from saddler.run.reflection import checked_lessons
 from saddler.sessions import registry
 from saddler.sessions.offline import OfflineBackend
 from saddler.sessions.schema import LessonOut, ReflectionRequest, ReflectionResult, SessionStats
@@ -34,6 +35,23 @@ def test_transitions_are_measured_by_majority_over_repetitions() -> None:
         "c": "still_failing",
         "d": "still_passing",
     }
+
+
+def test_the_reflection_prompt_shows_the_category_the_edge_records() -> None:
+    from saddler.run.outcomes import transitions
+    from saddler.sessions.prompts import render
+
+    before = _rows(1, {"a": [False, False, True], "b": [True, True, False]})
+    after = _rows(2, {"a": [True, True, False], "b": [True, True, True]})
+    moved = transitions(before, after)
+    assert [(t.task_id, t.category) for t in moved] == [("a", "fixed"), ("b", "still_passing")]
+    request = ReflectionRequest(
+        run_dir="/r", db_path="/r/evodag.sqlite", iteration=3, parent_node_id=1, candidate_node_id=2,
+        decision="accepted", hypothesis=None, diff="", files_changed=[], transitions=moved,
+    )  # fmt: skip
+    prompt = render("reflection", request)
+    assert "- `a`: FFP -> PPF (fixed; repetitions disagree before and after)" in prompt  # not "still failing"
+    assert "- `b`: PPF -> PPP (still_passing; repetitions disagree before)" in prompt
 
 
 def test_claims_that_contradict_the_scores_are_corrected_or_dropped() -> None:

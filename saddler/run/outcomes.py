@@ -61,8 +61,25 @@ def evidence(rows: Iterable[RolloutRow], tasks: dict[str, Task]) -> list[TaskEvi
     return out
 
 
+_BY_PASSES = {
+    (False, True): "fixed",
+    (True, False): "regressed",
+    (False, False): "still_failing",
+    (True, True): "still_passing",
+}
+
+
+def measured_transitions(before: Iterable[RolloutRow], after: Iterable[RolloutRow]) -> dict[str, str]:
+    """Task -> category, for every task measured on both nodes (a task passes by majority of its repetitions)."""
+    b, a = task_outcomes(before), task_outcomes(after)
+    return {task: _BY_PASSES[(b[task].passed, a[task].passed)] for task in sorted(set(b) & set(a))}
+
+
 def transitions(before: Iterable[RolloutRow], after: Iterable[RolloutRow]) -> list[TaskTransition]:
+    """Each task of both batches before and after, with the category the edge records (`measured_transitions`)."""
+    before, after = list(before), list(after)
     b, a = by_task(before), by_task(after)
+    measured = measured_transitions(before, after)
     out = []
     for task in sorted(set(b) & set(a)):
         out.append(
@@ -76,6 +93,7 @@ def transitions(before: Iterable[RolloutRow], after: Iterable[RolloutRow]) -> li
                 after_failure_files=sorted({r.failure_file for r in a[task] if r.failure_file and not r.passed}),
                 before_trace_paths=[r.trace_path for r in b[task] if r.trace_path],
                 after_trace_paths=[r.trace_path for r in a[task] if r.trace_path],
+                category=measured[task],
             )
         )
     return out

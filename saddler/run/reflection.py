@@ -11,29 +11,15 @@ batch is dropped, and an attribution the category rules out ("true fix" of a tas
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from evodag.models import Iteration, Node, RolloutRow
 from saddler.run.context import RunContext
 from saddler.run.faults import fault_point
-from saddler.run.outcomes import task_outcomes
+from saddler.run.outcomes import measured_transitions
 from saddler.run.session_calls import failure_reason
 from saddler.sessions.schema import LessonOut, ReflectionResult
 
 CATEGORIES = ("fixed", "regressed", "still_failing", "still_passing")
-_BY_PASSES = {
-    (False, True): "fixed",
-    (True, False): "regressed",
-    (False, False): "still_failing",
-    (True, True): "still_passing",
-}
 _ATTRIBUTION_NEEDS = {"true_fix": "fixed", "true_regression": "regressed"}
-
-
-def measured_transitions(before: Iterable[RolloutRow], after: Iterable[RolloutRow]) -> dict[str, str]:
-    """Task -> category, for every task measured on both nodes (a task passes by majority of its repetitions)."""
-    b, a = task_outcomes(before), task_outcomes(after)
-    return {task: _BY_PASSES[(b[task].passed, a[task].passed)] for task in sorted(set(b) & set(a))}
 
 
 def checked_lessons(lessons: list[LessonOut], measured: dict[str, str]) -> tuple[list[LessonOut], list[str]]:

@@ -237,13 +237,12 @@ def format_evidence(req: DiagnosisRequest) -> str:
 
 
 def measured_category(t: TaskTransition) -> str:
-    """The loop's category of one task from its pass lists: fixed, regressed, still_failing or still_passing
-    (a task passes when every repetition passes); a category the request carries wins."""
-    given = getattr(t, "category", None)
-    if given:
-        return str(given)
-    was = bool(t.before) and all(t.before)
-    now = bool(t.after) and all(t.after)
+    """The category the loop measured and recorded on the edge (`TaskTransition.category`); for a request built
+    without one, the same rule: a task passes by majority of its repetitions (ties fail)."""
+    if t.category:
+        return t.category
+    was = sum(t.before) * 2 > len(t.before)
+    now = sum(t.after) * 2 > len(t.after)
     return {(False, True): "fixed", (True, False): "regressed", (False, False): "still_failing"}.get(
         (was, now), "still_passing"
     )

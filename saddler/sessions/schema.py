@@ -103,6 +103,7 @@ class TaskTransition(_Model):
     before_failure_files: list[str] = Field(default_factory=list)
     after_trace_paths: list[str] = Field(default_factory=list)
     before_trace_paths: list[str] = Field(default_factory=list)
+    category: str = ""  # measured by the loop (majority over repetitions): fixed | regressed | still_failing | ...
 
 
 class ReflectionRequest(_Model):
