@@ -69,14 +69,19 @@ class RunControls:
     def running(self) -> bool:
         return self.holder() is not None
 
-    def kill(self, grace_s: float = 10.0, *, then: Callable[[], list[int]] | None = None) -> list[int]:
+    def kill(
+        self, grace_s: float = 10.0, *, then: Callable[[], list[int]] | None = None, pid: int | None = None
+    ) -> list[int]:
         """End the process running this folder now: SIGTERM, SIGKILL after `grace_s` if it still holds the lock.
 
         `then` runs after the signal (a mode's own clean-up, e.g. its agent tree and tagged orphans) and returns
-        the pids it killed. Returns every pid signalled, once the lock is free; `RunStateError` when the lock is
-        still held after the SIGKILL (something else holds it: the message says how to find it)."""
+        the pids it killed. `pid` names the holder when the lock file does not (a mode's own pid file). Returns
+        every pid signalled, once the lock is free; `RunStateError` when the lock is still held after the SIGKILL
+        (something else holds it: the message says how to find it)."""
         killed: list[int] = []
         holder = self.holder()
+        if holder == 0:  # held, but the lock file names no pid
+            holder = pid or 0
         if holder and holder != os.getpid():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(holder, signal.SIGTERM)

@@ -4,6 +4,7 @@ agent making one change per call. Improvements are kept, regressions and crashes
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from evodag.cli import app as evo_app
 from evodag.store import EvoDAG
 from saddler.cli.app import app
 from saddler.errors import RunStateError
+from saddler.modes.fleet import loop as fleet_loop
 from saddler.modes.fleet import ops as fleet_ops
 from saddler.modes.fleet.config import FleetPaths
 from saddler.modes.fleet.loop import FleetRun, init_fleet
@@ -149,7 +151,7 @@ def test_pause_waits_at_the_boundary_until_resumed(tmp_path: Path, monkeypatch: 
     assert waits == [0.25, 0.25]
     with EvoDAG(paths.db, readonly=True) as store:
         kinds = [e.kind for e in store.events() if e.kind.startswith("fleet.")]
-        assert kinds == ["fleet.paused", "fleet.resumed"]
+        assert kinds == ["fleet.result", "fleet.paused", "fleet.resumed", "fleet.result"]  # baseline row, 1st row
         assert len(store.iterations()) == 1
 
 
@@ -325,3 +327,33 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except OSError:
         return True
+
+
+def test_a_kill_between_the_store_and_results_tsv_loses_no_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"stop_when.max_iterations": 3})
+    reference_root, killed_root = tmp_path / "reference", tmp_path / "killed"
+    init_fleet(reference_root, fleet_json)
+    FleetRun(reference_root).run()
+    expected = (tmp_path / "my-project" / "results.tsv").read_text(encoding="utf-8")
+    shutil.rmtree(tmp_path / "my-project")
+    shutil.rmtree(tmp_path / "bin")
+    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"stop_when.max_iterations": 3})
+    init_fleet(killed_root, fleet_json)
+    real_append = fleet_loop.tsv.append_result
+    calls = {"n": 0}
+
+    def dying_append(path: Path, row: object) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:  # baseline, iteration 1, then iteration 2: killed after the store recorded it
+            raise KeyboardInterrupt
+        real_append(path, row)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fleet_loop.tsv, "append_result", dying_append)
+    with pytest.raises(KeyboardInterrupt):
+        FleetRun(killed_root).run()
+    monkeypatch.setattr(fleet_loop.tsv, "append_result", real_append)
+    FleetRun(killed_root).run()
+    got = (tmp_path / "my-project" / "results.tsv").read_text(encoding="utf-8")
+    assert [line.split("\t")[2:] for line in got.splitlines()] == [
+        line.split("\t")[2:] for line in expected.splitlines()
+    ]

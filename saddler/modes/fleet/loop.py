@@ -133,8 +133,11 @@ class FleetRun:
         )
         node = store.update_node(node.id, batch_after=result.metric)
         self._rollout(store, run_id, node, 0, result, seed, True)
-        store.update_run(run_id, baseline_node_id=node.id, best_node_id=node.id)
-        tsv.append_result(self.paths.results, tsv.ResultRow(head[:7], result.metric, "keep", "baseline"))
+        row = tsv.ResultRow(head[:7], result.metric, "keep", "baseline")
+        with store.transaction():
+            store.update_run(run_id, baseline_node_id=node.id, best_node_id=node.id)
+            self._log_row(store, run_id, 0, row)
+        tsv.append_result(self.paths.results, row)
         self.paths.write_state(baseline_metric=result.metric, best_metric=result.metric)
         self.say(f"baseline: {result.metric:g}")
         return node
@@ -143,23 +146,42 @@ class FleetRun:
         """After a kill: close the interrupted iteration (its candidate undecided -> crash) and put the workdir
         back on the best kept commit, dropping whatever the interrupted experiment left (committed or not)."""
         wd = self.paths.workdir
+        self._restore_rows(store, run_id)
         moved = run_git(["rev-parse", "HEAD"], wd) != best.commit or bool(run_git(["status", "--porcelain"], wd))
         current = store.current_iteration(run_id)
         if current is not None and current.finished_at is None:
             for node in store.nodes(run_id, status="pending"):
                 store.update_node(node.id, status="invalid", status_reason="interrupted before its evaluation")
-            store.update_iteration(current.id, decision="invalid", step="done", finished_at=store.clock())
             what = f"interrupted experiment {current.number}" + (
                 " (its unfinished changes were reset)" if moved else ""
             )
-            tsv.append_result(
-                self.paths.results,
-                tsv.ResultRow(run_git(["rev-parse", "--short=7", "HEAD"], wd), 0.0, "crash", what),
-            )
+            row = tsv.ResultRow(run_git(["rev-parse", "--short=7", "HEAD"], wd), 0.0, "crash", what)
+            self._finish(store, run_id, current.id, current.number, row, decision="invalid")
             store.log_event("fleet.recovered", {"iteration": current.number, "reset_to": best.commit}, run_id=run_id)
         if moved:
             self._reset(best.commit)
         return best
+
+    def _finish(self, store: EvoDAG, run_id: int, iteration_id: int, n: int, row: tsv.ResultRow, **fields: Any) -> None:
+        """Close iteration `n` and record its results.tsv row in the store in one transaction, then append the
+        row: a kill in between leaves the row in the store, and the next start restores it (`_restore_rows`)."""
+        with store.transaction():
+            store.update_iteration(iteration_id, step="done", finished_at=store.clock(), **fields)
+            self._log_row(store, run_id, n, row)
+        tsv.append_result(self.paths.results, row)
+
+    @staticmethod
+    def _log_row(store: EvoDAG, run_id: int, n: int, row: tsv.ResultRow) -> None:
+        store.log_event("fleet.result", {"iteration": n, "line": row.line()}, run_id=run_id)
+
+    def _restore_rows(self, store: EvoDAG, run_id: int) -> None:
+        """Append every results.tsv row the store recorded that the file lacks (a kill between the two)."""
+        have = {row.line() for row in tsv.read_results(self.paths.results)}
+        for event in store.events(run_id=run_id):
+            if event.kind == "fleet.result" and event.payload["line"] not in have:
+                commit, metric, status, description = event.payload["line"].split("\t", 3)
+                tsv.append_result(self.paths.results, tsv.ResultRow(commit, float(metric), status, description))
+                self.say(f"restored the results.tsv row of iteration {event.payload['iteration']}")
 
     def _reset(self, commit: str) -> None:
         """`git reset --hard commit` that never touches the results file (git-excluded; restored if an agent
@@ -230,9 +252,8 @@ class FleetRun:
             run_id, "general", "uncertain", f"iteration {n}: {desc}: {reason}", node_id=node.id, edge_id=edge.id,
             iteration=n, task_id="metric",
         )  # fmt: skip
-        store.update_iteration(iteration_id, candidate_id=node.id, decision="invalid", step="done",
-                               finished_at=store.clock())  # fmt: skip
-        tsv.append_result(self.paths.results, tsv.ResultRow(node.commit[:7], 0.0, "crash", f"{reason} ({desc})"))
+        row = tsv.ResultRow(node.commit[:7], 0.0, "crash", f"{reason} ({desc})")
+        self._finish(store, run_id, iteration_id, n, row, candidate_id=node.id, decision="invalid")
         self.say(f"iter {n}: crash: {reason} (reset; the eval harness is immutable)")
         return parent
 
@@ -273,11 +294,8 @@ class FleetRun:
             run_git(["commit", "-q", "--no-verify", "-m", f"fleet it{n}: {desc or 'experiment'}"], wd)
         head = run_git(["rev-parse", "HEAD"], wd)
         if head == parent.commit:
-            tsv.append_result(
-                self.paths.results,
-                tsv.ResultRow(head[:7], 0.0, "discard", f"no change: {desc or 'the agent changed nothing'}"),
-            )
-            store.update_iteration(it.id, decision="no_patch", step="done", finished_at=store.clock())
+            row = tsv.ResultRow(head[:7], 0.0, "discard", f"no change: {desc or 'the agent changed nothing'}")
+            self._finish(store, run_id, it.id, n, row, decision="no_patch")
             self.say(f"iter {n}: no change")
             return parent
         desc = desc or run_git(["log", "-1", "--format=%s", head], wd)
@@ -328,14 +346,9 @@ class FleetRun:
             task_id="metric",
         )
         store.set_edge_transitions(edge.id, ["metric"] if keep else [], [] if keep else ["metric"], [], [])
-        store.update_iteration(
-            it.id,
-            candidate_id=node.id,
-            decision="accepted" if keep else ("rejected" if status == "discard" else "invalid"),
-            step="done",
-            finished_at=store.clock(),
-        )
-        tsv.append_result(self.paths.results, tsv.ResultRow(head[:7], result.metric or 0.0, status, desc))
+        decision = "accepted" if keep else ("rejected" if status == "discard" else "invalid")
+        row = tsv.ResultRow(head[:7], result.metric or 0.0, status, desc)
+        self._finish(store, run_id, it.id, n, row, candidate_id=node.id, decision=decision)
         self.say(f"iter {n}{' [search]' if search else ''}: {status} {result.metric} ({desc})")
         if keep:
             store.update_run(run_id, best_node_id=node.id)

@@ -244,7 +244,7 @@ def kill(paths: FleetPaths, grace_s: float = 10.0) -> dict[str, Any]:
             killed.append(agent)
         return killed + _sweep(paths)
 
-    killed = controls(paths).kill(grace_s, then=agent_and_orphans)
+    killed = controls(paths).kill(grace_s, then=agent_and_orphans, pid=_read_pid(paths.pid))
     paths.pid.unlink(missing_ok=True)
     paths.agent_pid.unlink(missing_ok=True)
     paths.write_state(status="killed", termination_reason="killed", pid=None)
