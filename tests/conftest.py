@@ -12,7 +12,7 @@ import os
 import pytest
 
 ANTHROPIC_KEYS = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")
-pytest_plugins = ["cli_helpers"]  # the `outside` and `fakes` fixtures (fake claude / codex / pi on PATH)
+pytest_plugins = ["cli_helpers", "plugins.docs"]  # fixtures: fake CLIs on PATH; parsed docs
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

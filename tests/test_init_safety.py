@@ -130,6 +130,18 @@ def test_a_bad_init_with_force_leaves_the_existing_run_untouched(tmp_path: Path)
     assert _files(run) == before
 
 
+def test_the_clone_folder_cannot_be_overridden_at_init(tmp_path: Path) -> None:
+    """`run.harness` names where init clones the harness (always `harness`): an override used to create a folder
+    that `saddler validate` then refused ("no such folder 'h2'")."""
+    code, out = _init(tmp_path / "run", "--set", "harness=h2")
+    assert code == 2
+    assert out == (
+        "error: --set harness='h2': run.harness is the folder saddler init clones the harness into, always "
+        "'harness'; it cannot be set\n"
+    )
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_harness_without_saddler_toml_or_a_missing_one_is_refused(tmp_path: Path) -> None:
     bare = tmp_path / "bare"
     (bare / "tools").mkdir(parents=True)
