@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from plugins.docs import REPO
 
+REPO = Path(__file__).resolve().parents[1]
 TOOLS = ("python", "saddler", "evo-dag", "ruff", "mypy", "lint-imports", "bwrap")
 CHECKED = "saddler evodag benchmarks tests bench"
 FAKE = """#!/bin/sh

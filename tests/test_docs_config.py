@@ -6,14 +6,16 @@ from __future__ import annotations
 import inspect
 import re
 import tomllib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from plugins.docs import Doc
 from pydantic import BaseModel, ValidationError
 
 from saddler.benchmark import benchmark_target
 from saddler.config import HarnessConfig, RunConfig, SaddlerFile
+
+if TYPE_CHECKING:
+    from plugins.docs import Doc
 
 UNDOCUMENTED: dict[str, str] = {
     "run.harness": "written by `saddler init` (the run's clone is always RUN/harness, and init refuses to set it); "

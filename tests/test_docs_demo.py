@@ -7,9 +7,12 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from plugins.docs import REPO, Doc
+
+if TYPE_CHECKING:
+    from plugins.docs import Doc
 
 
 def readme_summary(readme: Doc) -> list[str]:
@@ -26,8 +29,8 @@ def readme_demo_commands(readme: Doc) -> list[str]:
     return [match.group(1), match.group(2)]
 
 
-def test_demo_sh_runs_the_commands_readme_names(readme: Doc) -> None:
-    script = (REPO / "scripts" / "demo.sh").read_text(encoding="utf-8")
+def test_demo_sh_runs_the_commands_readme_names(readme: Doc, repo_root: Path) -> None:
+    script = (repo_root / "scripts" / "demo.sh").read_text(encoding="utf-8")
     ran = [
         line.replace('"$VENV/bin/saddler"', "saddler").replace('"$RUN_DIR"', "demo-run")
         for line in script.splitlines()

@@ -10,10 +10,17 @@ import importlib
 import re
 import subprocess
 from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from plugins.docs import REPO, Doc
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from plugins.docs import Doc
+
+REPO = Path(__file__).resolve().parents[1]
 SOURCE_PACKAGES = ("saddler", "evodag", "benchmarks")
 CODE_FOLDERS = (*SOURCE_PACKAGES, "bench", "scripts")
 """Where a module path given relative to its package (`run/faults.py`, `plumbing.py`) is looked for."""
@@ -221,10 +228,11 @@ def relative_names(doc: Doc) -> list[tuple[str, list[str]]]:
 
 
 @pytest.mark.parametrize("name", ["README.md", "DEVELOPERS.md", "docs/architecture.md"])
-def test_every_name_given_by_its_module_resolves(docs: dict[str, Doc], name: str) -> None:
+def test_every_name_given_by_its_module_resolves(
+    docs: dict[str, Doc], name: str, config_path_error: Callable[[str], str | None]
+) -> None:
     """`outcomes.evidence` must be a name in some `….outcomes` module, unless it is a string the code uses
     (an event kind such as `evolution.invalid`) or a config key (`policies.score`)."""
-    from test_docs_commands import config_path_error
 
     missing = sorted(
         span

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from evodag_fixture import build_fixture
 
 from evodag import views
 from evodag.errors import UnknownNodeError, UnknownTaskError
@@ -13,9 +13,9 @@ from evodag.store import EvoDAG
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> EvoDAG:
+def store(tmp_path_factory: pytest.TempPathFactory, fixture_dag: Callable[[Path], dict[str, int]]) -> EvoDAG:
     path = tmp_path_factory.mktemp("views") / "evodag.sqlite"
-    build_fixture(path)
+    fixture_dag(path)
     return EvoDAG(path, readonly=True)
 
 

@@ -8,10 +8,11 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from loop_helpers import dag_signature, make_run
 from typer.testing import CliRunner
 
 from saddler.cli.app import app
@@ -61,7 +62,9 @@ def test_init_force_refuses_a_folder_whose_run_lock_is_held(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_init_force_during_a_real_run_leaves_the_run_to_finish_as_if_nothing_happened(tmp_path: Path) -> None:
+def test_init_force_during_a_real_run_leaves_the_run_to_finish_as_if_nothing_happened(
+    tmp_path: Path, dag_signature: Callable[[Path], dict[str, Any]], make_run: Callable[..., Path]
+) -> None:
     reference = make_run(tmp_path / "reference")
     subprocess.run([sys.executable, "-m", "saddler", "run", str(reference), "-q"], check=True, capture_output=True)
     run = make_run(tmp_path / "run")

@@ -1,5 +1,5 @@
 """Fixtures for the documentation tests: the repository's markdown docs parsed into code blocks, inline code
-spans and table rows, and the command trees of the `saddler` and `evo-dag` Typer apps."""
+spans and table rows."""
 
 from __future__ import annotations
 
@@ -8,10 +8,8 @@ import shlex
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
-import typer.main
 
 REPO = Path(__file__).resolve().parents[2]
 MAIN_DOCS = ("README.md", "DEVELOPERS.md", "docs/architecture.md")
@@ -65,6 +63,23 @@ class Doc:
             elif inside:
                 break
         return rows
+
+    def command_table(self) -> list[str]:
+        """README's Commands table, one command string per row's first cell: a span that does not start with a
+        tool continues the previous span's command (`saddler skill run SKILL_DIR` / `skill report W` becomes
+        `saddler skill run SKILL_DIR / skill report W`)."""
+        out: list[str] = []
+        for row in self.table_rows("command"):
+            current = ""
+            for span in _SPAN.findall(row.split(" | ")[0]):
+                if span.split(" ", 1)[0] in TOOLS:
+                    if current:
+                        out.append(current)
+                    current = span
+                else:
+                    current += f" / {span}"
+            out.append(current)
+        return out
 
     def command_lines(self) -> list[tuple[str, str]]:
         """(where, command) for every `saddler …` / `evo-dag …` command in a shell or plain code block, and every
@@ -121,47 +136,18 @@ def tokens_of(command: str) -> list[str]:
     return [w.strip("[]") for w in words if w.strip("[]")]
 
 
-@dataclass(frozen=True)
-class CommandTree:
-    """A click command (or group) of one of the Typer apps."""
-
-    name: str
-    command: Any
-
-    @property
-    def is_group(self) -> bool:
-        return hasattr(self.command, "commands")
-
-    def sub(self, name: str) -> CommandTree | None:
-        if not self.is_group or name not in self.command.commands:
-            return None
-        return CommandTree(f"{self.name} {name}", self.command.commands[name])
-
-    def leaves(self) -> list[str]:
-        if not self.is_group:
-            return [self.name]
-        return [leaf for n in self.command.commands for leaf in self.sub(n).leaves()]  # type: ignore[union-attr]
-
-    def options(self) -> dict[str, Any]:
-        """Option name (every spelling, `--help` included) -> click parameter."""
-        opts: dict[str, Any] = {"--help": None}
-        for param in self.command.params:
-            if param.param_type_name == "option":
-                for name in (*param.opts, *param.secondary_opts):
-                    opts[name] = param
-        return opts
-
-    def max_arguments(self) -> float:
-        args = [p for p in self.command.params if p.param_type_name == "argument"]
-        return float("inf") if any(p.nargs == -1 for p in args) else sum(p.nargs for p in args)
-
-
 def tracked_markdown() -> list[str]:
     """Every markdown file git tracks outside tests/: docs, package READMEs, templates, session prompts."""
     out = subprocess.run(
         ["git", "ls-files", "-z", "--", "*.md", ":!tests/"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout
     return sorted(name for name in out.split("\0") if name)
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    """The repository's root folder."""
+    return REPO
 
 
 @pytest.fixture(scope="session")
@@ -181,15 +167,3 @@ def all_docs() -> dict[str, Doc]:
 @pytest.fixture(scope="session")
 def readme(docs: dict[str, Doc]) -> Doc:
     return docs["README.md"]
-
-
-@pytest.fixture(scope="session")
-def cli_trees() -> dict[str, CommandTree]:
-    """`saddler` and `evo-dag` as click command trees."""
-    from evodag.cli import app as evodag_app
-    from saddler.cli.app import app as saddler_app
-
-    return {
-        "saddler": CommandTree("saddler", typer.main.get_command(saddler_app)),
-        "evo-dag": CommandTree("evo-dag", typer.main.get_command(evodag_app)),
-    }
