@@ -3,6 +3,7 @@ the two CLIs is in README's Commands table (the approach of sqlite-utils' tests/
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -77,3 +78,17 @@ def test_the_checker_reads_siblings_continuations_and_set_keys(
     assert check_command("saddler init D --set loop.max_iterations=3 --set KEY=VALUE")[2] == ["loop.max_iterations"]
     assert config_path_error("loop.max_iteration") is not None
     assert config_path_error("sessions.prompts.system") is None
+
+
+def test_every_command_takes_json_except_those_readme_names(
+    readme: Doc, cli_trees: dict[str, CommandTree], check_command: Callable[[str], CommandCheck]
+) -> None:
+    sentence = readme.prose.split("Every command takes `--json` except", 1)[1].split("tell the story", 1)[0]
+    without = {name for span in re.findall(r"`([^`\n]+)`", sentence) for name in check_command(span)[1]}
+    assert without, "README no longer lists the commands without --json"
+
+    def leaves(tree: CommandTree) -> list[CommandTree]:
+        return [x for n in tree.command.commands for x in leaves(tree.sub(n))] if tree.is_group else [tree]
+
+    lacking = {c.name for tree in cli_trees.values() for c in leaves(tree) if "--json" not in c.options()}
+    assert sorted(lacking) == sorted(without)

@@ -5,6 +5,7 @@ Python name they give (`saddler.procs.run_process_group`, `RunContext.update_bes
 from __future__ import annotations
 
 import ast
+import builtins
 import fnmatch
 import importlib
 import re
@@ -26,6 +27,7 @@ CODE_FOLDERS = (*SOURCE_PACKAGES, "bench", "scripts")
 """Where a module path given relative to its package (`run/faults.py`, `plumbing.py`) is looked for."""
 EXTERNAL_NAMES = {
     "GenerateConfig.seed": "Inspect AI's GenerateConfig (the inspect benchmark passes the rollout's seed)",
+    "Database": "sqlite-utils' Database (what `StoreBase.db` hands out)",
 }
 """Python names the docs give that belong to other projects."""
 _PLACEHOLDER = re.compile(r"<[^>/]*>")
@@ -242,3 +244,12 @@ def test_every_name_given_by_its_module_resolves(
         and config_path_error(span.removeprefix("run.")) is not None
     )
     assert missing == []
+
+
+@pytest.mark.parametrize("name", ["README.md", "DEVELOPERS.md", "docs/architecture.md"])
+def test_every_class_the_docs_name_exists(docs: dict[str, Doc], name: str) -> None:
+    """`RolloutResult`, `Evaluator`, `ChangedInputsError`: a class defined in saddler, evodag or benchmarks (or a
+    builtin, or another project's, listed in EXTERNAL_NAMES)."""
+    named = {s for s in docs[name].spans() if re.fullmatch(r"[A-Z][a-z][a-zA-Z0-9]*", s)}
+    known = set(class_members()) | set(EXTERNAL_NAMES) | set(dir(builtins))
+    assert sorted(named - known) == []
