@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import tempfile
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -276,7 +277,9 @@ def test_iteration_roundtrip(store: EvoDAG) -> None:
 @SETTINGS
 @given(st.text(min_size=1, max_size=30), json_dicts, json_dicts)
 def test_cache_roundtrip(key: str, first: dict[str, Any], second: dict[str, Any]) -> None:
-    with EvoDAG(":memory:") as s:
+    # a fresh file per example: EvoDAG(":memory:") made a real file of that name in the current folder, shared by
+    # every example and every later run
+    with tempfile.TemporaryDirectory() as tmp, EvoDAG(Path(tmp) / "evodag.sqlite") as s:
         assert s.cache_get(key) is None
         s.cache_put(key, first)
         assert s.cache_get(key) == first
