@@ -5,12 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${SADDLER_TEST_VENV:-.venv-test}
+case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac  # absolute: PATH below must find its console scripts
 PY=${PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ]; then "$PY" -m venv "$VENV"; fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps .
 "$VENV/bin/python" -m pip install -q ".[dev,ray,inspect]"
-export PATH="$PWD/$VENV/bin:$PATH"
+export PATH="$VENV/bin:$PATH"
 # The installed (non-editable) package must find its bundled benchmarks and templates.
 ( cd /tmp && saddler --help >/dev/null && evo-dag --help >/dev/null && saddler list --json )
 ruff check saddler evodag benchmarks tests bench

@@ -1,4 +1,5 @@
-"""Shared pytest options: live tests call real LLM APIs and spend money: opt in with `--run-live` (and a key).
+"""Shared fixtures (the plugin modules below) and options: live tests call real LLM APIs and spend money: opt in
+with `--run-live` (and a key).
 
 A live test names the variables that can hold its key: `@pytest.mark.live(keys=("OPENAI_API_KEY",))`; the
 default is Anthropic's. The marker is read from the item itself (a keyword match would also catch any folder
@@ -12,7 +13,20 @@ import os
 import pytest
 
 ANTHROPIC_KEYS = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")
-pytest_plugins = ["cli_helpers"]  # the `outside` and `fakes` fixtures (fake claude / codex / pi on PATH)
+# The shared fixtures, one plugin module per kind of thing they build. Tests request them by name and import
+# nothing from these modules but types, for annotations (under TYPE_CHECKING).
+pytest_plugins = [
+    "plugins.runs",  # make_run, dag_signature, run_git: opsdesk run folders
+    "plugins.repos",  # source_repo, harness_files, git_in, write_files, skill_repo: git repositories
+    "plugins.stores",  # fixture_dag, counting_clock: a small deterministic EvoDAG
+    "plugins.reports",  # open_store, build_run: a realistic finished run for reports, status, plot, export
+    "plugins.sessions",  # make_worktree, diagnosis_request, reflection_request, evolution_request
+    "plugins.executors",  # make_harness, make_job, executor_config, fakes_importable, require_sandbox, ...
+    "plugins.fleet",  # fleet_setup: the fleet fixture project, a fake claude, fleet.json
+    "plugins.clis",  # outside, fakes, records, command_backend: fake claude / codex / pi CLIs on PATH
+    "plugins.docs",  # docs, all_docs, readme, repo_root: the markdown docs parsed
+    "plugins.clitree",  # cli_trees, check_command, config_path_error: the CLIs' command trees, doc checkers
+]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_transport import FakeTransport, Hook, assistant, result
-from session_helpers import diagnosis_request, evolution_request, make_worktree, reflection_request
 
 from saddler.config import SessionConfig
 from saddler.errors import AuthenticationError
@@ -56,7 +56,9 @@ DIAG_ANSWER = {
 }
 
 
-def test_diagnosis_builds_options_denies_protected_edit_and_parses_answer(tmp_path: Path) -> None:
+def test_diagnosis_builds_options_denies_protected_edit_and_parses_answer(
+    tmp_path: Path, diagnosis_request: Callable[..., Any], make_worktree: Callable[[Path], Path]
+) -> None:
     wt = make_worktree(tmp_path / "wt")
     req = diagnosis_request(tmp_path / "run", wt)
 
@@ -140,7 +142,9 @@ def test_diagnosis_builds_options_denies_protected_edit_and_parses_answer(tmp_pa
     assert lines[-1] == {"kind": "outcome", "outcome": "ok", "cost_usd": 0.42, "duration_s": out.stats.duration_s}
 
 
-def test_exploration_adds_web_search_tools(tmp_path: Path) -> None:
+def test_exploration_adds_web_search_tools(
+    tmp_path: Path, diagnosis_request: Callable[..., Any], make_worktree: Callable[[Path], Path]
+) -> None:
     wt = make_worktree(tmp_path / "wt")
     req = diagnosis_request(tmp_path / "run", wt, exploration=True)
     b, _ = backend(tmp_path, [])
@@ -158,7 +162,9 @@ def test_exploration_adds_web_search_tools(tmp_path: Path) -> None:
     assert "WebSearch" not in (b.build_options("diagnosis_patch", req).tools or [])
 
 
-def test_reflection_reads_only_and_parses_lessons_from_text_fallback(tmp_path: Path) -> None:
+def test_reflection_reads_only_and_parses_lessons_from_text_fallback(
+    tmp_path: Path, reflection_request: Callable[..., Any]
+) -> None:
     answer = {
         "lessons": [
             {
@@ -186,7 +192,7 @@ def test_reflection_reads_only_and_parses_lessons_from_text_fallback(tmp_path: P
     assert "Edit" in opts.disallowed_tools
 
 
-def test_evolution_structured_answer(tmp_path: Path) -> None:
+def test_evolution_structured_answer(tmp_path: Path, evolution_request: Callable[..., Any]) -> None:
     answer = {"action": "revert", "parent_node_id": 3, "edge_ids": [2], "rationale": "edge 2 is a true regression"}
     b, _ = backend(tmp_path, [[result(structured=answer, cost=0.05, models=("claude-sonnet-4-5", "claude-opus-4-6"))]])
     out = b.evolve(evolution_request(tmp_path / "run"))
@@ -196,7 +202,9 @@ def test_evolution_structured_answer(tmp_path: Path) -> None:
     assert out.stats.transcript_path == str(tmp_path / "run" / "sessions" / "3-evolution.jsonl")
 
 
-def test_max_turns_is_a_failed_session_and_evolution_falls_back_to_continue(tmp_path: Path) -> None:
+def test_max_turns_is_a_failed_session_and_evolution_falls_back_to_continue(
+    tmp_path: Path, evolution_request: Callable[..., Any]
+) -> None:
     failed = result("error_max_turns", is_error=True, cost=0.9, turns=12)
     b, _ = backend(tmp_path, [[failed]])
     out = b.evolve(evolution_request(tmp_path / "run"))
@@ -205,21 +213,25 @@ def test_max_turns_is_a_failed_session_and_evolution_falls_back_to_continue(tmp_
     assert out.stats.cost_usd == 0.9 and out.stats.turns == 12
 
 
-def test_budget_exceeded_diagnosis_is_failed(tmp_path: Path) -> None:
+def test_budget_exceeded_diagnosis_is_failed(
+    tmp_path: Path, diagnosis_request: Callable[..., Any], make_worktree: Callable[[Path], Path]
+) -> None:
     wt = make_worktree(tmp_path / "wt")
     b, _ = backend(tmp_path, [[result("error_max_budget_usd", is_error=True, cost=1.6)]])
     out = b.diagnose_patch(diagnosis_request(tmp_path / "run", wt))
     assert out.status == "failed" and out.stats.outcome == "failed:budget" and out.stats.cost_usd == 1.6
 
 
-def test_unparsable_answer_is_failed(tmp_path: Path) -> None:
+def test_unparsable_answer_is_failed(tmp_path: Path, reflection_request: Callable[..., Any]) -> None:
     b, _ = backend(tmp_path, [[result(text="I could not decide.")]])
     out = b.reflect(reflection_request(tmp_path / "run"))
     assert out.lessons == [] and out.stats.outcome == "failed:unparsable_output"
     assert "not a JSON object" in out.stats.error
 
 
-def test_authentication_failure_raises_naming_the_variable(tmp_path: Path) -> None:
+def test_authentication_failure_raises_naming_the_variable(
+    tmp_path: Path, reflection_request: Callable[..., Any]
+) -> None:
     script = [
         assistant("Invalid API key · Please run /login", error="authentication_failed"),
         result(text="Invalid API key · Please run /login", is_error=True, cost=0.0, turns=1),
@@ -230,7 +242,7 @@ def test_authentication_failure_raises_naming_the_variable(tmp_path: Path) -> No
     assert len(made) == 1  # no retry on bad credentials
 
 
-def test_transient_error_is_retried_with_backoff(tmp_path: Path) -> None:
+def test_transient_error_is_retried_with_backoff(tmp_path: Path, reflection_request: Callable[..., Any]) -> None:
     overloaded = result(text="API Error: overloaded", is_error=True, status=529, cost=0.01, turns=1)
     answer = {"lessons": [], "summary": "nothing learned"}
     b, made = backend(tmp_path, [[overloaded], [overloaded], [result(structured=answer, cost=0.2)]])
@@ -240,7 +252,9 @@ def test_transient_error_is_retried_with_backoff(tmp_path: Path) -> None:
     assert len(b.sleeps) == 2 and 2.0 <= b.sleeps[0] <= 2.5 and 4.0 <= b.sleeps[1] <= 5.0  # type: ignore[attr-defined]
 
 
-def test_transient_errors_exhaust_retries_into_failed_result(tmp_path: Path) -> None:
+def test_transient_errors_exhaust_retries_into_failed_result(
+    tmp_path: Path, evolution_request: Callable[..., Any]
+) -> None:
     overloaded = result(text="API Error: overloaded", is_error=True, status=529, cost=0.0, turns=1)
     b, made = backend(tmp_path, [[overloaded]] * 3)
     out = b.evolve(evolution_request(tmp_path / "run"))
@@ -254,7 +268,7 @@ def test_registry_builds_the_claude_backend(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_real_bundled_cli_without_credentials_raises_authentication_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reflection_request: Callable[..., Any]
 ) -> None:
     """No fake here: the SDK's own subprocess transport and the bundled CLI, refused before any API call."""
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
@@ -269,7 +283,12 @@ def test_real_bundled_cli_without_credentials_raises_authentication_error(
     assert (init["cwd"], init["permissionMode"], init["model"]) == (str(tmp_path / "run"), "dontAsk", "claude-opus-4-6")
 
 
-def test_options_follow_the_roles_limits_and_effort(tmp_path: Path) -> None:
+def test_options_follow_the_roles_limits_and_effort(
+    tmp_path: Path,
+    diagnosis_request: Callable[..., Any],
+    evolution_request: Callable[..., Any],
+    make_worktree: Callable[[Path], Path],
+) -> None:
     from saddler.errors import ConfigError
 
     wt = make_worktree(tmp_path / "wt")

@@ -6,10 +6,11 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from session_helpers import diagnosis_request, evolution_request, make_worktree, reflection_request
 
 from saddler.agentcli import build_argv, parse_usage
 from saddler.config import SessionConfig
@@ -33,7 +34,9 @@ def _clean_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FAKE_AGENT_MODE", raising=False)
 
 
-def test_diagnosis_edits_the_worktree_and_reads_the_result_file(tmp_path: Path) -> None:
+def test_diagnosis_edits_the_worktree_and_reads_the_result_file(
+    tmp_path: Path, diagnosis_request: Callable[..., Any], make_worktree: Callable[[Path], Path]
+) -> None:
     wt = make_worktree(tmp_path / "wt")
     b = make_backend(tmp_path)
     out = b.diagnose_patch(diagnosis_request(tmp_path / "run", wt))
@@ -63,7 +66,9 @@ def test_diagnosis_edits_the_worktree_and_reads_the_result_file(tmp_path: Path) 
     assert b.last_argv[2].endswith("sessions/3-diagnosis_patch.prompt.md")
 
 
-def test_reflection_and_evolution_through_the_command(tmp_path: Path) -> None:
+def test_reflection_and_evolution_through_the_command(
+    tmp_path: Path, evolution_request: Callable[..., Any], reflection_request: Callable[..., Any]
+) -> None:
     b = make_backend(tmp_path)
     refl = b.reflect(reflection_request(tmp_path / "run"))
     assert [(x.task_id, x.category, x.attribution) for x in refl.lessons] == [
@@ -75,14 +80,21 @@ def test_reflection_and_evolution_through_the_command(tmp_path: Path) -> None:
     assert Path(tmp_path / "run" / "sessions" / "3-evolution.result.json").is_file()
 
 
-def test_agent_without_a_result_file_is_a_failed_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agent_without_a_result_file_is_a_failed_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reflection_request: Callable[..., Any]
+) -> None:
     monkeypatch.setenv("FAKE_AGENT_MODE", "no_result")
     out = make_backend(tmp_path).reflect(reflection_request(tmp_path / "run"))
     assert out.lessons == [] and out.stats.outcome == "failed:unparsable_output"
     assert out.stats.cost_usd == 0.0125
 
 
-def test_max_turns_reported_by_the_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_max_turns_reported_by_the_agent(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    diagnosis_request: Callable[..., Any],
+    make_worktree: Callable[[Path], Path],
+) -> None:
     monkeypatch.setenv("FAKE_AGENT_MODE", "max_turns")
     wt = make_worktree(tmp_path / "wt")
     out = make_backend(tmp_path).diagnose_patch(diagnosis_request(tmp_path / "run", wt))
@@ -90,13 +102,17 @@ def test_max_turns_reported_by_the_agent(tmp_path: Path, monkeypatch: pytest.Mon
     assert got == ("failed", "failed:max_turns", 40, 0.5)
 
 
-def test_timeout_kills_the_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_timeout_kills_the_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, evolution_request: Callable[..., Any]
+) -> None:
     monkeypatch.setenv("FAKE_AGENT_MODE", "hang")
     out = make_backend(tmp_path, timeout_s=1.0).evolve(evolution_request(tmp_path / "run"))
     assert (out.action, out.parent_node_id, out.stats.outcome) == ("continue", 3, "failed:timeout")
 
 
-def test_transient_failure_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_transient_failure_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, evolution_request: Callable[..., Any]
+) -> None:
     monkeypatch.setenv("FAKE_AGENT_MODE", "rate_limit_once")
     monkeypatch.setenv("FAKE_AGENT_STATE", str(tmp_path / "state"))
     out = make_backend(tmp_path).evolve(evolution_request(tmp_path / "run"))
@@ -105,7 +121,7 @@ def test_transient_failure_is_retried(tmp_path: Path, monkeypatch: pytest.Monkey
     assert kinds.count("attempt") == 2 and "retry" in kinds
 
 
-def test_missing_cli_is_a_backend_error(tmp_path: Path) -> None:
+def test_missing_cli_is_a_backend_error(tmp_path: Path, evolution_request: Callable[..., Any]) -> None:
     b = make_backend(tmp_path, command="definitely-not-an-agent-cli {prompt}")
     with pytest.raises(BackendError, match="not found on PATH"):
         b.evolve(evolution_request(tmp_path / "run"))
@@ -126,7 +142,9 @@ def test_templates_and_presets() -> None:
     assert resolve_command(SessionConfig(command="claude"))[1] == "ANTHROPIC_API_KEY"
 
 
-def test_claude_preset_argv_carries_limits_tools_and_the_guard_hook(tmp_path: Path) -> None:
+def test_claude_preset_argv_carries_limits_tools_and_the_guard_hook(
+    tmp_path: Path, diagnosis_request: Callable[..., Any], make_worktree: Callable[[Path], Path]
+) -> None:
     wt = make_worktree(tmp_path / "wt")
     b = make_backend(tmp_path, command="claude", max_turns=9, max_budget_usd=0.75)
     req = diagnosis_request(tmp_path / "run", wt)
@@ -208,7 +226,10 @@ def test_parse_usage_shapes() -> None:
 
 @pytest.mark.slow
 def test_claude_preset_against_the_real_bundled_cli_without_credentials(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    diagnosis_request: Callable[..., Any],
+    make_worktree: Callable[[Path], Path],
 ) -> None:
     """The preset's flags are accepted by the real CLI, which then refuses: no key, empty HOME, nothing spent."""
     import claude_agent_sdk
@@ -235,7 +256,10 @@ def test_claude_preset_against_the_real_bundled_cli_without_credentials(
 
 
 def test_an_agent_that_commits_gets_its_commit_undone_into_the_worktree(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    diagnosis_request: Callable[..., Any],
+    make_worktree: Callable[[Path], Path],
 ) -> None:
     monkeypatch.setenv("FAKE_AGENT_MODE", "commits")
     wt = make_worktree(tmp_path / "wt")
@@ -246,7 +270,9 @@ def test_an_agent_that_commits_gets_its_commit_undone_into_the_worktree(
     assert changed_files(wt) == ["tools/search.py"]
 
 
-def test_a_prompt_too_long_for_one_argument_goes_by_reference(tmp_path: Path) -> None:
+def test_a_prompt_too_long_for_one_argument_goes_by_reference(
+    tmp_path: Path, evolution_request: Callable[..., Any]
+) -> None:
     b = make_backend(tmp_path, command="agent --instructions {prompt}")
     req = evolution_request(tmp_path / "run")
     files = b.session_files("evolution", req)

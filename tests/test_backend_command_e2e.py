@@ -10,28 +10,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from saddler.cli import run as cli_run
 from saddler.cli.app import app
 
 FAKE = Path(__file__).with_name("fake_agent.py")
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not hasattr(cli_run, "register"), reason="needs saddler run"),
-]
+pytestmark = pytest.mark.slow
 
 
-def _opsdesk_ready() -> bool:
-    try:
-        from saddler.benchmark import load_benchmark
-
-        load_benchmark("opsdesk")
-    except Exception:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _opsdesk_ready(), reason="needs the opsdesk benchmark")
 def test_saddler_run_with_the_command_backend_records_every_session(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     command = f"{sys.executable} {FAKE} {{prompt_file}}"
@@ -91,7 +76,6 @@ def test_saddler_run_with_the_command_backend_records_every_session(tmp_path: Pa
     assert lessons and {a for (a,) in lessons} == {"uncertain"}
 
 
-@pytest.mark.skipif(not _opsdesk_ready(), reason="needs the opsdesk benchmark")
 def test_saddler_run_with_the_claude_backend_stops_at_the_first_session_without_credentials(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

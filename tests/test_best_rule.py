@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from loop_helpers import make_run
 from typer.testing import CliRunner
 
 from evodag.cli import app as evodag_app
@@ -38,7 +38,9 @@ def _recorded_bests(store: EvoDAG) -> list[int]:
 
 
 @pytest.mark.parametrize(("ranking", "rule"), [("best_dev", pick_best_dev), ("latest_kept", pick_latest_kept)])
-def test_every_reader_names_the_node_the_loop_chose(tmp_path: Path, ranking: str, rule: object) -> None:
+def test_every_reader_names_the_node_the_loop_chose(
+    tmp_path: Path, ranking: str, rule: object, make_run: Callable[..., Path]
+) -> None:
     run_dir = make_run(tmp_path / "run", policies={"ranking": ranking})
     outcome = _finish(run_dir)
     with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
@@ -56,7 +58,7 @@ def test_every_reader_names_the_node_the_loop_chose(tmp_path: Path, ranking: str
     }
 
 
-def test_reading_the_best_node_writes_nothing(tmp_path: Path) -> None:
+def test_reading_the_best_node_writes_nothing(tmp_path: Path, make_run: Callable[..., Path]) -> None:
     run_dir = make_run(tmp_path / "run", loop={"max_iterations": 2})
     _finish(run_dir)
     paths = RunPaths(run_dir.resolve())

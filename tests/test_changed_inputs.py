@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from loop_helpers import git, make_run
 from typer.testing import CliRunner
 
 from evodag.store import EvoDAG
@@ -43,7 +44,7 @@ def test_budgets_and_resources_are_not_inputs() -> None:
     } <= keys
 
 
-def test_a_changed_setting_stops_the_resume_until_allowed(tmp_path: Path) -> None:
+def test_a_changed_setting_stops_the_resume_until_allowed(tmp_path: Path, make_run: Callable[..., Path]) -> None:
     run_dir = make_run(tmp_path / "run", loop={"max_iterations": 1})
     assert _run(run_dir)[0] == 0
     with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
@@ -69,22 +70,26 @@ def test_a_changed_setting_stops_the_resume_until_allowed(tmp_path: Path) -> Non
     assert _run(run_dir)[0] == 0, "the new inputs are the run's now"
 
 
-def test_a_moved_harness_baseline_and_an_edited_prompt_file_are_changes(tmp_path: Path) -> None:
+def test_a_moved_harness_baseline_and_an_edited_prompt_file_are_changes(
+    tmp_path: Path, run_git: Callable[..., Any], make_run: Callable[..., Path]
+) -> None:
     run_dir = make_run(tmp_path / "run", loop={"max_iterations": 1})
     (run_dir / "evolution.md").write_text("# Evolution {iteration}\n")
     _edit(run_dir, "[run.executor]", '[run.sessions.prompts]\nevolution = "evolution.md"\n\n[run.executor]')
     assert _run(run_dir)[0] == 0
     (run_dir / "evolution.md").write_text("# Evolution, reworded {iteration}\n")
     (run_dir / "harness" / "NOTES.md").write_text("a new baseline\n")
-    git(run_dir, "add", "-A")
-    git(run_dir, "commit", "-qm", "new baseline")
-    git(run_dir, "update-ref", "refs/saddler/baseline", "HEAD")
+    run_git(run_dir, "add", "-A")
+    run_git(run_dir, "commit", "-qm", "new baseline")
+    run_git(run_dir, "update-ref", "refs/saddler/baseline", "HEAD")
     code, output = _run(run_dir)
     assert code == 2
     assert "harness.baseline_commit: '" in output and "sessions.prompts.evolution.sha256: '" in output
 
 
-def test_a_run_recorded_before_inputs_were_kept_is_checked_on_its_config(tmp_path: Path) -> None:
+def test_a_run_recorded_before_inputs_were_kept_is_checked_on_its_config(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
     run_dir = make_run(tmp_path / "run", loop={"max_iterations": 1})
     assert _run(run_dir)[0] == 0
     with EvoDAG(run_dir / "evodag.sqlite") as store:

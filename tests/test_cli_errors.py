@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from evodag_fixture import build_fixture
 from typer.testing import CliRunner
 
 from evodag.cli import app as evodag_app
@@ -67,9 +67,11 @@ def test_a_genuine_bug_keeps_its_traceback(tmp_path: Path, monkeypatch: pytest.M
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
-def test_evo_dag_writing_to_a_full_device_is_one_line(tmp_path: Path) -> None:
+def test_evo_dag_writing_to_a_full_device_is_one_line(
+    tmp_path: Path, fixture_dag: Callable[[Path], dict[str, int]]
+) -> None:
     db = tmp_path / "evodag.sqlite"
-    build_fixture(db)
+    fixture_dag(db)
     result = runner.invoke(evodag_app, ["export", "--db", str(db), "--out", "/dev/full"])
     assert (result.exit_code, result.stdout) == (1, "")
     assert result.stderr == "evo-dag: cannot write /dev/full: No space left on device\n"

@@ -4,13 +4,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from executor_helpers import child_can_import_fakes
-from harness_fixtures import make_source_repo
-from loop_helpers import dag_signature
 from typer.testing import CliRunner
 
 from evodag.cli import app as evodag_app
@@ -23,7 +21,7 @@ from saddler.sessions import registry
 from saddler.sessions.offline import OfflineBackend
 from saddler.sessions.schema import DiagnosisRequest, DiagnosisResult
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fakes_importable")]  # children import the fakes
 HARNESS_TOML = """\
 [harness]
 name = "listed"
@@ -35,40 +33,43 @@ protected = ["saddler.toml"]
 """
 
 
-def listed_run(tmp_path: Path, failing: dict[str, str], name: str = "run", **overrides: Any) -> Path:
-    """A run of the listed-failures harness (12 train tasks unless `benchmark_options` says otherwise); the runs
-    of one test share one source repository, hence one baseline commit."""
-    src = tmp_path / "src"
-    if not src.exists():
-        lines = "".join(f"{task} {check}\n" for task, check in failing.items())
-        make_source_repo(
-            src,
-            {
-                "saddler.toml": HARNESS_TOML,
-                "loop.py": "x = 1\n",
-                "prompts/system.md": "Be careful.\n",
-                "failing.txt": lines,
-            },
-        )
-    sets: dict[str, Any] = {
-        "benchmark_options": {"n_tasks": 12},
-        "loop": {"max_iterations": 4, "batch_size": 4, "test_runs": 1},
-        "executor": {"workers": 1},
-        "policies": {"evolution": "continue"},
-    }
-    for key, table in overrides.items():
-        sets.setdefault(key, {}).update(table)
-    run = tmp_path / name
-    init_run(run, harness=src, benchmark="fake_benchmarks:ListedFailuresBenchmark", overrides=sets)
-    return run
+@pytest.fixture(scope="session")
+def listed_run(source_repo: Callable[..., Path]) -> Callable[..., Path]:
+    """`listed_run(tmp_path, failing, name="run", **tables)`: a run of the listed-failures harness (12 train tasks
+    unless `benchmark_options` says otherwise); the runs of one test share one source repository, hence one
+    baseline commit."""
+
+    def make(tmp_path: Path, failing: dict[str, str], name: str = "run", **overrides: Any) -> Path:
+        src = tmp_path / "src"
+        if not src.exists():
+            lines = "".join(f"{task} {check}\n" for task, check in failing.items())
+            source_repo(
+                src,
+                {
+                    "saddler.toml": HARNESS_TOML,
+                    "loop.py": "x = 1\n",
+                    "prompts/system.md": "Be careful.\n",
+                    "failing.txt": lines,
+                },
+            )
+        sets: dict[str, Any] = {
+            "benchmark_options": {"n_tasks": 12},
+            "loop": {"max_iterations": 4, "batch_size": 4, "test_runs": 1},
+            "executor": {"workers": 1},
+            "policies": {"evolution": "continue"},
+        }
+        for key, table in overrides.items():
+            sets.setdefault(key, {}).update(table)
+        run = tmp_path / name
+        init_run(run, harness=src, benchmark="fake_benchmarks:ListedFailuresBenchmark", overrides=sets)
+        return run
+
+    return make
 
 
-@pytest.fixture(autouse=True)
-def fakes_importable(monkeypatch: pytest.MonkeyPatch) -> None:
-    child_can_import_fakes(monkeypatch)
-
-
-def test_no_diagnosis_session_when_the_parent_passes_the_whole_batch(tmp_path: Path) -> None:
+def test_no_diagnosis_session_when_the_parent_passes_the_whole_batch(
+    tmp_path: Path, listed_run: Callable[..., Path]
+) -> None:
     run = listed_run(tmp_path, {"t-train-0": "answer"}, benchmark_options={"n_tasks": 6},
                      loop={"max_iterations": 3, "batch_size": 2})  # fmt: skip
     Optimizer(run, quiet=True).run()
@@ -91,7 +92,9 @@ def test_no_diagnosis_session_when_the_parent_passes_the_whole_batch(tmp_path: P
 FAILING = {"t-train-1": "event_time", "t-train-4": "event_time", "t-train-6": "event_time", "t-train-9": "answer"}
 
 
-def test_curriculum_batches_pull_known_failures_and_keep_growing_coverage(tmp_path: Path) -> None:
+def test_curriculum_batches_pull_known_failures_and_keep_growing_coverage(
+    tmp_path: Path, listed_run: Callable[..., Path]
+) -> None:
     run = listed_run(tmp_path, FAILING, loop={"max_iterations": 6},
                      policies={"sampler": "curriculum", "phase_transition": "full_coverage"})  # fmt: skip
     Optimizer(run, quiet=True).run()
@@ -128,7 +131,10 @@ class CrashOnceBackend(OfflineBackend):
 
 
 def test_curriculum_runs_are_deterministic_and_a_resumed_iteration_keeps_its_batch(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    dag_signature: Callable[[Path], dict[str, Any]],
+    listed_run: Callable[..., Path],
 ) -> None:
     monkeypatch.setitem(registry.BACKENDS, "crash-once", f"{__name__}:CrashOnceBackend")
     policies = {"sampler": "curriculum"}

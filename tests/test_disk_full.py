@@ -12,15 +12,16 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from loop_helpers import dag_signature, git, make_run
 
 from evodag.errors import StoreFullError
 from evodag.store import EvoDAG
 from saddler.errors import DiskFullError
-from saddler.harness.gitcmd import git as run_git
+from saddler.harness.gitcmd import git as saddler_git
 
 FAULTS = (
     "rollout:9:sqlite_full",
@@ -52,7 +53,12 @@ def _assert_one_line_disk_full(proc: subprocess.CompletedProcess[str], context: 
 
 
 @pytest.mark.slow
-def test_disk_full_at_each_write_is_one_line_and_the_run_resumes_to_the_same_result(tmp_path: Path) -> None:
+def test_disk_full_at_each_write_is_one_line_and_the_run_resumes_to_the_same_result(
+    tmp_path: Path,
+    dag_signature: Callable[[Path], dict[str, Any]],
+    run_git: Callable[..., Any],
+    make_run: Callable[..., Path],
+) -> None:
     reference = make_run(tmp_path / "reference")
     assert _saddler_run(reference).returncode == 0
     faulted = make_run(tmp_path / "faulted")
@@ -62,7 +68,7 @@ def test_disk_full_at_each_write_is_one_line_and_the_run_resumes_to_the_same_res
             assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert _saddler_run(faulted).returncode == 0
     assert dag_signature(faulted) == dag_signature(reference)
-    assert git(faulted, "fsck", "--no-progress").returncode == 0
+    assert run_git(faulted, "fsck", "--no-progress").returncode == 0
     assert sorted(p.name for p in (faulted / "best").iterdir()) == sorted(
         p.name for p in (reference / "best").iterdir()
     )
@@ -99,7 +105,7 @@ def test_git_failing_for_lack_of_space_is_a_disk_full_fault_even_when_failure_is
     os.environ["PATH"] = f"{fake}{os.pathsep}{old}"
     try:
         with pytest.raises(DiskFullError, match=r"disk full: git apply could not write to .*free space"):
-            run_git(["apply", "--3way", "-"], tmp_path, check=False, input="diff")
+            saddler_git(["apply", "--3way", "-"], tmp_path, check=False, input="diff")
     finally:
         os.environ["PATH"] = old
 
@@ -128,7 +134,9 @@ cp -a {mnt}/run {out}/run
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _userns_tmpfs_works(), reason="needs unshare with user and mount namespaces")
-def test_a_real_run_on_a_tiny_filesystem_stops_cleanly_and_resumes(tmp_path: Path) -> None:
+def test_a_real_run_on_a_tiny_filesystem_stops_cleanly_and_resumes(
+    tmp_path: Path, dag_signature: Callable[[Path], dict[str, Any]], make_run: Callable[..., Path]
+) -> None:
     reference = make_run(tmp_path / "reference")
     assert _saddler_run(reference).returncode == 0
     fresh = make_run(tmp_path / "fresh")

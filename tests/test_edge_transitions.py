@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from loop_helpers import make_run
 
 from evodag.models import RolloutRow
 from evodag.store import EvoDAG
@@ -100,7 +100,7 @@ class EverythingFixedBackend(OfflineBackend):
 
 @pytest.mark.slow
 def test_the_loop_stores_measured_transitions_whatever_the_reflection_claims(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_run: Callable[..., Path]
 ) -> None:
     monkeypatch.setitem(registry.BACKENDS, "fixed", f"{__name__}:EverythingFixedBackend")
     run = make_run(tmp_path / "run", loop={"max_iterations": 3}, sessions={"backend": "fixed"})

@@ -6,12 +6,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from executor_helpers import SPEC, child_can_import_fakes, executor_config
-from fake_benchmarks import FakeBenchmark
+from fake_benchmarks import SPEC, FakeBenchmark
 
 from evodag.models import Node
 from evodag.store import EvoDAG
 from saddler.benchmark import RolloutResult
+from saddler.config import ExecutorConfig
 from saddler.executor.base import RolloutJob
 from saddler.executor.local import LocalExecutor
 from saddler.harness.space import HarnessSpace
@@ -33,7 +33,7 @@ class World:
         self.space = HarnessSpace.create(template, self.root / "harness", self.root / "worktrees")
         self.run_id = self.store.create_run({"benchmark": SPEC}, seed=0).id
         self.bench = FakeBenchmark(n_tasks=4)
-        self.executor = LocalExecutor(executor_config(workers=2, timeout_s=30))
+        self.executor = LocalExecutor(ExecutorConfig.model_validate({"workers": 2, "timeout_s": 30}))
         self.progress = NullProgress()
         self.evaluator = Evaluator(
             self.store, self.run_id, self.space, self.bench, SPEC, {"n_tasks": 4}, self.executor,
@@ -52,8 +52,7 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    child_can_import_fakes(monkeypatch)
+def world(tmp_path: Path, fakes_importable: None) -> Iterator[World]:
     w = World(tmp_path)
     yield w
     w.executor.close()
@@ -121,8 +120,7 @@ def test_a_changed_harness_or_seed_executes_again(world: World) -> None:
     assert world.evaluator.executed_count == 4
 
 
-def test_shared_cache_is_reused_across_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    child_can_import_fakes(monkeypatch)
+def test_shared_cache_is_reused_across_runs(tmp_path: Path, fakes_importable: None) -> None:
     with EvoDAG(tmp_path / "shared-cache.db") as cache:
         one = World(tmp_path, "one.db", cache=cache)
         tasks = one.bench.tasks("train")

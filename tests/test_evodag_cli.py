@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import networkx as nx
 import pytest
-from evodag_fixture import build_fixture
 from typer.testing import CliRunner
 
 from evodag.cli import app
@@ -24,9 +24,9 @@ REBASE_DIFF = "--- a/loop.py\n+++ b/loop.py\n+max_turns = 9\n"
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def db(tmp_path_factory: pytest.TempPathFactory, fixture_dag: Callable[[Path], dict[str, int]]) -> Path:
     path = tmp_path_factory.mktemp("run") / "evodag.sqlite"
-    build_fixture(path)
+    fixture_dag(path)
     return path
 
 
@@ -195,10 +195,12 @@ def test_lineage_and_best(db: Path) -> None:
         "best: #6 accepted c6c6c6c6c6  dev 0.700 ± 0.020  lines 15", "path: #1 -> #5 -> #6"]  # fmt: skip
 
 
-def test_best_is_what_the_run_recorded_not_a_second_ranking(tmp_path: Path) -> None:
+def test_best_is_what_the_run_recorded_not_a_second_ranking(
+    tmp_path: Path, fixture_dag: Callable[[Path], dict[str, int]]
+) -> None:
     """A rejected node scoring higher on dev is never named: `evo-dag best` reads the run's own choice."""
     db = tmp_path / "evodag.sqlite"
-    build_fixture(db)
+    fixture_dag(db)
     with EvoDAG(db) as s:
         s.update_node(3, dev_mean=0.99, dev_std=0.0)  # rejected
         assert s.summary()["best"]["id"] == 6

@@ -4,11 +4,11 @@ exact JSON documents, the text form, `--last`, and the failure signature rule.""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from evodag_fixture import counting_clock
 from typer.testing import CliRunner
 
 from evodag.cli import app
@@ -30,7 +30,7 @@ def _rollout(s: EvoDAG, run: int, node: int, task: str, passed: bool, rationale:
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def db(tmp_path_factory: pytest.TempPathFactory, counting_clock: Callable[..., Callable[[], str]]) -> Path:
     """Four iterations: 1 accepted (fixes a1), 2 rejected (regresses b1), 3 no_patch after an evolution
     rebase, 4 no_training_failures (nothing diagnosed); iteration 5 still running."""
     path = tmp_path_factory.mktemp("hist") / "evodag.sqlite"
@@ -83,7 +83,9 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_history_of_an_iteration_that_has_no_parent_yet(tmp_path: Path) -> None:
+def test_history_of_an_iteration_that_has_no_parent_yet(
+    tmp_path: Path, counting_clock: Callable[..., Callable[[], str]]
+) -> None:
     with EvoDAG(tmp_path / "evodag.sqlite", clock=counting_clock()) as s:
         run = s.create_run({}, seed=0).id
         s.start_iteration(run, 1, 0, ["a"], phase="capability")

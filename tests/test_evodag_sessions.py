@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from evodag_fixture import counting_clock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +17,7 @@ from evodag.store import EvoDAG
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Any:
+def store(tmp_path: Path, counting_clock: Callable[..., Callable[[], str]]) -> Any:
     with EvoDAG(tmp_path / "evodag.sqlite", clock=counting_clock()) as s:
         yield s
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
+import tempfile
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
-from evodag_fixture import build_fixture, counting_clock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -43,7 +44,7 @@ json_dicts = st.dictionaries(texts, json_values, max_size=5)
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Any:
+def store(tmp_path: Path, counting_clock: Callable[..., Callable[[], str]]) -> Any:
     with EvoDAG(tmp_path / "evodag.sqlite", clock=counting_clock()) as s:
         yield s
 
@@ -276,7 +277,9 @@ def test_iteration_roundtrip(store: EvoDAG) -> None:
 @SETTINGS
 @given(st.text(min_size=1, max_size=30), json_dicts, json_dicts)
 def test_cache_roundtrip(key: str, first: dict[str, Any], second: dict[str, Any]) -> None:
-    with EvoDAG(":memory:") as s:
+    # a fresh file per example: EvoDAG(":memory:") made a real file of that name in the current folder, shared by
+    # every example and every later run
+    with tempfile.TemporaryDirectory() as tmp, EvoDAG(Path(tmp) / "evodag.sqlite") as s:
         assert s.cache_get(key) is None
         s.cache_put(key, first)
         assert s.cache_get(key) == first
@@ -360,11 +363,11 @@ def test_errors_say_what_to_do(store: EvoDAG) -> None:
         store.add_rollout(run_id=run, node_id=root)
 
 
-def test_fixture_is_deterministic(tmp_path: Path) -> None:
+def test_fixture_is_deterministic(tmp_path: Path, fixture_dag: Callable[[Path], dict[str, int]]) -> None:
     def dump(path: Path) -> list[Any]:
         with EvoDAG(path, readonly=True) as s:
             return [asdict(x) for x in [*s.nodes(), *s.edges(), *s.rollouts(), *s.lessons(), *s.events()]]
 
-    build_fixture(tmp_path / "a.sqlite")
-    build_fixture(tmp_path / "b.sqlite")
+    fixture_dag(tmp_path / "a.sqlite")
+    fixture_dag(tmp_path / "b.sqlite")
     assert dump(tmp_path / "a.sqlite") == dump(tmp_path / "b.sqlite")

@@ -6,10 +6,10 @@ finish with a complete record, never exit 2 with the run left "running".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from loop_helpers import make_run
 from typer.testing import CliRunner
 
 from evodag.store import EvoDAG
@@ -73,7 +73,9 @@ def _run(run_dir: Path) -> None:
     assert result.exit_code == 0, result.output
 
 
-def test_an_unknown_edge_is_retried_once_then_the_run_continues(tmp_path: Path, backends: None) -> None:
+def test_an_unknown_edge_is_retried_once_then_the_run_continues(
+    tmp_path: Path, backends: None, make_run: Callable[..., Path]
+) -> None:
     run_dir = make_run(tmp_path / "run", loop={"max_iterations": 3}, sessions={"backend": "UnknownEdgeBackend"})
     _run(run_dir)
     with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
@@ -90,7 +92,7 @@ def test_an_unknown_edge_is_retried_once_then_the_run_continues(tmp_path: Path, 
         assert all(n.origin != "cherry_pick" for n in store.nodes())
 
 
-def test_a_retried_answer_that_is_valid_is_used(tmp_path: Path, backends: None) -> None:
+def test_a_retried_answer_that_is_valid_is_used(tmp_path: Path, backends: None, make_run: Callable[..., Path]) -> None:
     run_dir = make_run(tmp_path / "run", loop={"max_iterations": 3}, sessions={"backend": "FixesItselfBackend"})
     _run(run_dir)
     with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
@@ -100,7 +102,9 @@ def test_a_retried_answer_that_is_valid_is_used(tmp_path: Path, backends: None) 
         assert all("evolution failed" not in a["rationale"] and a["error"] == "" for a in actions)
 
 
-def test_a_base_that_is_not_kept_is_refused_unless_the_config_allows_it(tmp_path: Path, backends: None) -> None:
+def test_a_base_that_is_not_kept_is_refused_unless_the_config_allows_it(
+    tmp_path: Path, backends: None, make_run: Callable[..., Path]
+) -> None:
     kept = make_run(tmp_path / "kept", loop={"max_iterations": 8}, sessions={"backend": "RejectedBaseBackend"})
     _run(kept)
     with EvoDAG(kept / "evodag.sqlite", readonly=True) as store:

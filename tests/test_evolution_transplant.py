@@ -3,12 +3,11 @@ edge that failed; and evolution answers are checked against the store before any
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
 import pytest
-from harness_fixtures import FILES, make_source_repo, sh, write_files
 
 from evodag.models import Node
 from evodag.store import EvoDAG
@@ -17,13 +16,17 @@ from saddler.run import evolution
 from saddler.run.transplant import apply_action
 from saddler.sessions.schema import EvolutionResult, SessionStats
 
-PROMPT = FILES["prompts/system.md"]
-
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[tuple[EvoDAG, HarnessSpace, dict[str, Node]]]:
+def world(
+    tmp_path: Path,
+    source_repo: Callable[..., Path],
+    write_files: Callable[[Path, dict[str, str]], None],
+    harness_files: dict[str, str],
+) -> Iterator[tuple[EvoDAG, HarnessSpace, dict[str, Node]]]:
     """Baseline n1; n2 adds tools/new.py, n3 rewords the prompt, n4 rewords it differently (all from n1)."""
-    source = make_source_repo(tmp_path / "user-harness")
+    prompt = harness_files["prompts/system.md"]
+    source = source_repo(tmp_path / "user-harness")
     space = HarnessSpace.create(source, tmp_path / "run" / "harness", tmp_path / "run" / "worktrees")
     store = EvoDAG(tmp_path / "run" / "evodag.sqlite")
     run = store.create_run({}, 0).id
@@ -31,8 +34,8 @@ def world(tmp_path: Path) -> Iterator[tuple[EvoDAG, HarnessSpace, dict[str, Node
     nodes = {"n1": store.add_node(run, base, None, 0, "baseline", "baseline", "baseline", status="baseline")}
     edits = {
         "n2": {"tools/new.py": "N = 1\n"},
-        "n3": {"prompts/system.md": PROMPT.replace("Answer briefly.", "Answer in detail.")},
-        "n4": {"prompts/system.md": PROMPT.replace("Answer briefly.", "Answer in one word.")},
+        "n3": {"prompts/system.md": prompt.replace("Answer briefly.", "Answer in detail.")},
+        "n4": {"prompts/system.md": prompt.replace("Answer briefly.", "Answer in one word.")},
     }
     for i, (name, files) in enumerate(edits.items(), start=1):
         wt = space.worktree(base, name)
@@ -54,14 +57,16 @@ def _pick(
     )
 
 
-def test_every_listed_edge_is_applied_in_order_as_its_own_commit(world: tuple[EvoDAG, HarnessSpace, dict]) -> None:
+def test_every_listed_edge_is_applied_in_order_as_its_own_commit(
+    world: tuple[EvoDAG, HarnessSpace, dict], git_in: Callable[..., str]
+) -> None:
     store, space, nodes = world
     made = apply_action(store, space, 1, 4, "capability", _pick(nodes["n1"], [1, 2]))
     assert made is not None and made.error == "" and len(made.nodes) == 2
     first, last = made.nodes
     assert (first.parent_id, last.parent_id) == (nodes["n1"].id, first.id)
     assert [store.edge_into(n.id).source_edge_id for n in made.nodes] == [1, 2]  # type: ignore[union-attr]
-    assert sh("rev-parse", f"{last.commit}^", cwd=space.repo_dir).strip() == first.commit, "a chain of commits"
+    assert git_in("rev-parse", f"{last.commit}^", cwd=space.repo_dir).strip() == first.commit, "a chain of commits"
     assert space.read_file(last.commit, "tools/new.py") == "N = 1\n"
     assert "Answer in detail." in (space.read_file(last.commit, "prompts/system.md") or "")
     assert made.key == f"cherry_pick:1,2@{nodes['n1'].id}"

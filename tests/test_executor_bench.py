@@ -6,16 +6,15 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-
-from executor_helpers import TESTS_DIR, make_harness
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_bench_prints_its_figures(tmp_path: Path) -> None:
+def test_bench_prints_its_figures(tmp_path: Path, tests_dir: str, make_harness: Callable[..., Path]) -> None:
     harness = make_harness(tmp_path / "h")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([TESTS_DIR, str(ROOT)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests_dir, str(ROOT)])}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "executor.py"), "--benchmark", "fake_benchmarks:FakeBenchmark",
          "--harness", str(harness), "--rollouts", "8", "--trials", "1"],

@@ -18,12 +18,11 @@ import socket
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from executor_helpers import TESTS_DIR, make_harness, make_job, require_sandbox, sandbox_unavailable
 from fake_benchmarks import sysv_key
 
 from saddler.config import ExecutorConfig
@@ -52,18 +51,29 @@ print(json.dumps({"results": results, "mode": box.mode, "warning": box.warning()
 """
 
 
-def run_optimizer(tmp_path: Path, config: dict[str, Any], jobs: list[Any], no_bwrap: bool = False) -> dict[str, Any]:
-    """Run the jobs one after another in a fresh optimizer process whose environment holds the secret."""
-    env = {**os.environ, "ANTHROPIC_API_KEY": SECRET, "HOME": str(tmp_path / "home")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (TESTS_DIR, env.get("PYTHONPATH", "")) if p)
-    spec = {"config": {"workers": 1, "timeout_s": 30, **config}, "jobs": [j.to_json() for j in jobs]}
-    spec["no_bwrap"] = no_bwrap
-    proc = subprocess.run(
-        [sys.executable, "-c", OPTIMIZER], input=json.dumps(spec), capture_output=True, text=True, env=env, check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return out
+@pytest.fixture
+def run_optimizer(tests_dir: str) -> Callable[..., dict[str, Any]]:
+    """`run_optimizer(tmp_path, config, jobs, no_bwrap=False)`: run the jobs one after another in a fresh optimizer
+    process whose environment holds the secret; returns its report (results, sandbox mode, warning)."""
+
+    def run(tmp_path: Path, config: dict[str, Any], jobs: list[Any], no_bwrap: bool = False) -> dict[str, Any]:
+        env = {**os.environ, "ANTHROPIC_API_KEY": SECRET, "HOME": str(tmp_path / "home")}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (tests_dir, env.get("PYTHONPATH", "")) if p)
+        spec = {"config": {"workers": 1, "timeout_s": 30, **config}, "jobs": [j.to_json() for j in jobs]}
+        spec["no_bwrap"] = no_bwrap
+        proc = subprocess.run(
+            [sys.executable, "-c", OPTIMIZER],
+            input=json.dumps(spec),
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        return out
+
+    return run
 
 
 @pytest.fixture
@@ -78,30 +88,38 @@ def listener() -> Iterator[int]:
         server.close()
 
 
-def attack(tmp_path: Path, port: int, config: dict[str, Any], no_bwrap: bool = False) -> dict[str, Any]:
-    """The honest rollout, the attack, the honest rollout again; returns the optimizer's report plus `attack`."""
-    home, run = tmp_path / "home", tmp_path / "run"
-    home.mkdir()
-    run.mkdir()
-    with sqlite3.connect(run / "evodag.sqlite") as db:
-        db.execute("CREATE TABLE t (x)")
-    shared = make_harness(run / "snapshot")  # what the evaluator hands the executor: one folder per tree
-    targets = [home / ".bashrc", run / "saddler.toml", run / "evodag.sqlite", shared / "policy.txt"]
-    (home / ".bashrc").write_text("# the user's\n")
-    (run / "saddler.toml").write_text("[run]\n")
-    prompt = json.dumps(
-        {"secret": SECRET, "port": port, "optimizer_pid": os.getpid(), "write": [str(t) for t in targets]}
-    )
-    traces = run / "traces"
-    jobs = [
-        make_job(shared, traces, "ok-1"),
-        make_job(shared, traces, "attack-1", prompt=prompt),
-        make_job(shared, traces, "ok-1"),
-    ]
-    report = run_optimizer(tmp_path, config, jobs, no_bwrap)
-    report["attack"] = json.loads((traces / "attack.json").read_text())
-    report["targets"] = {str(t): t.read_bytes() for t in targets}
-    return report
+@pytest.fixture
+def attack(
+    run_optimizer: Callable[..., dict[str, Any]], make_harness: Callable[..., Path], make_job: Callable[..., Any]
+) -> Callable[..., dict[str, Any]]:
+    """`attack(tmp_path, port, config, no_bwrap=False)`: the honest rollout, the attack, the honest rollout again;
+    returns the optimizer's report plus `attack` (what the attack saw) and `targets` (the files it aimed at)."""
+
+    def run(tmp_path: Path, port: int, config: dict[str, Any], no_bwrap: bool = False) -> dict[str, Any]:
+        home, run = tmp_path / "home", tmp_path / "run"
+        home.mkdir()
+        run.mkdir()
+        with sqlite3.connect(run / "evodag.sqlite") as db:
+            db.execute("CREATE TABLE t (x)")
+        shared = make_harness(run / "snapshot")  # what the evaluator hands the executor: one folder per tree
+        targets = [home / ".bashrc", run / "saddler.toml", run / "evodag.sqlite", shared / "policy.txt"]
+        (home / ".bashrc").write_text("# the user's\n")
+        (run / "saddler.toml").write_text("[run]\n")
+        prompt = json.dumps(
+            {"secret": SECRET, "port": port, "optimizer_pid": os.getpid(), "write": [str(t) for t in targets]}
+        )
+        traces = run / "traces"
+        jobs = [
+            make_job(shared, traces, "ok-1"),
+            make_job(shared, traces, "attack-1", prompt=prompt),
+            make_job(shared, traces, "ok-1"),
+        ]
+        report = run_optimizer(tmp_path, config, jobs, no_bwrap)
+        report["attack"] = json.loads((traces / "attack.json").read_text())
+        report["targets"] = {str(t): t.read_bytes() for t in targets}
+        return report
+
+    return run
 
 
 def assert_untouched(report: dict[str, Any], tmp_path: Path) -> None:
@@ -111,7 +129,13 @@ def assert_untouched(report: dict[str, Any], tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("mode", ["bwrap", "landlock", "none"])
-def test_a_hostile_rollout_never_changes_a_later_result(tmp_path: Path, listener: int, mode: str) -> None:
+def test_a_hostile_rollout_never_changes_a_later_result(
+    tmp_path: Path,
+    listener: int,
+    mode: str,
+    require_sandbox: Callable[[str], None],
+    attack: Callable[..., dict[str, Any]],
+) -> None:
     require_sandbox(mode)
     report = attack(tmp_path, listener, {"sandbox": mode})
     before, hostile, after = report["results"]
@@ -120,7 +144,9 @@ def test_a_hostile_rollout_never_changes_a_later_result(tmp_path: Path, listener
     assert report["mode"] == mode
 
 
-def test_bwrap_contains_every_attack(tmp_path: Path, listener: int) -> None:
+def test_bwrap_contains_every_attack(
+    tmp_path: Path, listener: int, require_sandbox: Callable[[str], None], attack: Callable[..., dict[str, Any]]
+) -> None:
     require_sandbox("bwrap")
     report = attack(tmp_path, listener, {"sandbox": "bwrap"})
     seen = report["attack"]
@@ -131,7 +157,9 @@ def test_bwrap_contains_every_attack(tmp_path: Path, listener: int) -> None:
     assert report["warning"] is None and report["uncontained"] == []
 
 
-def test_landlock_contains_what_it_can_and_the_warning_names_the_rest(tmp_path: Path, listener: int) -> None:
+def test_landlock_contains_what_it_can_and_the_warning_names_the_rest(
+    tmp_path: Path, listener: int, require_sandbox: Callable[[str], None], attack: Callable[..., dict[str, Any]]
+) -> None:
     require_sandbox("landlock")
     report = attack(tmp_path, listener, {"sandbox": "auto"}, no_bwrap=True)
     assert report["mode"] == "landlock"
@@ -151,7 +179,9 @@ def test_landlock_contains_what_it_can_and_the_warning_names_the_rest(tmp_path: 
         assert "signals to other processes" in warning
 
 
-def test_without_a_sandbox_the_warning_names_every_open_door(tmp_path: Path, listener: int) -> None:
+def test_without_a_sandbox_the_warning_names_every_open_door(
+    tmp_path: Path, listener: int, attack: Callable[..., dict[str, Any]]
+) -> None:
     report = attack(tmp_path, listener, {"sandbox": "none"})
     seen = report["attack"]
     # what process isolation alone contains: the rollout's own environment is scrubbed, and the harness it ran on
@@ -163,7 +193,12 @@ def test_without_a_sandbox_the_warning_names_every_open_door(tmp_path: Path, lis
     assert seen["environ"] == "found" and seen["tcp"] == "connected" and seen["signal"] == "sent"
 
 
-def test_the_default_is_the_strongest_sandbox_available(tmp_path: Path, listener: int) -> None:
+def test_the_default_is_the_strongest_sandbox_available(
+    tmp_path: Path,
+    listener: int,
+    sandbox_unavailable: Callable[[str], str | None],
+    attack: Callable[..., dict[str, Any]],
+) -> None:
     assert ExecutorConfig().sandbox == "auto"
     report = attack(tmp_path, listener, {})
     expected = next(mode for mode in ("bwrap", "landlock", "none") if not sandbox_unavailable(mode))
@@ -174,7 +209,14 @@ def test_the_default_is_the_strongest_sandbox_available(tmp_path: Path, listener
 
 
 @pytest.mark.parametrize("mode", ["bwrap", "landlock", "none"])
-def test_nothing_one_rollout_writes_reaches_the_next(tmp_path: Path, mode: str) -> None:
+def test_nothing_one_rollout_writes_reaches_the_next(
+    tmp_path: Path,
+    mode: str,
+    make_harness: Callable[..., Path],
+    make_job: Callable[..., Any],
+    require_sandbox: Callable[[str], None],
+    run_optimizer: Callable[..., dict[str, Any]],
+) -> None:
     require_sandbox(mode)
     token = str(random.Random(str(tmp_path)).randrange(10**8, 10**9))
     harness, traces = make_harness(tmp_path / "snapshot"), tmp_path / "traces"
@@ -219,7 +261,9 @@ def test_an_explicit_sandbox_that_is_missing_is_refused(monkeypatch: pytest.Monk
     assert fallback.warning() is not None and "/proc/<pid>/environ" in fallback.warning()
 
 
-def test_a_tree_is_copied_from_memory_so_a_later_plant_changes_nothing(tmp_path: Path) -> None:
+def test_a_tree_is_copied_from_memory_so_a_later_plant_changes_nothing(
+    tmp_path: Path, make_harness: Callable[..., Path]
+) -> None:
     from saddler.executor.workspace import HarnessCopies
 
     source = make_harness(tmp_path / "snapshot", "first")

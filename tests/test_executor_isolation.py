@@ -11,18 +11,11 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from executor_helpers import (
-    SANDBOXES,
-    child_can_import_fakes,
-    executor_config,
-    make_harness,
-    make_job,
-    pid_alive,
-    require_sandbox,
-)
 
 from saddler.benchmark import RolloutResult
 from saddler.executor.environment import MARKER_VAR, sweep_stale_private_dirs
@@ -33,11 +26,21 @@ from saddler.executor.workspace import RolloutFolder
 from saddler.procs import descendants
 
 SECRET = "sk-test-DO-NOT-LEAK-4242"
+SANDBOXES = ["bwrap", "landlock", "none"]
+
+
+def pid_alive(pid: int) -> bool:
+    """True when `pid` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.fixture(autouse=True)
-def _fakes(monkeypatch: pytest.MonkeyPatch) -> None:
-    child_can_import_fakes(monkeypatch)
+def _environment(monkeypatch: pytest.MonkeyPatch, fakes_importable: None) -> None:
+    """Rollout children import the fakes; secrets (and one allowed variable) are in this environment."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     monkeypatch.setenv("MY_SERVICE_TOKEN", SECRET)
     monkeypatch.setenv("SADDLER_TEST_ALLOWED", "visible-value")
@@ -45,7 +48,15 @@ def _fakes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 @pytest.mark.parametrize("mode", ["fork", "spawn"])
-def test_successful_rollout_returns_the_benchmark_result(tmp_path: Path, mode: str, sandbox: str) -> None:
+def test_successful_rollout_returns_the_benchmark_result(
+    tmp_path: Path,
+    mode: str,
+    sandbox: str,
+    executor_config: Callable[..., Any],
+    make_harness: Callable[..., Path],
+    make_job: Callable[..., Any],
+    require_sandbox: Callable[[str], None],
+) -> None:
     require_sandbox(sandbox)
     runner = IsolatedRunner(executor_config(timeout_s=30, sandbox=sandbox), mode)
     assert runner.sandbox.mode == sandbox
@@ -71,7 +82,15 @@ def test_successful_rollout_returns_the_benchmark_result(tmp_path: Path, mode: s
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 @pytest.mark.parametrize("mode", ["fork", "spawn"])
 def test_crashes_become_infra_errors_with_stderr_tail(
-    tmp_path: Path, task_id: str, needle: str, mode: str, sandbox: str
+    tmp_path: Path,
+    task_id: str,
+    needle: str,
+    mode: str,
+    sandbox: str,
+    executor_config: Callable[..., Any],
+    make_harness: Callable[..., Path],
+    make_job: Callable[..., Any],
+    require_sandbox: Callable[[str], None],
 ) -> None:
     require_sandbox(sandbox)
     runner = IsolatedRunner(executor_config(timeout_s=30, memory_mb=256, sandbox=sandbox), mode)
@@ -83,7 +102,13 @@ def test_crashes_become_infra_errors_with_stderr_tail(
 
 
 @pytest.mark.parametrize("mode", ["fork", "spawn"])
-def test_timeout_is_recorded_and_per_job_override_applies(tmp_path: Path, mode: str) -> None:
+def test_timeout_is_recorded_and_per_job_override_applies(
+    tmp_path: Path,
+    mode: str,
+    executor_config: Callable[..., Any],
+    make_harness: Callable[..., Path],
+    make_job: Callable[..., Any],
+) -> None:
     runner = IsolatedRunner(executor_config(timeout_s=60), mode)
     start = time.monotonic()
     result = runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", "sleep-1", timeout_s=0.5))
@@ -93,26 +118,35 @@ def test_timeout_is_recorded_and_per_job_override_applies(tmp_path: Path, mode: 
     runner.close()
 
 
-def _hostile_run(tmp_path: Path, sandbox: str, mode: str | None = None) -> tuple[object, Path, Path]:
-    config = executor_config(
-        timeout_s=2.0, memory_mb=512, sandbox=sandbox, env_allow=["PATH", "PYTHONPATH", "SADDLER_TEST_ALLOWED"]
-    )
-    outside = tmp_path / "outside" / "escaped.txt"
-    outside.parent.mkdir()
-    traces = tmp_path / "traces"
-    token = str(random.Random(str(tmp_path)).randrange(10**8, 10**9))
-    prompt = json.dumps({"outside": str(outside), "token": token})
-    harness = make_harness(tmp_path / "h")
-    jobs = [make_job(harness, traces, "hostile-1", prompt=prompt), make_job(harness, traces, "ok-1")]
-    executor = LocalExecutor(config, mode)
-    got: dict[str, RolloutResult] = {}
-    executor.run(jobs, lambda job, result: got.__setitem__(job.task.id, result))
-    assert got["ok-1"].disposition in ("success", "task_failure")  # the caller carried on
-    executor.run(jobs[1:], lambda job, result: got.__setitem__("again", result))
-    assert got["again"].score == got["ok-1"].score
-    executor.close()
-    assert _sleepers(token) == []  # both setsid escapees were killed (seen from this namespace)
-    return got["hostile-1"], traces, outside
+@pytest.fixture
+def hostile_run(
+    executor_config: Callable[..., Any], make_harness: Callable[..., Path], make_job: Callable[..., Any]
+) -> Callable[..., tuple[object, Path, Path]]:
+    """`hostile_run(tmp_path, sandbox, mode=None)`: the hostile rollout then an honest one (twice) through a
+    local executor; returns (the hostile result, its trace folder, the file outside it may not write)."""
+
+    def run(tmp_path: Path, sandbox: str, mode: str | None = None) -> tuple[object, Path, Path]:
+        config = executor_config(
+            timeout_s=2.0, memory_mb=512, sandbox=sandbox, env_allow=["PATH", "PYTHONPATH", "SADDLER_TEST_ALLOWED"]
+        )
+        outside = tmp_path / "outside" / "escaped.txt"
+        outside.parent.mkdir()
+        traces = tmp_path / "traces"
+        token = str(random.Random(str(tmp_path)).randrange(10**8, 10**9))
+        prompt = json.dumps({"outside": str(outside), "token": token})
+        harness = make_harness(tmp_path / "h")
+        jobs = [make_job(harness, traces, "hostile-1", prompt=prompt), make_job(harness, traces, "ok-1")]
+        executor = LocalExecutor(config, mode)
+        got: dict[str, RolloutResult] = {}
+        executor.run(jobs, lambda job, result: got.__setitem__(job.task.id, result))
+        assert got["ok-1"].disposition in ("success", "task_failure")  # the caller carried on
+        executor.run(jobs[1:], lambda job, result: got.__setitem__("again", result))
+        assert got["again"].score == got["ok-1"].score
+        executor.close()
+        assert _sleepers(token) == []  # both setsid escapees were killed (seen from this namespace)
+        return got["hostile-1"], traces, outside
+
+    return run
 
 
 def _sleepers(token: str) -> list[int]:
@@ -147,8 +181,10 @@ def _assert_pids_dead(traces: Path) -> None:
 
 
 @pytest.mark.parametrize("mode", ["fork", "spawn"])
-def test_hostile_rollout_is_contained_without_sandbox(tmp_path: Path, mode: str) -> None:
-    result, traces, outside = _hostile_run(tmp_path, "none", mode)
+def test_hostile_rollout_is_contained_without_sandbox(
+    tmp_path: Path, mode: str, hostile_run: Callable[..., tuple[object, Path, Path]]
+) -> None:
+    result, traces, outside = hostile_run(tmp_path, "none", mode)
     _assert_contained(result, traces)
     _assert_pids_dead(traces)  # same pid namespace: the rollout's own pids are checkable
     assert (traces / "outside.txt").read_text() == "written"  # a sandbox is what stops absolute writes
@@ -157,16 +193,24 @@ def test_hostile_rollout_is_contained_without_sandbox(tmp_path: Path, mode: str)
 
 @pytest.mark.parametrize("sandbox", ["bwrap", "landlock"])
 @pytest.mark.parametrize("mode", ["fork", "spawn"])
-def test_hostile_rollout_is_contained_in_a_sandbox(tmp_path: Path, mode: str, sandbox: str) -> None:
+def test_hostile_rollout_is_contained_in_a_sandbox(
+    tmp_path: Path,
+    mode: str,
+    sandbox: str,
+    require_sandbox: Callable[[str], None],
+    hostile_run: Callable[..., tuple[object, Path, Path]],
+) -> None:
     require_sandbox(sandbox)
-    result, traces, outside = _hostile_run(tmp_path, sandbox, mode)
+    result, traces, outside = hostile_run(tmp_path, sandbox, mode)
     _assert_contained(result, traces)
     assert not outside.exists()
     assert (traces / "outside.txt").read_text().startswith("refused:")
 
 
 @pytest.mark.parametrize("network", [False, True])
-def test_bwrap_argv_shares_the_network_only_when_asked(tmp_path: Path, network: bool) -> None:
+def test_bwrap_argv_shares_the_network_only_when_asked(
+    tmp_path: Path, network: bool, executor_config: Callable[..., Any], require_sandbox: Callable[[str], None]
+) -> None:
     require_sandbox("bwrap")
     runner = IsolatedRunner(executor_config(sandbox="bwrap", network=network, timeout_s=30))
     folder = RolloutFolder(tmp_path / "private")
@@ -177,7 +221,9 @@ def test_bwrap_argv_shares_the_network_only_when_asked(tmp_path: Path, network: 
     runner.close()
 
 
-def test_each_rollout_runs_on_its_own_copy_of_the_harness(tmp_path: Path) -> None:
+def test_each_rollout_runs_on_its_own_copy_of_the_harness(
+    tmp_path: Path, executor_config: Callable[..., Any], make_harness: Callable[..., Path], make_job: Callable[..., Any]
+) -> None:
     harness = make_harness(tmp_path / "h")
     runner = IsolatedRunner(executor_config(timeout_s=30))
     result = runner.run(make_job(harness, tmp_path / "t", "crash-1"))
@@ -188,7 +234,13 @@ def test_each_rollout_runs_on_its_own_copy_of_the_harness(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("mode", ["fork", "spawn"])
-def test_leftovers_of_a_normal_exit_are_killed(tmp_path: Path, mode: str) -> None:
+def test_leftovers_of_a_normal_exit_are_killed(
+    tmp_path: Path,
+    mode: str,
+    executor_config: Callable[..., Any],
+    make_harness: Callable[..., Path],
+    make_job: Callable[..., Any],
+) -> None:
     runner = IsolatedRunner(executor_config(timeout_s=30, sandbox="none"), mode)
     result = runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", "daemon-1"))
     assert result.disposition in ("success", "task_failure")
@@ -199,7 +251,14 @@ def test_leftovers_of_a_normal_exit_are_killed(tmp_path: Path, mode: str) -> Non
 
 
 @pytest.mark.parametrize("task_id", ["daemon-1", "ghost-1", "ghost-2-hang"])
-def test_nothing_a_rollout_leaves_survives_in_its_sandbox(tmp_path: Path, task_id: str) -> None:
+def test_nothing_a_rollout_leaves_survives_in_its_sandbox(
+    tmp_path: Path,
+    task_id: str,
+    executor_config: Callable[..., Any],
+    make_harness: Callable[..., Path],
+    make_job: Callable[..., Any],
+    require_sandbox: Callable[[str], None],
+) -> None:
     require_sandbox("bwrap")
     runner = IsolatedRunner(executor_config(timeout_s=1.5, sandbox="bwrap"), "fork")
     runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", task_id))
@@ -238,7 +297,13 @@ def test_sweep_removes_only_dirs_of_dead_owners(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_private_dirs_are_removed_after_each_rollout(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sandbox: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    sandbox: str,
+    executor_config: Callable[..., Any],
+    make_harness: Callable[..., Path],
+    make_job: Callable[..., Any],
+    require_sandbox: Callable[[str], None],
 ) -> None:
     require_sandbox(sandbox)
     base = tmp_path / "private"
@@ -257,7 +322,9 @@ def test_private_dirs_are_removed_after_each_rollout(
     assert list(base.iterdir()) == []
 
 
-def test_a_rollout_that_kills_its_fork_server_is_an_infra_error(tmp_path: Path) -> None:
+def test_a_rollout_that_kills_its_fork_server_is_an_infra_error(
+    tmp_path: Path, executor_config: Callable[..., Any], make_harness: Callable[..., Path], make_job: Callable[..., Any]
+) -> None:
     runner = IsolatedRunner(executor_config(timeout_s=20, sandbox="none"), "fork")
     harness = make_harness(tmp_path / "h")
     start = time.monotonic()
@@ -271,7 +338,13 @@ def test_a_rollout_that_kills_its_fork_server_is_an_infra_error(tmp_path: Path) 
     runner.close()
 
 
-def test_in_bwrap_a_rollout_cannot_kill_its_fork_server(tmp_path: Path) -> None:
+def test_in_bwrap_a_rollout_cannot_kill_its_fork_server(
+    tmp_path: Path,
+    executor_config: Callable[..., Any],
+    make_harness: Callable[..., Path],
+    make_job: Callable[..., Any],
+    require_sandbox: Callable[[str], None],
+) -> None:
     require_sandbox("bwrap")
     runner = IsolatedRunner(executor_config(timeout_s=1.5, sandbox="bwrap"), "fork")
     harness = make_harness(tmp_path / "h")
@@ -283,7 +356,14 @@ def test_in_bwrap_a_rollout_cannot_kill_its_fork_server(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mode", ["fork", "spawn"])
 @pytest.mark.parametrize("task_id", ["ghost-1", "ghost-2-hang"])
-def test_an_unmarked_orphan_in_its_own_session_is_killed(tmp_path: Path, mode: str, task_id: str) -> None:
+def test_an_unmarked_orphan_in_its_own_session_is_killed(
+    tmp_path: Path,
+    mode: str,
+    task_id: str,
+    executor_config: Callable[..., Any],
+    make_harness: Callable[..., Path],
+    make_job: Callable[..., Any],
+) -> None:
     runner = IsolatedRunner(executor_config(timeout_s=1.5, sandbox="none"), mode)
     result = runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", task_id))
     assert result.disposition == ("timeout" if task_id.endswith("hang") else "success") or not result.passed
@@ -293,7 +373,14 @@ def test_an_unmarked_orphan_in_its_own_session_is_killed(tmp_path: Path, mode: s
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
-def test_a_dropped_runner_stops_its_fork_servers(tmp_path: Path, sandbox: str) -> None:
+def test_a_dropped_runner_stops_its_fork_servers(
+    tmp_path: Path,
+    sandbox: str,
+    executor_config: Callable[..., Any],
+    make_harness: Callable[..., Path],
+    make_job: Callable[..., Any],
+    require_sandbox: Callable[[str], None],
+) -> None:
     import gc
 
     require_sandbox(sandbox)
@@ -309,7 +396,13 @@ def test_a_dropped_runner_stops_its_fork_servers(tmp_path: Path, sandbox: str) -
 
 
 @pytest.mark.parametrize("sandbox", ["none", "bwrap"])
-def test_rollouts_die_with_a_killed_optimizer(tmp_path: Path, sandbox: str) -> None:
+def test_rollouts_die_with_a_killed_optimizer(
+    tmp_path: Path,
+    sandbox: str,
+    make_harness: Callable[..., Path],
+    make_job: Callable[..., Any],
+    require_sandbox: Callable[[str], None],
+) -> None:
     """SIGKILL the process running the executor mid-rollout: its fork server kills the rollout's tree (under
     bubblewrap the server is pid 1 of the sandbox, and the whole sandbox goes with it)."""
     require_sandbox(sandbox)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from executor_helpers import child_can_import_fakes, executor_config, make_harness, make_job
 
 from saddler.benchmark import RolloutResult
 from saddler.errors import ExecutorError
@@ -16,13 +17,12 @@ from saddler.executor import make_executor
 from saddler.executor.base import RolloutJob
 from saddler.executor.local import LocalExecutor
 
-
-@pytest.fixture(autouse=True)
-def _fakes(monkeypatch: pytest.MonkeyPatch) -> None:
-    child_can_import_fakes(monkeypatch)
+pytestmark = pytest.mark.usefixtures("fakes_importable")  # rollout children import fake_benchmarks
 
 
-def test_every_job_is_delivered_once_in_the_calling_thread(tmp_path: Path) -> None:
+def test_every_job_is_delivered_once_in_the_calling_thread(
+    tmp_path: Path, executor_config: Callable[..., Any], make_harness: Callable[..., Path], make_job: Callable[..., Any]
+) -> None:
     harness = make_harness(tmp_path / "h")
     jobs = [make_job(harness, tmp_path / "t", f"ok-{i}", seed=i) for i in range(6)]
     jobs.append(make_job(harness, tmp_path / "t", "crash-1"))
@@ -43,7 +43,9 @@ def test_every_job_is_delivered_once_in_the_calling_thread(tmp_path: Path) -> No
     executor.close()
 
 
-def test_workers_run_in_parallel(tmp_path: Path) -> None:
+def test_workers_run_in_parallel(
+    tmp_path: Path, executor_config: Callable[..., Any], make_harness: Callable[..., Path], make_job: Callable[..., Any]
+) -> None:
     """Four rollouts that each wait for all four to have started: only parallel workers let them pass (they meet
     in a shared folder, which only `sandbox = "none"` lets them write)."""
     harness = make_harness(tmp_path / "h")
@@ -57,7 +59,9 @@ def test_workers_run_in_parallel(tmp_path: Path) -> None:
     assert results == ["success"] * 4
 
 
-def test_completion_order_not_submission_order(tmp_path: Path) -> None:
+def test_completion_order_not_submission_order(
+    tmp_path: Path, executor_config: Callable[..., Any], make_harness: Callable[..., Path], make_job: Callable[..., Any]
+) -> None:
     harness = make_harness(tmp_path / "h")
     jobs = [make_job(harness, tmp_path / "t", "sleep-slow", timeout_s=0.8), make_job(harness, tmp_path / "t", "ok-1")]
     order: list[str] = []
@@ -67,7 +71,9 @@ def test_completion_order_not_submission_order(tmp_path: Path) -> None:
     assert order == ["ok-1", "sleep-slow"]
 
 
-def test_a_failing_callback_stops_the_pool_and_kills_running_children(tmp_path: Path) -> None:
+def test_a_failing_callback_stops_the_pool_and_kills_running_children(
+    tmp_path: Path, executor_config: Callable[..., Any], make_harness: Callable[..., Path], make_job: Callable[..., Any]
+) -> None:
     harness = make_harness(tmp_path / "h")
     jobs = [make_job(harness, tmp_path / "t", "ok-0")]
     jobs += [make_job(harness, tmp_path / "t", f"sleep-{i}", timeout_s=60) for i in range(3)]
@@ -84,7 +90,13 @@ def test_a_failing_callback_stops_the_pool_and_kills_running_children(tmp_path: 
     executor.close()
 
 
-def test_a_system_fault_in_a_worker_is_an_executor_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_system_fault_in_a_worker_is_an_executor_error(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    executor_config: Callable[..., Any],
+    make_harness: Callable[..., Path],
+    make_job: Callable[..., Any],
+) -> None:
     executor = LocalExecutor(executor_config(workers=1))
 
     def broken(job: RolloutJob, cancel: object = None) -> RolloutResult:
@@ -95,7 +107,9 @@ def test_a_system_fault_in_a_worker_is_an_executor_error(tmp_path: Path, monkeyp
         executor.run([make_job(make_harness(tmp_path / "h"), tmp_path / "t", "ok-1")], lambda j, r: None)
 
 
-def test_ray_without_the_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ray_without_the_extra_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, executor_config: Callable[..., Any]
+) -> None:
     import sys
 
     monkeypatch.setitem(sys.modules, "ray", None)  # makes `import ray` fail as if it were not installed

@@ -6,12 +6,11 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from executor_helpers import TESTS_DIR, executor_config, make_harness, make_job
 
 from evodag.store import EvoDAG
 from saddler.benchmark import Benchmark, load_benchmark
@@ -20,7 +19,9 @@ from saddler.harness.space import HarnessSpace
 from saddler.ports import Executor
 from saddler.run.evaluate import Evaluator
 
-ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'saddler[ray]')")
+ray = pytest.importorskip(
+    "ray", reason="the ray extra is not installed (pip install 'saddler[ray]')", exc_type=ModuleNotFoundError
+)  # a broken ray install fails instead
 
 from saddler.executor.ray_executor import RayExecutor, snapshot_harness, unpack_harness  # noqa: E402
 
@@ -29,8 +30,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 def test_unreachable_cluster_is_a_clear_error() -> None:
     """Runs first in this module, before the module's cluster exists ("auto" would find that one)."""
-    if ray.is_initialized():
-        pytest.skip("a Ray cluster is running in this process; 'auto' would connect to it")
+    assert not ray.is_initialized(), "this test must run before the module's cluster starts ('auto' would join it)"
     code = (
         "from saddler.config import ExecutorConfig\n"
         "from saddler.errors import ExecutorError\n"
@@ -47,10 +47,10 @@ def test_unreachable_cluster_is_a_clear_error() -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[None]:
+def cluster(tests_dir: str) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         # workers inherit the driver's environment; children find the test benchmarks through PYTHONPATH
-        mp.setenv("PYTHONPATH", os.pathsep.join(p for p in (TESTS_DIR, os.environ.get("PYTHONPATH", "")) if p))
+        mp.setenv("PYTHONPATH", os.pathsep.join(p for p in (tests_dir, os.environ.get("PYTHONPATH", "")) if p))
         mp.setenv("RAY_USAGE_STATS_ENABLED", "0")
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
         try:
@@ -59,16 +59,14 @@ def cluster() -> Iterator[None]:
             ray.shutdown()
 
 
-def _opsdesk() -> tuple[Benchmark, Path] | None:
+def _opsdesk() -> tuple[Benchmark, Path]:
+    """The bundled opsdesk benchmark and template: a failure to load either is a test failure, never a skip."""
     template = Path(__file__).parents[1] / "harness_templates" / "opsdesk"
-    try:
-        bench = load_benchmark("opsdesk")
-    except Exception:
-        return None
-    return (bench, template) if template.is_dir() else None
+    assert template.is_dir(), f"the bundled opsdesk template is missing: {template}"
+    return load_benchmark("opsdesk"), template
 
 
-def _fake(tmp: Path) -> tuple[Benchmark, Path]:
+def _fake(tmp: Path, make_harness: Callable[..., Path]) -> tuple[Benchmark, Path]:
     from fake_benchmarks import FakeBenchmark
 
     return FakeBenchmark(n_tasks=4), make_harness(tmp / "fake-template")
@@ -87,15 +85,20 @@ def _evaluate(root: Path, template: Path, bench: Benchmark, name: str, options: 
 
 
 @pytest.mark.parametrize("which", ["fake", "opsdesk"])
-def test_ray_matches_local(cluster: None, tmp_path: Path, which: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (TESTS_DIR, os.environ.get("PYTHONPATH", "")) if p))
+def test_ray_matches_local(
+    cluster: None,
+    tmp_path: Path,
+    which: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tests_dir: str,
+    executor_config: Callable[..., Any],
+    make_harness: Callable[..., Path],
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (tests_dir, os.environ.get("PYTHONPATH", "")) if p))
     if which == "opsdesk":
-        found = _opsdesk()
-        if found is None:
-            pytest.skip("the opsdesk benchmark or its harness template is not available")
-        (bench, template), name = found, "opsdesk"
+        (bench, template), name = _opsdesk(), "opsdesk"
     else:
-        (bench, template), name = _fake(tmp_path), "fake_benchmarks:FakeBenchmark"
+        (bench, template), name = _fake(tmp_path, make_harness), "fake_benchmarks:FakeBenchmark"
     options = {"n_tasks": 4} if which == "fake" else {}
     config = executor_config(kind="ray", workers=2, timeout_s=60)
     ray_ex = RayExecutor(config)
@@ -114,7 +117,13 @@ def test_ray_matches_local(cluster: None, tmp_path: Path, which: str, monkeypatc
     assert ray.is_initialized()  # it did not own the cluster, so it left it running
 
 
-def test_duplicate_keys_run_once_and_failures_are_data(cluster: None, tmp_path: Path) -> None:
+def test_duplicate_keys_run_once_and_failures_are_data(
+    cluster: None,
+    tmp_path: Path,
+    executor_config: Callable[..., Any],
+    make_harness: Callable[..., Path],
+    make_job: Callable[..., Any],
+) -> None:
     harness = make_harness(tmp_path / "h")
     ok = make_job(harness, tmp_path / "t", "ok-1", seed=4)
     jobs = [ok, ok, make_job(harness, tmp_path / "t", "crash-1"), make_job(harness, tmp_path / "t", "sleep-1")]
@@ -140,7 +149,7 @@ def test_duplicate_keys_run_once_and_failures_are_data(cluster: None, tmp_path: 
     assert by_task["ok-1"][0] in ("success", "task_failure")
 
 
-def test_snapshot_round_trip_skips_git(tmp_path: Path) -> None:
+def test_snapshot_round_trip_skips_git(tmp_path: Path, make_harness: Callable[..., Path]) -> None:
     src = make_harness(tmp_path / "src", "p1")
     (src / "pkg").mkdir()
     (src / "pkg" / "tool.py").write_text("X = 1\n")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import errno
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from report_fixture import build_run, open_store
 
 from evodag.store import EvoDAG
 from saddler.errors import DiskFullError, HarnessError
@@ -46,7 +47,9 @@ def _edit(space: HarnessSpace, parent: str, name: str, files: dict[str, str]) ->
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[HarnessSpace, EvoDAG, dict[str, int], dict[str, str]]:
+def exported(
+    tmp_path_factory: pytest.TempPathFactory, build_run: Callable[..., Any], open_store: Callable[[Any], Any]
+) -> tuple[HarnessSpace, EvoDAG, dict[str, int], dict[str, str]]:
     root = tmp_path_factory.mktemp("export")
     src = root / "template"
     (src / "tools").mkdir(parents=True)

@@ -10,11 +10,11 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from loop_helpers import dag_signature, git, make_run
 
 from evodag.store import EvoDAG
 from saddler.run.faults import POINTS as ALL_POINTS
@@ -61,23 +61,34 @@ def session_record(run_dir: Path) -> dict[str, Any]:
     return {"rows": rows, "duplicates": duplicates, "stats": stats}
 
 
-def _assert_same_run(reference: Path, faulted: Path) -> None:
-    expected, got = dag_signature(reference), dag_signature(faulted)
-    assert got["best"] == expected["best"]
-    assert got["nodes"] == expected["nodes"] and got["edges"] == expected["edges"]
-    assert got["iterations"] == expected["iterations"]
-    assert got["rollouts"] == expected["rollouts"]
-    want, have = session_record(reference), session_record(faulted)
-    assert have["rows"] == want["rows"], "the resumed run's sessions differ from an uninterrupted run's"
-    assert have["duplicates"] == [] == want["duplicates"]
-    assert have["stats"] == want["stats"] == (len(want["rows"]), round(sum(r[4] for r in want["rows"]), 6))
-    with sqlite3.connect(faulted / "evodag.sqlite") as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    fsck = git(faulted, "fsck", "--no-progress")
-    assert fsck.returncode == 0, fsck.stderr
+@pytest.fixture(scope="session")
+def assert_same_run(
+    dag_signature: Callable[[Path], dict[str, Any]], run_git: Callable[..., Any]
+) -> Callable[[Path, Path], None]:
+    """`assert_same_run(reference, faulted)`: the resumed run has the uninterrupted run's DAG, rollouts, session
+    rows and costs, an intact store and an intact harness repository."""
+
+    def check(reference: Path, faulted: Path) -> None:
+        expected, got = dag_signature(reference), dag_signature(faulted)
+        assert got["best"] == expected["best"]
+        assert got["nodes"] == expected["nodes"] and got["edges"] == expected["edges"]
+        assert got["iterations"] == expected["iterations"]
+        assert got["rollouts"] == expected["rollouts"]
+        want, have = session_record(reference), session_record(faulted)
+        assert have["rows"] == want["rows"], "the resumed run's sessions differ from an uninterrupted run's"
+        assert have["duplicates"] == [] == want["duplicates"]
+        assert have["stats"] == want["stats"] == (len(want["rows"]), round(sum(r[4] for r in want["rows"]), 6))
+        with sqlite3.connect(faulted / "evodag.sqlite") as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        fsck = run_git(faulted, "fsck", "--no-progress")
+        assert fsck.returncode == 0, fsck.stderr
+
+    return check
 
 
-def test_killed_at_seeded_moments_the_run_resumes_to_the_same_result(tmp_path: Path) -> None:
+def test_killed_at_seeded_moments_the_run_resumes_to_the_same_result(
+    tmp_path: Path, make_run: Callable[..., Path], assert_same_run: Callable[[Path, Path], None]
+) -> None:
     reference = make_run(tmp_path / "reference")
     Optimizer(reference, quiet=True).run()
     faulted = make_run(tmp_path / "faulted")
@@ -90,7 +101,7 @@ def test_killed_at_seeded_moments_the_run_resumes_to_the_same_result(tmp_path: P
     kills = sum(1 for moment in moments if _saddler_run(faulted, moment) in KILLED)
     assert _saddler_run(faulted, None) == 0
     assert kills >= 12, f"only {kills} of {len(moments)} moments were reached"
-    _assert_same_run(reference, faulted)
+    assert_same_run(reference, faulted)
     with EvoDAG(faulted / "evodag.sqlite", readonly=True) as store:
         evidence = [e.payload["iteration"] for e in store.events() if e.kind == "diagnosis.evidence"]
     assert len(evidence) == len(set(evidence)), "traces used are counted once per iteration, even after a crash"
@@ -122,7 +133,7 @@ def command_reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_paid_backend_is_charged_once_per_session_through_kills_and_interrupts(
-    tmp_path: Path, command_reference: Path
+    tmp_path: Path, command_reference: Path, assert_same_run: Callable[[Path, Path], None]
 ) -> None:
     """Every fault point, SIGKILL and SIGINT: the resumed run's sessions and cost equal an uninterrupted run's."""
 
@@ -134,10 +145,12 @@ def test_a_paid_backend_is_charged_once_per_session_through_kills_and_interrupts
     reached = [moment for moment in moments if _saddler_run(faulted, moment) in KILLED]
     assert _saddler_run(faulted, None) == 0
     assert reached == moments, f"moments not reached: {sorted(set(moments) - set(reached))}"
-    _assert_same_run(command_reference, faulted)
+    assert_same_run(command_reference, faulted)
 
 
-def test_ctrl_c_while_an_agent_works_pays_nothing_twice(tmp_path: Path, command_reference: Path) -> None:
+def test_ctrl_c_while_an_agent_works_pays_nothing_twice(
+    tmp_path: Path, command_reference: Path, assert_same_run: Callable[[Path, Path], None]
+) -> None:
     """SIGINT from outside at a moment the run does not choose (soon after its 4th session), then resume."""
     faulted = _command_run(tmp_path / "faulted")
     proc = subprocess.Popen(
@@ -158,4 +171,4 @@ def test_ctrl_c_while_an_agent_works_pays_nothing_twice(tmp_path: Path, command_
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=120) == 130
     assert _saddler_run(faulted, None) == 0
-    _assert_same_run(command_reference, faulted)
+    assert_same_run(command_reference, faulted)

@@ -9,10 +9,10 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fleet_helpers import FIXTURE, fleet_setup
 from typer.testing import CliRunner
 
 from evodag.store import EvoDAG
@@ -23,6 +23,7 @@ from saddler.modes.fleet.detect import Detection, detect_eval_command
 from saddler.modes.fleet.loop import FleetRun, init_fleet
 from saddler.modes.fleet.results import read_results
 
+FIXTURE = Path(__file__).parent / "fixtures" / "fleet"  # the fixture fleet data (read, never written)
 pytestmark = pytest.mark.slow
 
 
@@ -34,8 +35,10 @@ pytestmark = pytest.mark.slow
         (r"^(p99)_latency_ms:\s*([0-9.]+)", "exactly one capture group (the metric), found 2"),
     ],
 )
-def test_metric_regex_is_checked_at_init(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, regex: str, why: str) -> None:
-    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"problem.metric_regex": regex})
+def test_metric_regex_is_checked_at_init(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, regex: str, why: str, fleet_setup: Callable[..., Path]
+) -> None:
+    fleet_json = fleet_setup(**{"problem.metric_regex": regex})
     res = CliRunner().invoke(app, ["fleet", "init", str(tmp_path / "root"), "--from-fleet", str(fleet_json)])
     assert res.exit_code == 2, res.output
     assert "problem.metric_regex" in res.output and why in res.output
@@ -43,10 +46,10 @@ def test_metric_regex_is_checked_at_init(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_a_regex_broken_after_init_stops_the_run_before_any_agent_session(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
 ) -> None:
     root = tmp_path / "root"
-    init_fleet(root, fleet_setup(tmp_path, monkeypatch))
+    init_fleet(root, fleet_setup())
     data = json.loads((root / "fleet.json").read_text(encoding="utf-8"))
     data["problem"]["metric_regex"] = "^p99_latency_ms: ([0-9.]+"
     (root / "fleet.json").write_text(json.dumps(data), encoding="utf-8")
@@ -72,9 +75,11 @@ def test_unknown_keys_are_errors_with_their_dotted_path() -> None:
     assert "serach: unknown key (did you mean 'search'?)" in text
 
 
-def test_init_leaves_the_users_fleet_json_as_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_init_leaves_the_users_fleet_json_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
     """The seed's layout: fleet.json in the fleet root, the workdir beside it, named relatively."""
-    fleet_setup(tmp_path, monkeypatch, **{"problem.eval_command": None, "problem.metric_regex": None})
+    fleet_setup(**{"problem.eval_command": None, "problem.metric_regex": None})
     root = tmp_path / "fleet-root"
     root.mkdir()
     data = json.loads((FIXTURE / "fleet.json").read_text(encoding="utf-8"))
@@ -99,11 +104,9 @@ def test_init_leaves_the_users_fleet_json_as_it_is(tmp_path: Path, monkeypatch: 
 
 
 def test_a_detected_benchmark_printing_name_value_gets_its_metric_regex(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
 ) -> None:
     fleet_json = fleet_setup(
-        tmp_path,
-        monkeypatch,
         **{"problem.eval_command": None, "problem.metric_regex": None, "stop_when.max_iterations": 1},
     )
     res = CliRunner().invoke(app, ["fleet", "init", str(tmp_path / "root"), "--from-fleet", str(fleet_json), "--json"])
@@ -142,8 +145,10 @@ def test_yarn_test_is_detected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert paths.spec.problem.metric_regex.startswith(r"^pass_rate\s*:\s*(")  # maximize: the rate, not the time
 
 
-def test_run_on_an_uninitialised_root_says_to_init(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fleet_json = fleet_setup(tmp_path, monkeypatch)
+def test_run_on_an_uninitialised_root_says_to_init(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
+    fleet_json = fleet_setup()
     root = tmp_path / "root"
     root.mkdir()
     for command in (["run", str(root)], ["status", str(root)]):
@@ -204,7 +209,9 @@ def _install(tmp_path: Path, name: str, text: str) -> None:
     path.chmod(0o755)
 
 
-def test_pi_sessions_stop_at_the_budget_and_turn_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pi_sessions_stop_at_the_budget_and_turn_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
     for limits, stopped, turns in (
         ({"config.budget_per_iter": 0.5}, "budget_per_iter", 2),
         ({"config.max_turns": 3}, "max_turns", 3),
@@ -212,7 +219,7 @@ def test_pi_sessions_stop_at_the_budget_and_turn_limit(tmp_path: Path, monkeypat
         case = tmp_path / stopped
         case.mkdir()
         changes = {"config.provider": "pi", "config.timeout_s": 30, "stop_when.max_iterations": 1, **limits}
-        fleet_json = fleet_setup(case, monkeypatch, **changes)
+        fleet_json = fleet_setup(case, **changes)
         _install(case, "pi", FAKE_PI)
         paths = init_fleet(case / "root", fleet_json)
         FleetRun(paths.root).run()
@@ -224,8 +231,10 @@ def test_pi_sessions_stop_at_the_budget_and_turn_limit(tmp_path: Path, monkeypat
             assert session.outcome == f"stopped:{stopped}" and session.turns == turns
 
 
-def test_codex_falls_back_to_the_fallback_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"config.provider": "codex", "stop_when.max_iterations": 1})
+def test_codex_falls_back_to_the_fallback_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
+    fleet_json = fleet_setup(**{"config.provider": "codex", "stop_when.max_iterations": 1})
     _install(tmp_path, "codex", FAKE_CODEX)
     paths = init_fleet(tmp_path / "root", fleet_json)
     lines: list[str] = []

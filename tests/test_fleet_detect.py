@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fleet_helpers import fleet_setup
 
 from benchmarks.command import CommandBenchmark, extract_metric, improved, run_eval
 from saddler.errors import ConfigError
@@ -116,8 +116,10 @@ def test_results_tsv_plateau_count(tmp_path: Path) -> None:
     assert trailing_discards(rows) == 2 and trailing_discards(rows[:1]) == 0
 
 
-def test_init_detects_the_eval_command_or_writes_bench_py(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"problem.eval_command": None, "problem.metric_regex": None})
+def test_init_detects_the_eval_command_or_writes_bench_py(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
+    fleet_json = fleet_setup(**{"problem.eval_command": None, "problem.metric_regex": None})
     paths = init_fleet(tmp_path / "root", fleet_json)
     assert paths.spec.problem.eval_command == "make benchmark"
     assert json.loads((tmp_path / "root" / "fleet.json").read_text()) == json.loads(fleet_json.read_text())

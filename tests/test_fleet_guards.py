@@ -19,7 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fleet_helpers import fleet_setup
 from typer.testing import CliRunner
 
 from evodag.store import EvoDAG
@@ -44,10 +43,10 @@ def _until(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
     return True
 
 
-def test_a_custom_results_file_keeps_every_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fleet_json = fleet_setup(
-        tmp_path, monkeypatch, **{"problem.results_file": "experiments.tsv", "stop_when.max_iterations": 4}
-    )
+def test_a_custom_results_file_keeps_every_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
+    fleet_json = fleet_setup(**{"problem.results_file": "experiments.tsv", "stop_when.max_iterations": 4})
     work = tmp_path / "my-project"
     init_fleet(tmp_path / "root", fleet_json)
     FleetRun(tmp_path / "root").run()
@@ -58,8 +57,10 @@ def test_a_custom_results_file_keeps_every_row(tmp_path: Path, monkeypatch: pyte
     assert "experiments.tsv" not in _git(work, "log", "--all", "--name-only", "--format=")
 
 
-def test_a_tracked_results_file_is_untracked_at_init(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"stop_when.max_iterations": 2})
+def test_a_tracked_results_file_is_untracked_at_init(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
+    fleet_json = fleet_setup(**{"stop_when.max_iterations": 2})
     work = tmp_path / "my-project"
     earlier = "commit\tmetric\tstatus\tdescription\nabc1234\t120.000000\tkeep\tan earlier session's baseline\n"
     (work / "results.tsv").write_text(earlier, encoding="utf-8")
@@ -80,8 +81,10 @@ def test_a_tracked_results_file_is_untracked_at_init(tmp_path: Path, monkeypatch
     ]
 
 
-def test_the_eval_harness_is_immutable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"stop_when.max_iterations": 3})
+def test_the_eval_harness_is_immutable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
+    fleet_json = fleet_setup(**{"stop_when.max_iterations": 3})
     work, root = tmp_path / "my-project", tmp_path / "root"
     res = CliRunner().invoke(app, ["fleet", "init", str(root), "--from-fleet", str(fleet_json), "--json"])
     assert res.exit_code == 0, res.output
@@ -128,10 +131,10 @@ def _tagged(root: Path) -> list[int]:
 
 
 def test_kill_9_of_the_orchestrator_leaves_no_agent_and_resumes_cleanly(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
 ) -> None:
     root, work = tmp_path / "root", tmp_path / "my-project"
-    init_fleet(root, fleet_setup(tmp_path, monkeypatch, **{"stop_when.max_iterations": 3}))
+    init_fleet(root, fleet_setup(**{"stop_when.max_iterations": 3}))
     env = {**os.environ, "FAKE_FLEET_HANG": "2"}
     orchestrator = subprocess.Popen(
         [sys.executable, "-c", "from saddler.cli.app import app; app()", "fleet", "run", str(root)],
@@ -179,8 +182,10 @@ FAKE_ORCHESTRATOR = textwrap.dedent(
 )
 
 
-def test_fleet_kill_returns_once_the_run_can_start_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    paths = init_fleet(tmp_path / "root", fleet_setup(tmp_path, monkeypatch))
+def test_fleet_kill_returns_once_the_run_can_start_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
+    paths = init_fleet(tmp_path / "root", fleet_setup())
     holder = subprocess.Popen([sys.executable, "-c", FAKE_ORCHESTRATOR, str(paths.root)], start_new_session=True)
     try:
         assert _until(paths.pid.exists)

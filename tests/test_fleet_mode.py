@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fleet_helpers import fleet_setup
 from typer.testing import CliRunner
 
 from evodag.cli import app as evo_app
@@ -32,8 +31,10 @@ def _git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
 
 
-def test_fleet_keeps_improvements_and_resets_regressions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"stop_when.max_iterations": 6})
+def test_fleet_keeps_improvements_and_resets_regressions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
+    fleet_json = fleet_setup(**{"stop_when.max_iterations": 6})
     root, work = tmp_path / "fleet-root", tmp_path / "my-project"
     paths = init_fleet(root, fleet_json)
     assert paths.workdir == work and paths.results == work / "results.tsv"
@@ -126,16 +127,20 @@ def test_fleet_keeps_improvements_and_resets_regressions(tmp_path: Path, monkeyp
     assert json.loads(summary.output)["run"]["termination_reason"] == "max_iterations"
 
 
-def test_cost_cap_stops_the_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"stop_when.cost_cap_usd": 0.5})
+def test_cost_cap_stops_the_fleet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
+    fleet_json = fleet_setup(**{"stop_when.cost_cap_usd": 0.5})
     init_fleet(tmp_path / "root", fleet_json)
     state = FleetRun(tmp_path / "root").run()
     assert state["termination_reason"] == "cost_cap" and state["iteration"] == 2
     assert len(read_results(tmp_path / "my-project" / "results.tsv")) == 3
 
 
-def test_pause_waits_at_the_boundary_until_resumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"stop_when.max_iterations": 1})
+def test_pause_waits_at_the_boundary_until_resumed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
+    fleet_json = fleet_setup(**{"stop_when.max_iterations": 1})
     paths = init_fleet(tmp_path / "root", fleet_json)
     assert fleet_ops.pause(paths).startswith("pausing")
     waits: list[float] = []
@@ -155,8 +160,10 @@ def test_pause_waits_at_the_boundary_until_resumed(tmp_path: Path, monkeypatch: 
         assert len(store.iterations()) == 1
 
 
-def test_kill_ends_the_fleet_processes_and_sweeps_orphans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    paths = init_fleet(tmp_path / "root", fleet_setup(tmp_path, monkeypatch))
+def test_kill_ends_the_fleet_processes_and_sweeps_orphans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
+    paths = init_fleet(tmp_path / "root", fleet_setup())
     env = {**__import__("os").environ, "SADDLER_FLEET_ROOT": str(paths.root)}
     agent = subprocess.Popen(["sleep", "60"], env=env, start_new_session=True)
     orphan = subprocess.Popen(["sleep", "60"], env=env, start_new_session=True)
@@ -174,8 +181,10 @@ def test_kill_ends_the_fleet_processes_and_sweeps_orphans(tmp_path: Path, monkey
             proc.wait()
 
 
-def test_dirty_workdir_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fleet_json = fleet_setup(tmp_path, monkeypatch)
+def test_dirty_workdir_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
+    fleet_json = fleet_setup()
     work = tmp_path / "my-project"
     for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
         subprocess.run(["git", *args], cwd=work, check=True, capture_output=True)
@@ -184,8 +193,10 @@ def test_dirty_workdir_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         init_fleet(tmp_path / "root", fleet_json)
 
 
-def test_cli_init_json_and_broken_baseline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"problem.metric_regex": "^nothing: ([0-9]+)"})
+def test_cli_init_json_and_broken_baseline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
+    fleet_json = fleet_setup(**{"problem.metric_regex": "^nothing: ([0-9]+)"})
     res = CliRunner().invoke(app, ["fleet", "init", str(tmp_path / "root"), "--from-fleet", str(fleet_json), "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output) == {
@@ -211,8 +222,10 @@ def test_cli_init_json_and_broken_baseline(tmp_path: Path, monkeypatch: pytest.M
     assert run.exit_code == 1 and "fails on the baseline (no match for metric_regex)" in run.output
 
 
-def test_a_killed_fleet_recovers_on_the_best_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"stop_when.max_iterations": 3})
+def test_a_killed_fleet_recovers_on_the_best_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
+    fleet_json = fleet_setup(**{"stop_when.max_iterations": 3})
     root, work = tmp_path / "root", tmp_path / "my-project"
     init_fleet(root, fleet_json)
     real_eval = FleetRun._eval
@@ -243,9 +256,9 @@ def test_a_killed_fleet_recovers_on_the_best_commit(tmp_path: Path, monkeypatch:
         assert [e.kind for e in store.events() if e.kind == "fleet.recovered"] == ["fleet.recovered"]
 
 
-def test_dry_run_and_follow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dry_run_and_follow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]) -> None:
     root = tmp_path / "root"
-    init_fleet(root, fleet_setup(tmp_path, monkeypatch))
+    init_fleet(root, fleet_setup())
     res = CliRunner().invoke(app, ["fleet", "run", str(root), "--dry-run", "--json"])
     assert res.exit_code == 0, res.output
     plan = json.loads(res.output)
@@ -300,9 +313,11 @@ def _wait(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
         time.sleep(0.1)
 
 
-def test_detached_fleet_is_killed_then_resumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_detached_fleet_is_killed_then_resumed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
     root, work = tmp_path / "root", tmp_path / "my-project"
-    init_fleet(root, fleet_setup(tmp_path, monkeypatch, **{"stop_when.max_iterations": 3}))
+    init_fleet(root, fleet_setup(**{"stop_when.max_iterations": 3}))
     monkeypatch.setenv("FAKE_FLEET_HANG", "2")
     res = CliRunner().invoke(app, ["fleet", "run", str(root), "--detach"])
     assert res.exit_code == 0 and res.output.startswith("started in the background (pid ")

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from loop_helpers import dag_signature, git, make_run
 from typer.testing import CliRunner
 
 from evodag.store import EvoDAG
@@ -64,13 +64,13 @@ def _sessions(run_dir: Path, up_to: int = 10**6) -> list[tuple[Any, ...]]:
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def source(tmp_path_factory: pytest.TempPathFactory, make_run: Callable[..., Path]) -> Path:
     run_dir = make_run(tmp_path_factory.mktemp("fork") / "source")
     assert _cli("run", str(run_dir), "--quiet")[0] == 0
     return run_dir
 
 
-def test_the_fork_holds_the_history_up_to_n(source: Path, tmp_path: Path) -> None:
+def test_the_fork_holds_the_history_up_to_n(source: Path, tmp_path: Path, run_git: Callable[..., Any]) -> None:
     fork = tmp_path / "fork"
     code, output = _cli("fork", str(source), str(fork), "--from-iteration", "3", "--json")
     assert code == 0, output
@@ -98,13 +98,13 @@ def test_the_fork_holds_the_history_up_to_n(source: Path, tmp_path: Path) -> Non
             e.id for e in src.events() if e.id <= last_src_event
         ]
     assert _sessions(fork) == _sessions(source, up_to=3) and info["sessions"] == len(_sessions(fork))
-    kept = git(fork, "for-each-ref", "--format=%(refname)", "refs/saddler/c/").stdout.split()
+    kept = run_git(fork, "for-each-ref", "--format=%(refname)", "refs/saddler/c/").stdout.split()
     assert sorted(ref.rsplit("/", 1)[1] for ref in kept) == sorted({n.commit for n in src_nodes})
-    assert git(fork, "fsck", "--no-progress").returncode == 0
+    assert run_git(fork, "fsck", "--no-progress").returncode == 0
 
 
 def test_the_fork_continues_where_the_source_went_without_paying_again(
-    source: Path, tmp_path: Path, counted: list[CountingExecutor]
+    source: Path, tmp_path: Path, counted: list[CountingExecutor], dag_signature: Callable[[Path], dict[str, Any]]
 ) -> None:
     fork = tmp_path / "fork"
     assert _cli("fork", str(source), str(fork), "--from-iteration", "2")[0] == 0
@@ -138,7 +138,9 @@ def test_fork_refuses_what_it_cannot_do(source: Path, tmp_path: Path) -> None:
     assert code == 1 and "is not empty" in output
 
 
-def test_a_paid_fork_replays_its_history_and_pays_only_for_what_is_new(tmp_path: Path) -> None:
+def test_a_paid_fork_replays_its_history_and_pays_only_for_what_is_new(
+    tmp_path: Path, dag_signature: Callable[[Path], dict[str, Any]]
+) -> None:
     overrides = {
         "loop": {"max_iterations": 4, "batch_size": 3, "test_runs": 1},
         "executor": {"workers": 1},

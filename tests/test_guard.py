@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_transport import FakeTransport, Hook, result
-from session_helpers import diagnosis_request, make_worktree
 
 from saddler.config import SessionConfig
 from saddler.sessions import guard
@@ -83,7 +84,7 @@ def run_hook(command: str, stdin: str, env: dict[str, str] | None = None) -> sub
     return subprocess.run(["/bin/sh", "-c", command], input=stdin, capture_output=True, text=True, env=env)
 
 
-def test_the_command_hook_denies_and_allows(tmp_path: Path) -> None:
+def test_the_command_hook_denies_and_allows(tmp_path: Path, make_worktree: Callable[[Path], Path]) -> None:
     wt = make_worktree(tmp_path / "wt")
     command = hook_command({"worktree": str(wt), "protected": ["eval/**"], "check": ""})
     deny = run_hook(command, json.dumps({"tool_name": "Bash", "tool_input": {"command": "git diff --output=/x"}}))
@@ -93,7 +94,7 @@ def test_the_command_hook_denies_and_allows(tmp_path: Path) -> None:
     assert (allow.returncode, json.loads(allow.stdout)) == (0, {})
 
 
-def test_the_command_hook_fails_closed(tmp_path: Path) -> None:
+def test_the_command_hook_fails_closed(tmp_path: Path, make_worktree: Callable[[Path], Path]) -> None:
     """Claude Code blocks a call when a command hook prints a deny decision (exit 0) or exits 2; any other exit
     code is a non-blocking error and the call goes ahead. A guard that breaks must therefore never exit 1."""
     wt = make_worktree(tmp_path / "wt")
@@ -108,7 +109,12 @@ def test_the_command_hook_fails_closed(tmp_path: Path) -> None:
     assert dead.returncode == 2
 
 
-def test_the_sdk_hook_fails_closed_when_the_guard_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_sdk_hook_fails_closed_when_the_guard_raises(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    diagnosis_request: Callable[..., Any],
+    make_worktree: Callable[[Path], Path],
+) -> None:
     def broken(*args: object, **kwargs: object) -> dict[str, object]:
         raise RuntimeError("guard bug")
 

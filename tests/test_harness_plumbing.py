@@ -4,12 +4,11 @@ commit-tree) gives exactly the commits the porcelain (worktree, `git commit`) ga
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness_fixtures import FILES, make_source_repo, sh, write_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,9 +19,9 @@ CLOCK = 946684800
 
 
 @pytest.fixture
-def space(tmp_path: Path) -> HarnessSpace:
+def space(tmp_path: Path, source_repo: Callable[..., Path]) -> HarnessSpace:
     return HarnessSpace.create(
-        make_source_repo(tmp_path / "src"), tmp_path / "run" / "harness", tmp_path / "run" / "wt", clock=lambda: CLOCK
+        source_repo(tmp_path / "src"), tmp_path / "run" / "harness", tmp_path / "run" / "wt", clock=lambda: CLOCK
     )
 
 
@@ -41,17 +40,23 @@ def git_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]:
     yield calls
 
 
-def edit(space: HarnessSpace, parent: str, files: dict[str, str], message: str = "edit") -> str:
-    wt = space.worktree(parent, "edit")
-    write_files(wt, files)
-    sha = space.commit_worktree(wt, message)
-    space.remove_worktree(wt)
-    assert sha is not None
-    return sha
+@pytest.fixture
+def edit(write_files: Callable[[Path, dict[str, str]], None]) -> Callable[..., str]:
+    """`edit(space, parent, files, message="edit")`: commit `files` written over `parent`; returns the commit."""
+
+    def commit(space: HarnessSpace, parent: str, files: dict[str, str], message: str = "edit") -> str:
+        wt = space.worktree(parent, "edit")
+        write_files(wt, files)
+        sha = space.commit_worktree(wt, message)
+        space.remove_worktree(wt)
+        assert sha is not None
+        return sha
+
+    return commit
 
 
 def test_commit_costs_four_git_processes_and_nothing_when_unchanged(
-    space: HarnessSpace, git_calls: list[list[str]]
+    space: HarnessSpace, git_calls: list[list[str]], git_in: Callable[..., str]
 ) -> None:
     wt = space.worktree(space.baseline_commit(), "c1")
     git_calls.clear()
@@ -61,11 +66,13 @@ def test_commit_costs_four_git_processes_and_nothing_when_unchanged(
     git_calls.clear()
     sha = space.commit_worktree(wt, "changed")
     assert [c[0] for c in git_calls] == ["add", "write-tree", "commit-tree", "update-ref"]
-    assert sha is not None and sh("rev-parse", "HEAD", cwd=wt).strip() == sha
-    assert sh("rev-parse", f"refs/saddler/c/{sha}", cwd=space.repo_dir).strip() == sha
+    assert sha is not None and git_in("rev-parse", "HEAD", cwd=wt).strip() == sha
+    assert git_in("rev-parse", f"refs/saddler/c/{sha}", cwd=space.repo_dir).strip() == sha
 
 
-def test_stat_of_a_pair_is_one_git_process(space: HarnessSpace, git_calls: list[list[str]]) -> None:
+def test_stat_of_a_pair_is_one_git_process(
+    space: HarnessSpace, git_calls: list[list[str]], edit: Callable[..., str]
+) -> None:
     base = space.baseline_commit()
     sha = edit(space, base, {"tools/search.py": "x = 1\n", "tools/new.py": "a\nb\n"})
     assert space.config.name == "demo"  # read once per space
@@ -83,7 +90,7 @@ def test_stat_of_a_pair_is_one_git_process(space: HarnessSpace, git_calls: list[
 
 
 def test_cherry_pick_runs_on_a_private_index_without_a_worktree(
-    space: HarnessSpace, git_calls: list[list[str]]
+    space: HarnessSpace, git_calls: list[list[str]], edit: Callable[..., str]
 ) -> None:
     base = space.baseline_commit()
     tool = edit(space, base, {"tools/search.py": "def search(q):\n    return [q, q]\n"})
@@ -114,17 +121,22 @@ MESSAGES = st.text(alphabet=" \t\nab#é\r", max_size=30).filter(lambda m: strips
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(message=MESSAGES, content=st.text(alphabet="xy\n", min_size=1, max_size=10))
 def test_commit_worktree_makes_the_commit_git_commit_makes(
-    tmp_path_factory: pytest.TempPathFactory, message: str, content: str
+    tmp_path_factory: pytest.TempPathFactory,
+    message: str,
+    content: str,
+    harness_files: dict[str, str],
+    source_repo: Callable[..., Path],
+    git_in: Callable[..., str],
 ) -> None:
     root = tmp_path_factory.mktemp("same")
-    space = HarnessSpace.create(make_source_repo(root / "src"), root / "harness", root / "wt", clock=lambda: CLOCK)
+    space = HarnessSpace.create(source_repo(root / "src"), root / "harness", root / "wt", clock=lambda: CLOCK)
     base = space.baseline_commit()
     wt = space.worktree(base, "ours")
-    (wt / "loop.py").write_text(FILES["loop.py"] + content)
+    (wt / "loop.py").write_text(harness_files["loop.py"] + content)
     ours = space.commit_worktree(wt, message)
     theirs_wt = space.worktree(base, "theirs")
-    (theirs_wt / "loop.py").write_text(FILES["loop.py"] + content)
-    sh("add", "-A", cwd=theirs_wt)
+    (theirs_wt / "loop.py").write_text(harness_files["loop.py"] + content)
+    git_in("add", "-A", cwd=theirs_wt)
     env_date = f"{CLOCK} +0000"
     subprocess.run(
         ["git", "commit", "-q", "--no-verify", "-m", message],
@@ -133,7 +145,7 @@ def test_commit_worktree_makes_the_commit_git_commit_makes(
         capture_output=True,
         env={"GIT_AUTHOR_DATE": env_date, "GIT_COMMITTER_DATE": env_date, "PATH": "/usr/bin:/bin", "HOME": str(root)},
     )
-    assert ours == sh("rev-parse", "HEAD", cwd=theirs_wt).strip()
+    assert ours == git_in("rev-parse", "HEAD", cwd=theirs_wt).strip()
 
 
 def test_parse_numstat_counts_binary_as_zero_and_keeps_odd_paths() -> None:
@@ -144,7 +156,7 @@ def test_parse_numstat_counts_binary_as_zero_and_keeps_odd_paths() -> None:
 
 
 def test_a_removed_worktree_is_gone_at_once_and_deleted_off_the_calling_thread(
-    space: HarnessSpace, monkeypatch: pytest.MonkeyPatch
+    space: HarnessSpace, monkeypatch: pytest.MonkeyPatch, git_in: Callable[..., str]
 ) -> None:
     import shutil
     import threading
@@ -159,7 +171,7 @@ def test_a_removed_worktree_is_gone_at_once_and_deleted_off_the_calling_thread(
     monkeypatch.setattr(shutil, "rmtree", recording)
     wt = space.worktree(space.baseline_commit(), "gone")
     space.remove_worktree(wt)
-    assert not wt.exists() and "gone" not in sh("worktree", "list", cwd=space.repo_dir)
+    assert not wt.exists() and "gone" not in git_in("worktree", "list", cwd=space.repo_dir)
     space.prune()  # waits for the background deletion
     assert "saddler-trash" in deleted_on
     assert not (space.git_dir / "saddler-trash").exists() and list(space.worktrees_dir.iterdir()) == []

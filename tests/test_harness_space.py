@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from harness_fixtures import FILES, make_source_repo, repo_snapshot, sh, write_files
 
 from saddler.errors import HarnessError
 from saddler.harness.space import BASELINE_REF, HarnessSpace
 
 
 @pytest.fixture
-def source(tmp_path: Path) -> Path:
-    return make_source_repo(tmp_path / "user-harness")
+def source(tmp_path: Path, source_repo: Callable[..., Path]) -> Path:
+    return source_repo(tmp_path / "user-harness")
 
 
 @pytest.fixture
@@ -23,16 +23,28 @@ def space(tmp_path: Path, source: Path) -> HarnessSpace:
     return HarnessSpace.create(source, tmp_path / "run" / "harness", tmp_path / "run" / "worktrees")
 
 
-def edit(space: HarnessSpace, parent: str, files: dict[str, str], name: str = "edit") -> str:
-    wt = space.worktree(parent, name)
-    write_files(wt, files)
-    sha = space.commit_worktree(wt, f"edit {sorted(files)}")
-    space.remove_worktree(wt)
-    assert sha is not None
-    return sha
+@pytest.fixture
+def edit(write_files: Callable[[Path, dict[str, str]], None]) -> Callable[..., str]:
+    """`edit(space, parent, files, name="edit")`: commit `files` written over `parent` in worktree `name`."""
+
+    def commit(space: HarnessSpace, parent: str, files: dict[str, str], name: str = "edit") -> str:
+        wt = space.worktree(parent, name)
+        write_files(wt, files)
+        sha = space.commit_worktree(wt, f"edit {sorted(files)}")
+        space.remove_worktree(wt)
+        assert sha is not None
+        return sha
+
+    return commit
 
 
-def test_clone_leaves_the_source_untouched(tmp_path: Path, source: Path) -> None:
+def test_clone_leaves_the_source_untouched(
+    tmp_path: Path,
+    source: Path,
+    harness_files: dict[str, str],
+    git_in: Callable[..., str],
+    repo_snapshot: Callable[[Path], dict[str, str]],
+) -> None:
     (source / "loop.py").write_text("# uncommitted edit\n")
     (source / "scratch.txt").write_text("untracked\n")
     before = repo_snapshot(source)
@@ -42,29 +54,34 @@ def test_clone_leaves_the_source_untouched(tmp_path: Path, source: Path) -> None
     space.commit_worktree(wt, "candidate")
     space.prune()
     assert repo_snapshot(source) == before
-    assert space.baseline_commit() == sh("rev-parse", "HEAD", cwd=source).strip()
+    assert space.baseline_commit() == git_in("rev-parse", "HEAD", cwd=source).strip()
     baseline_loop = space.read_file(space.baseline_commit(), "loop.py")
-    assert baseline_loop == FILES["loop.py"]
+    assert baseline_loop == harness_files["loop.py"]
 
 
-def test_clone_is_configured_for_long_runs(space: HarnessSpace) -> None:
+def test_clone_is_configured_for_long_runs(space: HarnessSpace, git_in: Callable[..., str]) -> None:
     repo = space.repo_dir
-    assert sh("config", "--local", "user.name", cwd=repo).strip() == "saddler"
-    assert sh("config", "gc.auto", cwd=repo).strip() == "0"
-    assert sh("remote", cwd=repo).strip() == ""
+    assert git_in("config", "--local", "user.name", cwd=repo).strip() == "saddler"
+    assert git_in("config", "gc.auto", cwd=repo).strip() == "0"
+    assert git_in("remote", cwd=repo).strip() == ""
     base = space.baseline_commit()
-    refs = sh("for-each-ref", "--format=%(refname)", "refs/saddler", cwd=repo).split()
+    refs = git_in("for-each-ref", "--format=%(refname)", "refs/saddler", cwd=repo).split()
     assert refs == [BASELINE_REF, f"refs/saddler/c/{base}"]
     assert space.config.name == "demo"
 
 
-def test_create_from_plain_folder_commits_a_baseline(tmp_path: Path) -> None:
+def test_create_from_plain_folder_commits_a_baseline(
+    tmp_path: Path,
+    harness_files: dict[str, str],
+    git_in: Callable[..., str],
+    write_files: Callable[[Path, dict[str, str]], None],
+) -> None:
     template = tmp_path / "template"
-    write_files(template, {**FILES, "__pycache__/x.pyc": "junk", "tools/__pycache__/y.pyc": "junk"})
+    write_files(template, {**harness_files, "__pycache__/x.pyc": "junk", "tools/__pycache__/y.pyc": "junk"})
     space = HarnessSpace.create(template, tmp_path / "h", tmp_path / "wt")
     base = space.baseline_commit()
-    tracked = sh("ls-tree", "-r", "--name-only", base, cwd=space.repo_dir).split()
-    assert tracked == sorted(FILES)
+    tracked = git_in("ls-tree", "-r", "--name-only", base, cwd=space.repo_dir).split()
+    assert tracked == sorted(harness_files)
     assert sorted(p.name for p in template.iterdir()) == [
         "__pycache__",
         "evals",
@@ -77,31 +94,44 @@ def test_create_from_plain_folder_commits_a_baseline(tmp_path: Path) -> None:
     assert not (template / ".git").exists()
 
 
-def test_subfolder_of_a_repo_is_copied_not_cloned(tmp_path: Path) -> None:
-    outer = make_source_repo(tmp_path / "outer", {"README": "outer\n", "tpl/loop.py": "x = 1\n"})
+def test_subfolder_of_a_repo_is_copied_not_cloned(
+    tmp_path: Path, source_repo: Callable[..., Path], git_in: Callable[..., str]
+) -> None:
+    outer = source_repo(tmp_path / "outer", {"README": "outer\n", "tpl/loop.py": "x = 1\n"})
     space = HarnessSpace.create(outer / "tpl", tmp_path / "h", tmp_path / "wt")
-    tracked = sh("ls-tree", "-r", "--name-only", space.baseline_commit(), cwd=space.repo_dir).split()
+    tracked = git_in("ls-tree", "-r", "--name-only", space.baseline_commit(), cwd=space.repo_dir).split()
     assert tracked == ["loop.py"]
 
 
-def test_bare_repo_and_linked_worktree_sources_are_cloned(tmp_path: Path, source: Path) -> None:
+def test_bare_repo_and_linked_worktree_sources_are_cloned(
+    tmp_path: Path,
+    source: Path,
+    git_in: Callable[..., str],
+    write_files: Callable[[Path, dict[str, str]], None],
+    repo_snapshot: Callable[[Path], dict[str, str]],
+) -> None:
     bare = tmp_path / "bare.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(source), str(bare)], check=True)
     from_bare = HarnessSpace.create(bare, tmp_path / "h1", tmp_path / "wt1")
-    assert from_bare.baseline_commit() == sh("rev-parse", "HEAD", cwd=source).strip()
-    sh("worktree", "add", "-q", "-b", "feature", str(tmp_path / "linked"), cwd=source)
+    assert from_bare.baseline_commit() == git_in("rev-parse", "HEAD", cwd=source).strip()
+    git_in("worktree", "add", "-q", "-b", "feature", str(tmp_path / "linked"), cwd=source)
     write_files(tmp_path / "linked", {"loop.py": "feature = 1\n"})
-    sh("commit", "-q", "-am", "feature", cwd=tmp_path / "linked")
+    git_in("commit", "-q", "-am", "feature", cwd=tmp_path / "linked")
     before = repo_snapshot(source)
     from_linked = HarnessSpace.create(tmp_path / "linked", tmp_path / "h2", tmp_path / "wt2")
-    assert from_linked.baseline_commit() == sh("rev-parse", "feature", cwd=source).strip()
+    assert from_linked.baseline_commit() == git_in("rev-parse", "feature", cwd=source).strip()
     assert from_linked.read_file(from_linked.baseline_commit(), "loop.py") == "feature = 1\n"
     assert repo_snapshot(source) == before
 
 
-def test_same_clock_gives_same_shas(tmp_path: Path) -> None:
+def test_same_clock_gives_same_shas(
+    tmp_path: Path,
+    harness_files: dict[str, str],
+    write_files: Callable[[Path, dict[str, str]], None],
+    edit: Callable[..., str],
+) -> None:
     template = tmp_path / "template"
-    write_files(template, FILES)
+    write_files(template, harness_files)
     shas = []
     for run in ("a", "b"):
         space = HarnessSpace.create(template, tmp_path / run / "h", tmp_path / run / "wt", clock=lambda: 1_700_000_000)
@@ -109,14 +139,14 @@ def test_same_clock_gives_same_shas(tmp_path: Path) -> None:
     assert shas[0] == shas[1]
 
 
-def test_create_refuses_bad_sources(tmp_path: Path, source: Path) -> None:
+def test_create_refuses_bad_sources(tmp_path: Path, source: Path, git_in: Callable[..., str]) -> None:
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "f").write_text("x")
     with pytest.raises(HarnessError, match="not empty"):
         HarnessSpace.create(source, tmp_path / "busy", tmp_path / "wt")
     empty = tmp_path / "empty-repo"
     empty.mkdir()
-    sh("init", "-q", cwd=empty)
+    git_in("init", "-q", cwd=empty)
     with pytest.raises(HarnessError, match="has no commits"):
         HarnessSpace.create(empty, tmp_path / "h", tmp_path / "wt")
     with pytest.raises(HarnessError, match="is not a folder"):
@@ -130,7 +160,7 @@ def test_reopen_existing_space(tmp_path: Path, space: HarnessSpace) -> None:
     assert again.baseline_commit() == space.baseline_commit()
 
 
-def test_commit_worktree_and_diffs(space: HarnessSpace) -> None:
+def test_commit_worktree_and_diffs(space: HarnessSpace, git_in: Callable[..., str]) -> None:
     base = space.baseline_commit()
     wt = space.worktree(base, "c1")
     assert space.commit_worktree(wt, "nothing") is None
@@ -141,16 +171,16 @@ def test_commit_worktree_and_diffs(space: HarnessSpace) -> None:
     (wt / "prompts" / "system.md").unlink()
     sha = space.commit_worktree(wt, "candidate")
     assert sha is not None and len(sha) == 40
-    assert sh("rev-parse", f"refs/saddler/c/{sha}", cwd=space.repo_dir).strip() == sha
+    assert git_in("rev-parse", f"refs/saddler/c/{sha}", cwd=space.repo_dir).strip() == sha
     assert space.changed_files(base, sha) == ["prompts/system.md", "tools/new.py", "tools/search.py"]
     assert space.numstat(base, sha) == (3, 4)
     text = space.diff(base, sha)
     assert "+++ b/tools/new.py" in text and "-Answer briefly." in text
-    assert space.tree_of(sha) == sh("rev-parse", f"{sha}^{{tree}}", cwd=space.repo_dir).strip()
+    assert space.tree_of(sha) == git_in("rev-parse", f"{sha}^{{tree}}", cwd=space.repo_dir).strip()
     assert space.tree_of(base) != space.tree_of(sha)
 
 
-def test_check_change_names_protected_paths(space: HarnessSpace) -> None:
+def test_check_change_names_protected_paths(space: HarnessSpace, edit: Callable[..., str]) -> None:
     base = space.baseline_commit()
     assert space.check_change(base, base) == ["empty change: the candidate is identical to its parent"]
     bad = edit(space, base, {"saddler.toml": "[harness]\nname = 'x'\n", "evals/grade.py": "x = 0\n", "loop.py": "y\n"})
@@ -163,7 +193,9 @@ def test_check_change_names_protected_paths(space: HarnessSpace) -> None:
     assert space.patch_kind(space.changed_files(base, good)) == "capability"
 
 
-def test_worktree_replaces_a_stale_one(space: HarnessSpace) -> None:
+def test_worktree_replaces_a_stale_one(
+    space: HarnessSpace, harness_files: dict[str, str], git_in: Callable[..., str]
+) -> None:
     base = space.baseline_commit()
     wt = space.worktree(base, "diag")
     (wt / "junk.txt").write_text("left over by a crashed session")
@@ -171,16 +203,24 @@ def test_worktree_replaces_a_stale_one(space: HarnessSpace) -> None:
     again = space.worktree(base, "diag")
     assert again == wt
     assert not (wt / "junk.txt").exists()
-    assert (wt / "loop.py").read_text() == FILES["loop.py"]
-    assert sh("status", "--porcelain", cwd=wt) == ""
+    assert (wt / "loop.py").read_text() == harness_files["loop.py"]
+    assert git_in("status", "--porcelain", cwd=wt) == ""
 
 
-def _registered(space: HarnessSpace) -> list[str]:
-    out = sh("worktree", "list", "--porcelain", cwd=space.repo_dir)
-    return [line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("worktree ")][1:]
+@pytest.fixture
+def registered(git_in: Callable[..., str]) -> Callable[[HarnessSpace], list[str]]:
+    """`registered(space)`: the worktrees git has registered besides the clone itself."""
+
+    def listing(space: HarnessSpace) -> list[str]:
+        out = git_in("worktree", "list", "--porcelain", cwd=space.repo_dir)
+        return [line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("worktree ")][1:]
+
+    return listing
 
 
-def test_worktree_and_prune_after_simulated_crash(space: HarnessSpace) -> None:
+def test_worktree_and_prune_after_simulated_crash(
+    space: HarnessSpace, registered: Callable[[HarnessSpace], list[str]]
+) -> None:
     base = space.baseline_commit()
     for name in ("a", "b", "c"):
         space.worktree(base, name)
@@ -199,7 +239,7 @@ def test_worktree_and_prune_after_simulated_crash(space: HarnessSpace) -> None:
     (admin / "c" / "index.lock").write_text("")
     space.prune()
     assert list(space.worktrees_dir.iterdir()) == []
-    assert _registered(space) == []
+    assert registered(space) == []
     assert not admin.exists() or list(admin.iterdir()) == []
     assert space.worktree(base, "c").is_dir()
 
@@ -211,7 +251,13 @@ def test_worktree_rejects_bad_names_and_commits(space: HarnessSpace) -> None:
         space.worktree("0" * 40, "x")
 
 
-def test_snapshot_is_made_once_per_tree_and_is_never_a_worktree(tmp_path: Path, space: HarnessSpace) -> None:
+def test_snapshot_is_made_once_per_tree_and_is_never_a_worktree(
+    tmp_path: Path,
+    space: HarnessSpace,
+    harness_files: dict[str, str],
+    git_in: Callable[..., str],
+    registered: Callable[[HarnessSpace], list[str]],
+) -> None:
     base = space.baseline_commit()
     root = tmp_path / "snapshots"
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -219,10 +265,10 @@ def test_snapshot_is_made_once_per_tree_and_is_never_a_worktree(tmp_path: Path, 
     assert len(set(paths)) == 1
     path = paths[0]
     assert path == root / space.tree_of(base)
-    assert sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()) == sorted(FILES)
-    assert not (path / ".git").exists() and _registered(space) == []
+    assert sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()) == sorted(harness_files)
+    assert not (path / ".git").exists() and registered(space) == []
     assert [p.name for p in root.iterdir()] == [path.name]  # no half-built folder left beside it
-    same_tree = sh("commit-tree", space.tree_of(base), "-p", base, "-m", "same files", cwd=space.repo_dir).strip()
+    same_tree = git_in("commit-tree", space.tree_of(base), "-p", base, "-m", "same files", cwd=space.repo_dir).strip()
     assert space.snapshot(same_tree, root) == path
 
 
@@ -232,13 +278,19 @@ def test_snapshot_of_a_missing_commit_is_refused(tmp_path: Path, space: HarnessS
     assert not (tmp_path / "snapshots").exists()
 
 
-def test_export_tree_and_bundle(tmp_path: Path, space: HarnessSpace) -> None:
+def test_export_tree_and_bundle(
+    tmp_path: Path,
+    space: HarnessSpace,
+    harness_files: dict[str, str],
+    git_in: Callable[..., str],
+    edit: Callable[..., str],
+) -> None:
     base = space.baseline_commit()
     sha = edit(space, base, {"tools/search.py": "best = True\n"})
     out = tmp_path / "export"
     space.export_tree(sha, out)
     exported = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
-    assert exported == sorted(FILES)
+    assert exported == sorted(harness_files)
     assert (out / "tools" / "search.py").read_text() == "best = True\n"
     with pytest.raises(HarnessError, match="not empty"):
         space.export_tree(sha, out)
@@ -246,7 +298,7 @@ def test_export_tree_and_bundle(tmp_path: Path, space: HarnessSpace) -> None:
     space.bundle(sha, bundle)
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(bundle), str(clone)], check=True, capture_output=True)
-    assert sh("rev-parse", "HEAD", cwd=clone).strip() == sha
-    assert sh("symbolic-ref", "HEAD", cwd=clone).strip() == "refs/heads/main"
-    assert sh("rev-list", "--count", "HEAD", cwd=clone).strip() == "2"
+    assert git_in("rev-parse", "HEAD", cwd=clone).strip() == sha
+    assert git_in("symbolic-ref", "HEAD", cwd=clone).strip() == "refs/heads/main"
+    assert git_in("rev-list", "--count", "HEAD", cwd=clone).strip() == "2"
     assert (clone / "tools" / "search.py").read_text() == "best = True\n"

@@ -2,43 +2,59 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from harness_fixtures import FILES, make_source_repo, sh, write_files
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from saddler.harness.space import HarnessSpace
 
-PROMPT = FILES["prompts/system.md"]
-
 
 @pytest.fixture
-def space(tmp_path: Path) -> HarnessSpace:
-    source = make_source_repo(tmp_path / "user-harness")
+def space(tmp_path: Path, source_repo: Callable[..., Path]) -> HarnessSpace:
+    source = source_repo(tmp_path / "user-harness")
     return HarnessSpace.create(source, tmp_path / "run" / "harness", tmp_path / "run" / "worktrees")
 
 
-def edit(space: HarnessSpace, parent: str, files: dict[str, str]) -> str:
-    wt = space.worktree(parent, "edit")
-    write_files(wt, files)
-    sha = space.commit_worktree(wt, "edit")
-    space.remove_worktree(wt)
-    assert sha is not None
-    return sha
+@pytest.fixture
+def prompt(harness_files: dict[str, str]) -> str:
+    """The demo harness's prompts/system.md."""
+    return harness_files["prompts/system.md"]
+
+
+@pytest.fixture
+def edit(write_files: Callable[[Path, dict[str, str]], None]) -> Callable[[HarnessSpace, str, dict[str, str]], str]:
+    """`edit(space, parent, files)`: commit `files` written over `parent` in a worktree; returns the commit."""
+
+    def commit(space: HarnessSpace, parent: str, files: dict[str, str]) -> str:
+        wt = space.worktree(parent, "edit")
+        write_files(wt, files)
+        sha = space.commit_worktree(wt, "edit")
+        space.remove_worktree(wt)
+        assert sha is not None
+        return sha
+
+    return commit
 
 
 def content(space: HarnessSpace, commit: str, path: str) -> str | None:
     return space.read_file(commit, path)
 
 
-def only_main_worktree(space: HarnessSpace) -> bool:
-    out = sh("worktree", "list", "--porcelain", cwd=space.repo_dir)
-    return sum(line.startswith("worktree ") for line in out.splitlines()) == 1
+@pytest.fixture
+def only_main_worktree(git_in: Callable[..., str]) -> Callable[[HarnessSpace], bool]:
+    """`only_main_worktree(space)`: no worktree is left besides the clone itself."""
+
+    def check(space: HarnessSpace) -> bool:
+        out = git_in("worktree", "list", "--porcelain", cwd=space.repo_dir)
+        return sum(line.startswith("worktree ") for line in out.splitlines()) == 1
+
+    return check
 
 
-def test_apply_patch_clean(space: HarnessSpace) -> None:
+def test_apply_patch_clean(space: HarnessSpace, edit: Callable[..., str]) -> None:
     base = space.baseline_commit()
     new_search = "def search(q):\n    return [q, 'more']\n"
     child = edit(space, base, {"tools/search.py": new_search, "tools/new.py": "N = 1\n"})
@@ -50,45 +66,53 @@ def test_apply_patch_clean(space: HarnessSpace) -> None:
     assert sha is not None and space.tree_of(sha) == space.tree_of(child)
 
 
-def test_apply_patch_conflict_reports_file_and_resets(space: HarnessSpace) -> None:
+def test_apply_patch_conflict_reports_file_and_resets(
+    space: HarnessSpace, git_in: Callable[..., str], edit: Callable[..., str], prompt: str
+) -> None:
     base = space.baseline_commit()
-    theirs = edit(space, base, {"prompts/system.md": PROMPT.replace("Answer briefly.", "Answer in detail.")})
-    ours = edit(space, base, {"prompts/system.md": PROMPT.replace("Answer briefly.", "Answer in one word.")})
+    theirs = edit(space, base, {"prompts/system.md": prompt.replace("Answer briefly.", "Answer in detail.")})
+    ours = edit(space, base, {"prompts/system.md": prompt.replace("Answer briefly.", "Answer in one word.")})
     wt = space.worktree(ours, "apply")
     result = space.apply_patch(wt, space.diff(base, theirs))
     assert not result.ok
     assert result.error == "conflict in: prompts/system.md"
-    assert sh("status", "--porcelain", cwd=wt) == ""
+    assert git_in("status", "--porcelain", cwd=wt) == ""
     assert "one word" in (wt / "prompts" / "system.md").read_text()
 
 
-def test_apply_patch_garbage_and_empty(space: HarnessSpace) -> None:
+def test_apply_patch_garbage_and_empty(space: HarnessSpace, git_in: Callable[..., str]) -> None:
     wt = space.worktree(space.baseline_commit(), "apply")
     assert space.apply_patch(wt, "").error == "empty patch"
     bad = "--- a/nope.txt\n+++ b/nope.txt\n@@ -1 +1 @@\n-old\n+new\n"
     result = space.apply_patch(wt, bad)
     assert not result.ok and result.error.startswith("patch does not apply:") and "nope.txt" in result.error
-    assert sh("status", "--porcelain", cwd=wt) == ""
+    assert git_in("status", "--porcelain", cwd=wt) == ""
 
 
-def test_cherry_pick_clean_onto_other_branch(space: HarnessSpace) -> None:
+def test_cherry_pick_clean_onto_other_branch(
+    space: HarnessSpace,
+    git_in: Callable[..., str],
+    edit: Callable[..., str],
+    only_main_worktree: Callable[[HarnessSpace], bool],
+    prompt: str,
+) -> None:
     base = space.baseline_commit()
     tool_fix = edit(space, base, {"tools/search.py": "def search(q):\n    return sorted([q])\n"})
-    other = edit(space, base, {"prompts/system.md": PROMPT + "Cite sources.\n"})
+    other = edit(space, base, {"prompts/system.md": prompt + "Cite sources.\n"})
     result = space.cherry_pick(other, base, tool_fix, "cherry-pick tool fix")
     assert result.ok and result.commit is not None
     assert content(space, result.commit, "tools/search.py") == "def search(q):\n    return sorted([q])\n"
-    assert content(space, result.commit, "prompts/system.md") == PROMPT + "Cite sources.\n"
-    assert sh("rev-parse", f"{result.commit}^", cwd=space.repo_dir).strip() == other
-    assert sh("log", "-1", "--format=%s", result.commit, cwd=space.repo_dir).strip() == "cherry-pick tool fix"
-    assert sh("rev-parse", f"refs/saddler/c/{result.commit}", cwd=space.repo_dir).strip() == result.commit
+    assert content(space, result.commit, "prompts/system.md") == prompt + "Cite sources.\n"
+    assert git_in("rev-parse", f"{result.commit}^", cwd=space.repo_dir).strip() == other
+    assert git_in("log", "-1", "--format=%s", result.commit, cwd=space.repo_dir).strip() == "cherry-pick tool fix"
+    assert git_in("rev-parse", f"refs/saddler/c/{result.commit}", cwd=space.repo_dir).strip() == result.commit
     assert only_main_worktree(space)
 
 
-def test_cherry_pick_merges_nearby_edits_three_way(space: HarnessSpace) -> None:
+def test_cherry_pick_merges_nearby_edits_three_way(space: HarnessSpace, edit: Callable[..., str], prompt: str) -> None:
     base = space.baseline_commit()
-    top = edit(space, base, {"prompts/system.md": PROMPT.replace("You are a helpful agent.", "You are an ops agent.")})
-    bottom = edit(space, base, {"prompts/system.md": PROMPT.replace("Check your work.", "Verify every step.")})
+    top = edit(space, base, {"prompts/system.md": prompt.replace("You are a helpful agent.", "You are an ops agent.")})
+    bottom = edit(space, base, {"prompts/system.md": prompt.replace("Check your work.", "Verify every step.")})
     result = space.cherry_pick(bottom, base, top, "pick")
     assert result.ok and result.commit is not None
     assert content(space, result.commit, "prompts/system.md") == (
@@ -96,27 +120,33 @@ def test_cherry_pick_merges_nearby_edits_three_way(space: HarnessSpace) -> None:
     )
 
 
-def test_cherry_pick_conflict_returns_the_file(space: HarnessSpace) -> None:
+def test_cherry_pick_conflict_returns_the_file(
+    space: HarnessSpace,
+    git_in: Callable[..., str],
+    edit: Callable[..., str],
+    only_main_worktree: Callable[[HarnessSpace], bool],
+    prompt: str,
+) -> None:
     base = space.baseline_commit()
-    a = edit(space, base, {"prompts/system.md": PROMPT.replace("Answer briefly.", "Answer A.")})
+    a = edit(space, base, {"prompts/system.md": prompt.replace("Answer briefly.", "Answer A.")})
     b = edit(
         space,
         base,
         {
-            "prompts/system.md": PROMPT.replace("Answer briefly.", "Answer B."),
+            "prompts/system.md": prompt.replace("Answer briefly.", "Answer B."),
             "loop.py": "def run(task):\n    return 2\n",
         },
     )
-    refs_before = sh("for-each-ref", "--format=%(refname)", cwd=space.repo_dir)
+    refs_before = git_in("for-each-ref", "--format=%(refname)", cwd=space.repo_dir)
     result = space.cherry_pick(a, base, b, "pick")
     assert not result.ok and result.commit is None
     assert result.error == "cherry-pick: conflict in: prompts/system.md"
-    assert sh("for-each-ref", "--format=%(refname)", cwd=space.repo_dir) == refs_before
+    assert git_in("for-each-ref", "--format=%(refname)", cwd=space.repo_dir) == refs_before
     assert only_main_worktree(space)
     assert list(space.worktrees_dir.iterdir()) == []
 
 
-def test_cherry_pick_of_an_empty_or_contained_edge(space: HarnessSpace) -> None:
+def test_cherry_pick_of_an_empty_or_contained_edge(space: HarnessSpace, edit: Callable[..., str]) -> None:
     base = space.baseline_commit()
     child = edit(space, base, {"loop.py": "def run(task):\n    return 3\n"})
     assert space.cherry_pick(child, base, base, "pick").error.endswith("changes nothing")
@@ -125,20 +155,28 @@ def test_cherry_pick_of_an_empty_or_contained_edge(space: HarnessSpace) -> None:
     assert again.error == f"cherry-pick: nothing left to change on {child[:12]}"
 
 
-def test_revert_restores_content(space: HarnessSpace) -> None:
+def test_revert_restores_content(
+    space: HarnessSpace,
+    harness_files: dict[str, str],
+    edit: Callable[..., str],
+    only_main_worktree: Callable[[HarnessSpace], bool],
+    prompt: str,
+) -> None:
     base = space.baseline_commit()
     harmful = edit(space, base, {"tools/search.py": "def search(q):\n    return []\n", "tools/extra.py": "E = 1\n"})
-    later = edit(space, harmful, {"prompts/system.md": PROMPT + "Be careful.\n"})
+    later = edit(space, harmful, {"prompts/system.md": prompt + "Be careful.\n"})
     result = space.revert(later, base, harmful, "revert harmful tool edit")
     assert result.ok and result.commit is not None
-    assert content(space, result.commit, "tools/search.py") == FILES["tools/search.py"]
+    assert content(space, result.commit, "tools/search.py") == harness_files["tools/search.py"]
     assert content(space, result.commit, "tools/extra.py") is None
-    assert content(space, result.commit, "prompts/system.md") == PROMPT + "Be careful.\n"
+    assert content(space, result.commit, "prompts/system.md") == prompt + "Be careful.\n"
     assert space.changed_files(later, result.commit) == ["tools/extra.py", "tools/search.py"]
     assert only_main_worktree(space)
 
 
-def test_revert_conflict_when_the_line_moved_on(space: HarnessSpace) -> None:
+def test_revert_conflict_when_the_line_moved_on(
+    space: HarnessSpace, edit: Callable[..., str], only_main_worktree: Callable[[HarnessSpace], bool]
+) -> None:
     base = space.baseline_commit()
     first = edit(space, base, {"loop.py": "def run(task):\n    return 1\n"})
     second = edit(space, first, {"loop.py": "def run(task):\n    return 2\n"})
@@ -161,7 +199,9 @@ CONTENT = st.one_of(
 @given(st.dictionaries(st.sampled_from(FILE_NAMES), CONTENT, min_size=1, max_size=4))
 @example(change={"loop.py": b"\r"})  # a lone CR was turned into LF by text-mode pipes
 @example(change={"prompts/system.md": b"line one\r\nline two\r\n"})
-def test_diff_round_trips_through_pick_and_revert(space: HarnessSpace, change: dict[str, bytes | None]) -> None:
+def test_diff_round_trips_through_pick_and_revert(
+    space: HarnessSpace, git_in: Callable[..., str], change: dict[str, bytes | None]
+) -> None:
     base = space.baseline_commit()
     wt = space.worktree(base, "prop")
     for rel, data in change.items():
@@ -184,5 +224,5 @@ def test_diff_round_trips_through_pick_and_revert(space: HarnessSpace, change: d
     wt = space.worktree(base, "prop-apply")
     assert space.apply_patch(wt, space.diff(base, child)).ok
     assert space.commit_worktree(wt, "applied") is not None
-    assert space.tree_of(sh("rev-parse", "HEAD", cwd=wt).strip()) == space.tree_of(child)
+    assert space.tree_of(git_in("rev-parse", "HEAD", cwd=wt).strip()) == space.tree_of(child)
     space.remove_worktree(wt)

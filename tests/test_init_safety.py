@@ -8,10 +8,11 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from loop_helpers import dag_signature, make_run
 from typer.testing import CliRunner
 
 from saddler.cli.app import app
@@ -61,7 +62,9 @@ def test_init_force_refuses_a_folder_whose_run_lock_is_held(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_init_force_during_a_real_run_leaves_the_run_to_finish_as_if_nothing_happened(tmp_path: Path) -> None:
+def test_init_force_during_a_real_run_leaves_the_run_to_finish_as_if_nothing_happened(
+    tmp_path: Path, dag_signature: Callable[[Path], dict[str, Any]], make_run: Callable[..., Path]
+) -> None:
     reference = make_run(tmp_path / "reference")
     subprocess.run([sys.executable, "-m", "saddler", "run", str(reference), "-q"], check=True, capture_output=True)
     run = make_run(tmp_path / "run")
@@ -128,6 +131,18 @@ def test_a_bad_init_with_force_leaves_the_existing_run_untouched(tmp_path: Path)
     code, out = _init(run, "--force", "--set", "seed.x=3")
     assert code == 2 and "run.seed is not a table" in out
     assert _files(run) == before
+
+
+def test_the_clone_folder_cannot_be_overridden_at_init(tmp_path: Path) -> None:
+    """`run.harness` names where init clones the harness (always `harness`): an override used to create a folder
+    that `saddler validate` then refused ("no such folder 'h2'")."""
+    code, out = _init(tmp_path / "run", "--set", "harness=h2")
+    assert code == 2
+    assert out == (
+        "error: --set harness='h2': run.harness is the folder saddler init clones the harness into, always "
+        "'harness'; it cannot be set\n"
+    )
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_harness_without_saddler_toml_or_a_missing_one_is_refused(tmp_path: Path) -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import networkx as nx
 import pytest
-from loop_helpers import dag_signature, git, make_run
 from typer.testing import CliRunner
 
 from evodag.store import EvoDAG
@@ -35,7 +35,7 @@ class CountingExecutor:
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+def finished(tmp_path_factory: pytest.TempPathFactory, make_run: Callable[..., Path]) -> tuple[Path, int]:
     """One small finished run, driven through the real CLI, with an executor that counts."""
     import saddler.run.context as context
 
@@ -77,21 +77,23 @@ def test_rollouts_spent_equal_rollouts_recorded(finished: tuple[Path, int]) -> N
     assert executed == len(keys) > 0
 
 
-def test_every_node_commit_and_parent_commit_exist_and_dag_is_acyclic(finished: tuple[Path, int]) -> None:
+def test_every_node_commit_and_parent_commit_exist_and_dag_is_acyclic(
+    finished: tuple[Path, int], run_git: Callable[..., Any]
+) -> None:
     run_dir, _ = finished
     with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
         nodes = store.nodes()
         for node in nodes:
-            assert git(run_dir, "cat-file", "-e", f"{node.commit}^{{commit}}").returncode == 0
+            assert run_git(run_dir, "cat-file", "-e", f"{node.commit}^{{commit}}").returncode == 0
             if node.parent_id is not None:
                 parent = store.get_node(node.parent_id)
-                assert git(run_dir, "cat-file", "-e", parent.commit).returncode == 0
+                assert run_git(run_dir, "cat-file", "-e", parent.commit).returncode == 0
                 edge = store.edge_into(node.id)
                 assert edge is not None and edge.parent_id == node.parent_id
         g = nx.DiGraph([(e.parent_id, e.child_id) for e in store.edges()])
         g.add_nodes_from(n.id for n in nodes)
     assert nx.is_directed_acyclic_graph(g) and g.number_of_nodes() == len(nodes)
-    assert git(run_dir, "fsck", "--no-progress").returncode == 0
+    assert run_git(run_dir, "fsck", "--no-progress").returncode == 0
 
 
 def test_test_split_is_opened_only_at_the_end_for_baseline_and_best(finished: tuple[Path, int]) -> None:
@@ -119,14 +121,21 @@ def test_store_integrity(finished: tuple[Path, int]) -> None:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-def test_same_seed_and_config_give_the_same_dag(finished: tuple[Path, int], tmp_path: Path) -> None:
+def test_same_seed_and_config_give_the_same_dag(
+    finished: tuple[Path, int],
+    tmp_path: Path,
+    dag_signature: Callable[[Path], dict[str, Any]],
+    make_run: Callable[..., Path],
+) -> None:
     run_dir, _ = finished
     again = make_run(tmp_path / "again")
     Optimizer(again, quiet=True).run()
     assert dag_signature(again) == dag_signature(run_dir)
 
 
-def test_rerunning_a_finished_run_spends_nothing(finished: tuple[Path, int], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rerunning_a_finished_run_spends_nothing(
+    finished: tuple[Path, int], monkeypatch: pytest.MonkeyPatch, dag_signature: Callable[[Path], dict[str, Any]]
+) -> None:
     import saddler.run.context as context
 
     run_dir, _ = finished
@@ -142,7 +151,12 @@ def test_rerunning_a_finished_run_spends_nothing(finished: tuple[Path, int], mon
     assert dag_signature(run_dir) == before
 
 
-def test_pause_then_resume_gives_the_uninterrupted_dag(finished: tuple[Path, int], tmp_path: Path) -> None:
+def test_pause_then_resume_gives_the_uninterrupted_dag(
+    finished: tuple[Path, int],
+    tmp_path: Path,
+    dag_signature: Callable[[Path], dict[str, Any]],
+    make_run: Callable[..., Path],
+) -> None:
     run_dir, _ = finished
     paused = make_run(tmp_path / "paused")
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from loop_helpers import make_run
 
 from evodag.store import EvoDAG
 from saddler.run.loop import Optimizer
@@ -43,7 +43,7 @@ def backend(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(registry.BACKENDS, "empty", f"{__name__}:EmptyPatchBackend")
 
 
-def test_a_protected_path_patch_is_never_accepted(tmp_path: Path, backend: None) -> None:
+def test_a_protected_path_patch_is_never_accepted(tmp_path: Path, backend: None, make_run: Callable[..., Path]) -> None:
     run = make_run(tmp_path / "run", loop={"max_iterations": 3}, sessions={"backend": "protected"})
     Optimizer(run, quiet=True).run()
     with EvoDAG(run / "evodag.sqlite", readonly=True) as store:
@@ -54,7 +54,9 @@ def test_a_protected_path_patch_is_never_accepted(tmp_path: Path, backend: None)
     assert decisions == ["invalid", "invalid", "invalid"]
 
 
-def test_an_empty_patch_is_recorded_and_counts_as_a_stall(tmp_path: Path, backend: None) -> None:
+def test_an_empty_patch_is_recorded_and_counts_as_a_stall(
+    tmp_path: Path, backend: None, make_run: Callable[..., Path]
+) -> None:
     run = make_run(tmp_path / "run", loop={"max_iterations": 2}, sessions={"backend": "empty"})
     Optimizer(run, quiet=True).run()
     with EvoDAG(run / "evodag.sqlite", readonly=True) as store:

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from report_fixture import Fixture, build_run, open_store
 
 from evodag.store import EvoDAG
 from saddler.reporting.plot import plot_progress, progress_series
 
+if TYPE_CHECKING:
+    from plugins.reports import Fixture
+
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[EvoDAG, Fixture]:
+def finished(
+    tmp_path_factory: pytest.TempPathFactory, build_run: Callable[..., Any], open_store: Callable[[Any], Any]
+) -> tuple[EvoDAG, Fixture]:
     store, clock = open_store(tmp_path_factory.mktemp("plot") / "evodag.db")
     return store, build_run(store, clock)
 
@@ -68,7 +74,7 @@ def test_png_is_written_with_the_agg_backend(finished: tuple[EvoDAG, Fixture], t
     assert matplotlib.get_backend().lower() == "agg"
 
 
-def test_plot_of_a_run_with_only_a_baseline(tmp_path: Path) -> None:
+def test_plot_of_a_run_with_only_a_baseline(tmp_path: Path, open_store: Callable[[Any], Any]) -> None:
     store, _ = open_store(tmp_path / "evodag.db")
     run = store.create_run({"name": "empty"}, seed=0)
     store.add_node(run.id, "a" * 40, None, 0, "baseline", "baseline", "baseline", status="baseline")

@@ -1,15 +1,15 @@
 """The claude, codex and pi presets against stand-ins that behave like the real CLIs (tests/fake_clis): flags,
-tools, hooks, sandboxes, output formats, exit codes. Run folders are outside /tmp (see cli_helpers)."""
+tools, hooks, sandboxes, output formats, exit codes. Run folders are outside /tmp (see plugins/clis.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from cli_helpers import command_backend, records
-from session_helpers import diagnosis_request, evolution_request, make_worktree, reflection_request
 
 from saddler.errors import BackendError, ConfigError
 from saddler.sessions import confine
@@ -19,16 +19,34 @@ from saddler.sessions.prompts import load_template
 BWRAP_OK, BWRAP_WHY = confine.bwrap_works()
 
 
-def run_all_roles(run_dir: Path, command: str, **config: object):
-    wt = make_worktree(run_dir / "worktrees" / "c1")
-    b = command_backend(run_dir, command, **config)
-    diag = b.diagnose_patch(diagnosis_request(run_dir, wt))
-    refl = b.reflect(reflection_request(run_dir))
-    evo = b.evolve(evolution_request(run_dir))
-    return wt, b, diag, refl, evo
+@pytest.fixture
+def run_all_roles(
+    make_worktree: Callable[[Path], Path],
+    command_backend: Callable[..., Any],
+    diagnosis_request: Callable[..., Any],
+    reflection_request: Callable[..., Any],
+    evolution_request: Callable[..., Any],
+) -> Callable[..., tuple[Any, ...]]:
+    """`run_all_roles(run_dir, command, **session_config)`: one diagnosis, reflection and evolution session through
+    the command backend; returns (worktree, backend, diagnosis, reflection, evolution)."""
+
+    def run(run_dir: Path, command: str, **config: object) -> tuple[Any, ...]:
+        wt = make_worktree(run_dir / "worktrees" / "c1")
+        b = command_backend(run_dir, command, **config)
+        diag = b.diagnose_patch(diagnosis_request(run_dir, wt))
+        refl = b.reflect(reflection_request(run_dir))
+        evo = b.evolve(evolution_request(run_dir))
+        return wt, b, diag, refl, evo
+
+    return run
 
 
-def test_codex_returns_a_diagnosis_from_a_run_folder_outside_tmp(outside: Path, fakes: Path) -> None:
+def test_codex_returns_a_diagnosis_from_a_run_folder_outside_tmp(
+    outside: Path,
+    fakes: Path,
+    records: Callable[[Path], list[dict[str, Any]]],
+    run_all_roles: Callable[..., tuple[Any, ...]],
+) -> None:
     run_dir = outside / "run"
     wt, _, diag, refl, evo = run_all_roles(run_dir, "codex", model="gpt-5.2-codex")
     assert (diag.status, diag.stats.outcome) == ("patched", "ok"), diag.stats.error
@@ -52,7 +70,14 @@ def test_codex_returns_a_diagnosis_from_a_run_folder_outside_tmp(outside: Path, 
 
 
 @pytest.mark.parametrize("preset", ["claude", "codex", "pi"])
-def test_a_300_kb_prompt_reaches_every_preset_intact(outside: Path, fakes: Path, preset: str) -> None:
+def test_a_300_kb_prompt_reaches_every_preset_intact(
+    outside: Path,
+    fakes: Path,
+    preset: str,
+    command_backend: Callable[..., Any],
+    evolution_request: Callable[..., Any],
+    records: Callable[[Path], list[dict[str, Any]]],
+) -> None:
     if preset == "pi" and not BWRAP_OK:
         pytest.skip(f"pi runs confined and bubblewrap cannot run here: {BWRAP_WHY}")
     run_dir = outside / "run"
@@ -71,7 +96,11 @@ def test_a_300_kb_prompt_reaches_every_preset_intact(outside: Path, fakes: Path,
 
 
 def test_claude_shows_only_saddlers_tools_and_its_hook_guards_them(
-    outside: Path, fakes: Path, monkeypatch: pytest.MonkeyPatch
+    outside: Path,
+    fakes: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    records: Callable[[Path], list[dict[str, Any]]],
+    run_all_roles: Callable[..., tuple[Any, ...]],
 ) -> None:
     escape = outside / "escape.txt"
     monkeypatch.setenv("FAKE_CLI_ESCAPE", str(escape))
@@ -98,7 +127,13 @@ def test_claude_shows_only_saddlers_tools_and_its_hook_guards_them(
 
 
 @pytest.mark.skipif(not BWRAP_OK, reason=f"bubblewrap cannot run here: {BWRAP_WHY}")
-def test_pi_is_confined_to_the_worktree(outside: Path, fakes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pi_is_confined_to_the_worktree(
+    outside: Path,
+    fakes: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    records: Callable[[Path], list[dict[str, Any]]],
+    run_all_roles: Callable[..., tuple[Any, ...]],
+) -> None:
     escape = outside / "escape.txt"
     monkeypatch.setenv("FAKE_CLI_ESCAPE", str(escape))
     run_dir = outside / "run"
@@ -118,7 +153,12 @@ def test_pi_is_confined_to_the_worktree(outside: Path, fakes: Path, monkeypatch:
 
 
 def test_pi_refuses_to_run_unconfined_unless_told_to(
-    outside: Path, fakes: Path, monkeypatch: pytest.MonkeyPatch
+    outside: Path,
+    fakes: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command_backend: Callable[..., Any],
+    evolution_request: Callable[..., Any],
+    run_all_roles: Callable[..., tuple[Any, ...]],
 ) -> None:
     monkeypatch.setattr(confine, "bwrap_works", lambda *a, **k: (False, "bwrap not found on PATH"))
     run_dir = outside / "run"
@@ -141,7 +181,13 @@ def test_pi_refuses_to_run_unconfined_unless_told_to(
     ],
 )
 def test_effort_reaches_each_cli_only_when_set(
-    outside: Path, fakes: Path, preset: str, expected: list[str], monkeypatch: pytest.MonkeyPatch
+    outside: Path,
+    fakes: Path,
+    preset: str,
+    expected: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    command_backend: Callable[..., Any],
+    evolution_request: Callable[..., Any],
 ) -> None:
     monkeypatch.setattr(confine, "bwrap_works", lambda *a, **k: (True, "test"))
     run_dir = outside / "run"
@@ -152,14 +198,21 @@ def test_effort_reaches_each_cli_only_when_set(
     assert not any("effort" in a or a == "--thinking" for a in plain)
 
 
-def test_an_effort_a_cli_does_not_take_is_a_config_error(outside: Path) -> None:
+def test_an_effort_a_cli_does_not_take_is_a_config_error(outside: Path, command_backend: Callable[..., Any]) -> None:
     with pytest.raises(ConfigError, match=r"'max' .* codex accepts: minimal, low, medium, high, xhigh"):
         command_backend(outside, "codex", effort="max")
     with pytest.raises(ConfigError, match=r"unknown placeholder\(s\) \{nope\}"):
         command_backend(outside, "agent --x {nope}")
 
 
-def test_per_role_limits_reach_the_cli(outside: Path, fakes: Path) -> None:
+def test_per_role_limits_reach_the_cli(
+    outside: Path,
+    fakes: Path,
+    command_backend: Callable[..., Any],
+    diagnosis_request: Callable[..., Any],
+    evolution_request: Callable[..., Any],
+    make_worktree: Callable[[Path], Path],
+) -> None:
     run_dir = outside / "run"
     roles = {"diagnosis_patch": {"max_turns": 150, "max_budget_usd": 7.5}, "evolution": {"model": "claude-haiku-4-5"}}
     b = command_backend(run_dir, "claude", max_turns=12, roles=roles)
@@ -178,7 +231,13 @@ def test_per_role_limits_reach_the_cli(outside: Path, fakes: Path) -> None:
     )
 
 
-def test_codex_without_a_key_names_the_variable(outside: Path, fakes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_codex_without_a_key_names_the_variable(
+    outside: Path,
+    fakes: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command_backend: Callable[..., Any],
+    evolution_request: Callable[..., Any],
+) -> None:
     from saddler.errors import AuthenticationError
 
     monkeypatch.delenv("OPENAI_API_KEY")
@@ -188,7 +247,13 @@ def test_codex_without_a_key_names_the_variable(outside: Path, fakes: Path, monk
 
 
 def test_the_hook_keeps_claude_out_of_protected_paths(
-    outside: Path, fakes: Path, monkeypatch: pytest.MonkeyPatch
+    outside: Path,
+    fakes: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command_backend: Callable[..., Any],
+    diagnosis_request: Callable[..., Any],
+    make_worktree: Callable[[Path], Path],
+    records: Callable[[Path], list[dict[str, Any]]],
 ) -> None:
     run_dir = outside / "run"
     wt = make_worktree(run_dir / "worktrees" / "c1")

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from session_helpers import diagnosis_request
 
 from saddler.sessions.prompts import render
 
 
 @pytest.mark.parametrize("exploration", [False, True])
-def test_the_diagnosis_prompt_carries_the_benchmark_trace_format(tmp_path: Path, exploration: bool) -> None:
+def test_the_diagnosis_prompt_carries_the_benchmark_trace_format(
+    tmp_path: Path, exploration: bool, diagnosis_request: Callable[..., Any]
+) -> None:
     base = diagnosis_request(tmp_path, tmp_path / "wt", exploration=exploration)
     described = base.model_copy(update={"trace_format": "one JSON object: command, seed, metric, stdout, stderr."})
     text = render("diagnosis_patch", described)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from session_helpers import diagnosis_request, evolution_request, reflection_request
 
 from saddler.agentcli import fill
 from saddler.errors import ConfigError
@@ -15,7 +16,12 @@ from saddler.sessions.prompts import TEMPLATES, load_template, render, render_sy
 from saddler.sessions.schema import result_schema
 
 
-def test_every_bundled_template_renders_without_leftover_placeholders(tmp_path: Path) -> None:
+def test_every_bundled_template_renders_without_leftover_placeholders(
+    tmp_path: Path,
+    diagnosis_request: Callable[..., Any],
+    evolution_request: Callable[..., Any],
+    reflection_request: Callable[..., Any],
+) -> None:
     run = tmp_path / "run"
     requests = {
         "diagnosis_patch": diagnosis_request(run, tmp_path / "wt"),
@@ -32,7 +38,9 @@ def test_every_bundled_template_renders_without_leftover_placeholders(tmp_path: 
     assert {"system", "diagnosis_patch", "diagnosis_patch_explore", "reflection", "evolution"} == set(TEMPLATES)
 
 
-def test_diagnosis_prompt_carries_evidence_phase_and_globs(tmp_path: Path) -> None:
+def test_diagnosis_prompt_carries_evidence_phase_and_globs(
+    tmp_path: Path, diagnosis_request: Callable[..., Any]
+) -> None:
     req = diagnosis_request(tmp_path / "run", tmp_path / "wt")
     text = render("diagnosis_patch", req)
     assert text.startswith("# Diagnosis-Patch session — iteration 3")
@@ -46,7 +54,7 @@ def test_diagnosis_prompt_carries_evidence_phase_and_globs(tmp_path: Path) -> No
     assert "Run `python -m compileall -q .` (the harness's check command)" in text
 
 
-def test_exploration_variant_and_web_search_note(tmp_path: Path) -> None:
+def test_exploration_variant_and_web_search_note(tmp_path: Path, diagnosis_request: Callable[..., Any]) -> None:
     req = diagnosis_request(tmp_path / "run", tmp_path / "wt", exploration=True)
     assert template_name("diagnosis_patch", req) == "diagnosis_patch_explore"
     with_web = render("diagnosis_patch", req, web_search=True)
@@ -57,7 +65,7 @@ def test_exploration_variant_and_web_search_note(tmp_path: Path) -> None:
     assert "Exploration mode" not in plain
 
 
-def test_reflection_sees_dev_only_as_aggregates(tmp_path: Path) -> None:
+def test_reflection_sees_dev_only_as_aggregates(tmp_path: Path, reflection_request: Callable[..., Any]) -> None:
     text = render("reflection", reflection_request(tmp_path / "run"))
     assert "parent 0.500, candidate 0.625, best so far 0.500" in text
     assert "- `t1`: F -> P" in text and "- `t2`: P -> P" in text
@@ -65,7 +73,7 @@ def test_reflection_sees_dev_only_as_aggregates(tmp_path: Path) -> None:
     assert "+    return [1, 2, 3]" in text
 
 
-def test_evolution_lists_nodes_edges_and_actions(tmp_path: Path) -> None:
+def test_evolution_lists_nodes_edges_and_actions(tmp_path: Path, evolution_request: Callable[..., Any]) -> None:
     text = render("evolution", evolution_request(tmp_path / "run"))
     assert "- node 2 (parent 1, iteration 1): accepted, origin -, dev 0.625, batch -, 0 lines changed" in text
     assert "true regressions t2" in text
@@ -74,14 +82,14 @@ def test_evolution_lists_nodes_edges_and_actions(tmp_path: Path) -> None:
         assert action in text
 
 
-def test_override_template_from_the_run_config(tmp_path: Path) -> None:
+def test_override_template_from_the_run_config(tmp_path: Path, evolution_request: Callable[..., Any]) -> None:
     (tmp_path / "mine.md").write_text("Iteration {iteration}: evolve from {current_node_id}. {{literal}}\n")
     text = render("evolution", evolution_request(tmp_path), {"evolution": "mine.md"}, base_dir=tmp_path)
     assert text == "Iteration 3: evolve from 3. {literal}\n"
     assert render_system("reflection").count("Session role: reflection.") == 1
 
 
-def test_override_errors_are_config_errors(tmp_path: Path) -> None:
+def test_override_errors_are_config_errors(tmp_path: Path, evolution_request: Callable[..., Any]) -> None:
     with pytest.raises(ConfigError, match=r"sessions\.prompts\.evolution: no such file"):
         load_template("evolution", {"evolution": "missing.md"}, tmp_path)
     (tmp_path / "bad.md").write_text("{iteration} {not_a_placeholder}")
@@ -159,7 +167,7 @@ def test_every_prompt_stays_well_under_the_argument_limit_at_300_nodes(tmp_path:
         assert len(load_template(template).encode()) < 12_000
 
 
-def test_the_diagnosis_prompt_has_autosaddlers_procedure(tmp_path: Path) -> None:
+def test_the_diagnosis_prompt_has_autosaddlers_procedure(tmp_path: Path, diagnosis_request: Callable[..., Any]) -> None:
     text = render("diagnosis_patch", diagnosis_request(tmp_path / "run", tmp_path / "wt"), tool_limits="LIMITS-HERE")
     order = [
         "## Ground rules",
@@ -179,7 +187,12 @@ def test_the_diagnosis_prompt_has_autosaddlers_procedure(tmp_path: Path) -> None
     assert positions == sorted(positions)
 
 
-def test_the_tool_limits_come_first_in_every_role(tmp_path: Path) -> None:
+def test_the_tool_limits_come_first_in_every_role(
+    tmp_path: Path,
+    diagnosis_request: Callable[..., Any],
+    evolution_request: Callable[..., Any],
+    reflection_request: Callable[..., Any],
+) -> None:
     run = tmp_path / "run"
     for role, req in (
         ("diagnosis_patch", diagnosis_request(run, tmp_path / "wt")),
@@ -195,7 +208,9 @@ def test_the_tool_limits_come_first_in_every_role(tmp_path: Path) -> None:
         assert ("This session reads only" in default) == (role != "diagnosis_patch")
 
 
-def test_reflection_gives_the_measured_category_and_asks_for_root_cause_and_next_step(tmp_path: Path) -> None:
+def test_reflection_gives_the_measured_category_and_asks_for_root_cause_and_next_step(
+    tmp_path: Path, reflection_request: Callable[..., Any]
+) -> None:
     from saddler.sessions.schema import TaskTransition
 
     req = reflection_request(tmp_path / "run")
@@ -218,7 +233,9 @@ def test_reflection_gives_the_measured_category_and_asks_for_root_cause_and_next
     assert "Compare repetitions" in text
 
 
-def test_evolution_names_accepted_bases_no_sunk_cost_and_how_to_revert(tmp_path: Path) -> None:
+def test_evolution_names_accepted_bases_no_sunk_cost_and_how_to_revert(
+    tmp_path: Path, evolution_request: Callable[..., Any]
+) -> None:
     req = evolution_request(tmp_path / "run").model_copy(update={"allowed_base_ids": [1, 2]})
     text = render("evolution", req)
     flat = " ".join(text.split())

@@ -1,19 +1,19 @@
 """build_report figures, report.md and results.tsv on the realistic fixture run (real SQLite store).
 
-Every expected figure is derived by hand from the tables in `report_fixture`.
+Every expected figure is derived by hand from the tables in `tests/plugins/reports.py`.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from report_fixture import FINISH, NO_PATCH_REASON, START, Fixture, build_run, fake_commit, open_store
 
 from evodag.models import Node, RolloutRow
 from evodag.store import EvoDAG
@@ -21,9 +21,14 @@ from saddler.reporting.figures import build_report, hypothesis_summary, pass_at_
 from saddler.reporting.markdown import table
 from saddler.reporting.results_tsv import write_results_tsv
 
+if TYPE_CHECKING:
+    from plugins.reports import Fixture
+
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[EvoDAG, Fixture, Path]:
+def finished(
+    tmp_path_factory: pytest.TempPathFactory, build_run: Callable[..., Any], open_store: Callable[[Any], Any]
+) -> tuple[EvoDAG, Fixture, Path]:
     run_dir = tmp_path_factory.mktemp("run")
     store, clock = open_store(run_dir / "evodag.db")
     fx = build_run(store, clock)
@@ -40,11 +45,11 @@ def test_summary_counts_and_run(finished: tuple[EvoDAG, Fixture, Path]) -> None:
     r = build_report(store)
     assert r["run"] == {
         "id": fx.run_id, "name": "fixture-run", "benchmark": "opsdesk", "seed": 7, "status": "finished",
-        "started_at": START, "finished_at": FINISH, "termination_reason": "max_iterations",
+        "started_at": fx.started, "finished_at": fx.finished, "termination_reason": "max_iterations",
         "wall_time_s": 3723.0, "test_runs": 3,
     }  # fmt: skip
-    assert r["baseline"] == {"node": fx.ids["N1"], "commit": fake_commit("N1")}
-    assert r["best"] == {"node": fx.ids["N7"], "commit": fake_commit("N7"), "status": "accepted"}
+    assert r["baseline"] == {"node": fx.ids["N1"], "commit": fx.fake_commit("N1")}
+    assert r["best"] == {"node": fx.ids["N7"], "commit": fx.fake_commit("N7"), "status": "accepted"}
     # baseline test runs: 2/4, 1/4, 3/4; best: 4/4, 3/4, 4/4
     base_runs, best_runs = [0.5, 0.25, 0.75], [1.0, 0.75, 1.0]
     assert r["summary"]["test"] == {
@@ -83,7 +88,7 @@ def _mut(
     return {
         "node": fx.ids[label],
         "iteration": it,
-        "commit": fake_commit(label),
+        "commit": fx.fake_commit(label),
         "status": "accepted",
         "patch_kind": kind,
         "subtype": subtype,
@@ -181,7 +186,7 @@ def test_per_task_changes_and_failed_mutations(finished: tuple[EvoDAG, Fixture, 
          "hypothesis": "cherry_pick of the change into N3 onto N7", "status": "rejected",
          "reason": "cherry_pick: dev vs base"},
         {"iteration": 7, "node": None, "origin": "", "patch_kind": "", "hypothesis": "", "status": "no_patch",
-         "reason": NO_PATCH_REASON},
+         "reason": fx.no_patch_reason},
     ]  # fmt: skip
 
 
@@ -224,7 +229,9 @@ def test_patch_kind_statistics_and_cost(finished: tuple[EvoDAG, Fixture, Path]) 
     }  # fmt: skip
 
 
-def test_changed_in_comes_from_the_lineage_edge(tmp_path: Path) -> None:
+def test_changed_in_comes_from_the_lineage_edge(
+    tmp_path: Path, build_run: Callable[..., Any], open_store: Callable[[Any], Any]
+) -> None:
     store, clock = open_store(tmp_path / "evodag.db")
     fx = build_run(store, clock)
     rebase = store.edge_between(fx.ids["N2"], fx.ids["N7"])
@@ -237,12 +244,14 @@ def test_changed_in_comes_from_the_lineage_edge(tmp_path: Path) -> None:
     assert changed == {"te-1": None, "te-2": 6, "te-3": None, "te-4": None}
 
 
-def test_partial_run_has_no_test_figures(tmp_path: Path) -> None:
+def test_partial_run_has_no_test_figures(
+    tmp_path: Path, build_run: Callable[..., Any], open_store: Callable[[Any], Any]
+) -> None:
     store, clock = open_store(tmp_path / "evodag.db")
     fx = build_run(store, clock, iterations=5, finish=False)
     r = build_report(store)
     # the best recorded while the run went: the ranking policy picked N2 over N6 (both 0.75) for its smaller change
-    assert r["best"] == {"node": fx.ids["N2"], "commit": fake_commit("N2"), "status": "accepted"}
+    assert r["best"] == {"node": fx.ids["N2"], "commit": fx.fake_commit("N2"), "status": "accepted"}
     assert r["summary"]["test"] == {
         "baseline": {"mean": None, "std": None, "runs": 0},
         "final": {"mean": None, "std": None, "runs": 0},
@@ -291,7 +300,7 @@ def test_report_md_tables_and_metric_lines(finished: tuple[EvoDAG, Fixture, Path
         "## Failed mutations",
         f"| 6 | {ids['N8']} | rejected | bank:confirm_hook | Add a hook that forces \\| a confirmation before every "
         "send | batch 0.67 -> 0.33: not a strict improvement |",
-        f"| 7 | — | no_patch | — | — | {NO_PATCH_REASON} |",
+        f"| 7 | — | no_patch | — | — | {fx.no_patch_reason} |",
         "| capability | 3 | 43% | 1 | 33% |",
         "| steering | 4 | 57% | 2 | 50% |",
         "| reminder | 1 | 14% | 1 | 100% |",
@@ -310,9 +319,9 @@ def test_report_md_tables_and_metric_lines(finished: tuple[EvoDAG, Fixture, Path
 
 
 def test_results_tsv_rows(finished: tuple[EvoDAG, Fixture, Path], tmp_path: Path) -> None:
-    store, _, _ = finished
+    store, fx, _ = finished
     path = write_results_tsv(store, tmp_path / "results.tsv")
-    c = {label: fake_commit(label)[:7] for label in ("N1", "N2", "N3", "N4", "N5", "N6", "N7", "N8", "N9", "N10")}
+    c = {label: fx.fake_commit(label)[:7] for label in ("N1", "N2", "N3", "N4", "N5", "N6", "N7", "N8", "N9", "N10")}
     assert path.read_text().splitlines() == [
         "commit\tmetric\tstatus\tdescription",
         f"{c['N1']}\t0.5000\tkeep\tbaseline",
@@ -329,10 +338,12 @@ def test_results_tsv_rows(finished: tuple[EvoDAG, Fixture, Path], tmp_path: Path
     assert all(len(line.split("\t")) == 4 for line in path.read_text().splitlines())
 
 
-def test_results_tsv_leaves_out_pending_nodes(tmp_path: Path) -> None:
+def test_results_tsv_leaves_out_pending_nodes(
+    tmp_path: Path, build_run: Callable[..., Any], open_store: Callable[[Any], Any]
+) -> None:
     store, clock = open_store(tmp_path / "evodag.db")
     fx = build_run(store, clock, iterations=1, finish=False)
-    store.add_node(fx.run_id, fake_commit("X"), fx.ids["N2"], 2, "capability", "capability", "patch")
+    store.add_node(fx.run_id, fx.fake_commit("X"), fx.ids["N2"], 2, "capability", "capability", "patch")
     rows = write_results_tsv(store, tmp_path / "results.tsv").read_text().splitlines()
     assert [r.split("\t")[2] for r in rows[1:]] == ["keep", "keep"]
 
@@ -395,7 +406,7 @@ def test_hypothesis_summary_is_one_bounded_line(plan: str) -> None:
         assert text == collapsed[:79] + "…"
 
 
-def test_report_of_a_run_that_has_not_started(tmp_path: Path) -> None:
+def test_report_of_a_run_that_has_not_started(tmp_path: Path, open_store: Callable[[Any], Any]) -> None:
     store, _ = open_store(tmp_path / "evodag.db")
     store.create_run({"name": "fresh"}, seed=0)
     r = build_report(store)

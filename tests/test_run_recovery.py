@@ -10,10 +10,11 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from loop_helpers import dag_signature, make_run
 from typer.testing import CliRunner
 
 from evodag.store import EvoDAG
@@ -34,7 +35,7 @@ def _saddler(*args: str, fault: str | None = None) -> subprocess.CompletedProces
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def reference(tmp_path_factory: pytest.TempPathFactory, make_run: Callable[..., Path]) -> Path:
     run = make_run(tmp_path_factory.mktemp("ref") / "run")
     assert _saddler("run", str(run), "-q").returncode == 0
     return run
@@ -45,7 +46,9 @@ def _commits(run: Path) -> list[str]:
         return [n.commit for n in store.nodes()]
 
 
-def test_stale_git_locks_from_a_killed_run_are_removed_and_named(tmp_path: Path, reference: Path) -> None:
+def test_stale_git_locks_from_a_killed_run_are_removed_and_named(
+    tmp_path: Path, reference: Path, dag_signature: Callable[[Path], dict[str, Any]], make_run: Callable[..., Path]
+) -> None:
     run = make_run(tmp_path / "run")
     assert _saddler("run", str(run), "-q", fault="session:1").returncode == -9
     git_dir = run / "harness" / ".git"
@@ -93,7 +96,7 @@ def test_only_locks_older_than_the_run_lock_are_stale(tmp_path: Path) -> None:
     assert not old.exists() and new.exists() and loose.exists()
 
 
-def test_status_of_a_killed_run_says_stopped_not_running(tmp_path: Path) -> None:
+def test_status_of_a_killed_run_says_stopped_not_running(tmp_path: Path, make_run: Callable[..., Path]) -> None:
     run = make_run(tmp_path / "run")
     assert _saddler("run", str(run), "-q", fault="rollout:30").returncode == -9
     with sqlite3.connect(run / "evodag.sqlite") as conn:
@@ -106,7 +109,9 @@ def test_status_of_a_killed_run_says_stopped_not_running(tmp_path: Path) -> None
     assert watch.exit_code == 0 and watch.output.count("stopped (not running)") == 1  # nothing to wait for
 
 
-def test_rerunning_a_finished_run_changes_nothing(tmp_path: Path, reference: Path) -> None:
+def test_rerunning_a_finished_run_changes_nothing(
+    tmp_path: Path, reference: Path, make_run: Callable[..., Path]
+) -> None:
     run = make_run(tmp_path / "run")
     first = _saddler("run", str(run))
     assert first.returncode == 0
@@ -127,7 +132,7 @@ def test_rerunning_a_finished_run_changes_nothing(tmp_path: Path, reference: Pat
 
 
 def test_pause_before_the_first_run_spends_nothing_and_resume_ends_like_an_uninterrupted_run(
-    tmp_path: Path, reference: Path
+    tmp_path: Path, reference: Path, dag_signature: Callable[[Path], dict[str, Any]], make_run: Callable[..., Path]
 ) -> None:
     run = make_run(tmp_path / "run")
     assert runner.invoke(app, ["pause", str(run)]).exit_code == 0
@@ -143,7 +148,9 @@ def test_pause_before_the_first_run_spends_nothing_and_resume_ends_like_an_unint
     assert dag_signature(run) == dag_signature(reference)
 
 
-def test_stop_then_resume_leaves_only_the_current_best_in_best(tmp_path: Path, reference: Path) -> None:
+def test_stop_then_resume_leaves_only_the_current_best_in_best(
+    tmp_path: Path, reference: Path, dag_signature: Callable[[Path], dict[str, Any]], make_run: Callable[..., Path]
+) -> None:
     run = make_run(tmp_path / "run")
     assert runner.invoke(app, ["stop", str(run)]).exit_code == 0
     stopped = _saddler("run", str(run), "--json")

@@ -5,11 +5,11 @@ Each retry is one more attempt in the session key (iteration, role, attempt): pa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from loop_helpers import make_run
 
 from evodag.store import EvoDAG
 from saddler.run.loop import Optimizer
@@ -97,7 +97,7 @@ def _sessions(run_dir: Path) -> list[tuple[int | None, str, int | None, float, s
         return [(s.iteration, s.role, s.attempt, s.cost_usd, s.outcome) for s in store.sessions()]
 
 
-def test_a_failed_session_is_retried_with_its_failure_stated(tmp_path: Path) -> None:
+def test_a_failed_session_is_retried_with_its_failure_stated(tmp_path: Path, make_run: Callable[..., Path]) -> None:
     run = make_run(tmp_path / "run", loop={"max_iterations": 1}, sessions={"backend": "FailsOnceBackend"})
     Optimizer(run, quiet=True).run()
     diagnosis = [r for r in Recorder.requests if isinstance(r, DiagnosisRequest)]
@@ -125,7 +125,7 @@ def test_a_failed_session_is_retried_with_its_failure_stated(tmp_path: Path) -> 
         assert store.lessons(), "the retried reflection's lessons are stored"
 
 
-def test_retries_are_bounded_by_sessions_retries(tmp_path: Path) -> None:
+def test_retries_are_bounded_by_sessions_retries(tmp_path: Path, make_run: Callable[..., Path]) -> None:
     run = make_run(
         tmp_path / "run", loop={"max_iterations": 1}, sessions={"backend": "AlwaysFailsBackend", "retries": 1}
     )
@@ -140,7 +140,7 @@ def test_retries_are_bounded_by_sessions_retries(tmp_path: Path) -> None:
     assert no_patch == ["the session failed: the agent exited with status 3 without an answer — boom"]
 
 
-def test_a_failed_reflection_still_leaves_a_complete_edge(tmp_path: Path) -> None:
+def test_a_failed_reflection_still_leaves_a_complete_edge(tmp_path: Path, make_run: Callable[..., Path]) -> None:
     run = make_run(tmp_path / "run", loop={"max_iterations": 1}, sessions={"backend": "ReflectionAlwaysFailsBackend"})
     Optimizer(run, quiet=True).run()
     with EvoDAG(run / "evodag.sqlite", readonly=True) as store:
@@ -157,7 +157,7 @@ def test_a_failed_reflection_still_leaves_a_complete_edge(tmp_path: Path) -> Non
     ]
 
 
-def test_a_refused_patch_is_retried_naming_the_check_that_failed(tmp_path: Path) -> None:
+def test_a_refused_patch_is_retried_naming_the_check_that_failed(tmp_path: Path, make_run: Callable[..., Path]) -> None:
     run = make_run(
         tmp_path / "run",
         loop={"max_iterations": 1},

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from session_helpers import evolution_request, make_worktree, reflection_request
 
 from saddler.harness.components import matches as matches_any
 from saddler.sessions.common import (
@@ -55,7 +56,9 @@ def test_invalid_answers_name_the_problem() -> None:
         parse_result("evolution", "[1, 2]", STATS)
 
 
-def test_failed_results_let_the_loop_fall_back(tmp_path: Path) -> None:
+def test_failed_results_let_the_loop_fall_back(
+    tmp_path: Path, evolution_request: Callable[..., Any], reflection_request: Callable[..., Any]
+) -> None:
     evo = failed_result("evolution", evolution_request(tmp_path), STATS, "max_turns")
     assert (evo.action, evo.parent_node_id, evo.stats.outcome) == ("continue", 3, "failed:max_turns")  # type: ignore[union-attr]
     refl = failed_result("reflection", reflection_request(tmp_path), STATS, "budget")
@@ -81,7 +84,7 @@ def test_glob_matching(path: str, globs: list[str], expected: bool) -> None:
     assert matches_any(path, globs) is expected
 
 
-def test_edit_denial_resolves_paths_and_symlinks(tmp_path: Path) -> None:
+def test_edit_denial_resolves_paths_and_symlinks(tmp_path: Path, make_worktree: Callable[[Path], Path]) -> None:
     wt = make_worktree(tmp_path / "wt")
     protected = ["eval/**", "saddler.toml"]
     assert edit_denial("tools/search.py", wt, protected) is None
@@ -92,7 +95,7 @@ def test_edit_denial_resolves_paths_and_symlinks(tmp_path: Path) -> None:
     assert "protected" in (edit_denial("tools/link.py", wt, protected) or "")
 
 
-def test_changed_files_sees_edits_and_new_files(tmp_path: Path) -> None:
+def test_changed_files_sees_edits_and_new_files(tmp_path: Path, make_worktree: Callable[[Path], Path]) -> None:
     wt = make_worktree(tmp_path / "wt")
     assert changed_files(wt) == []
     (wt / "tools" / "search.py").write_text("x = 1\n")

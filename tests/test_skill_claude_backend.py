@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from skill_helpers import skill_repo
 
 from evodag.store import EvoDAG
 from saddler.errors import BackendError
@@ -18,7 +18,9 @@ from saddler.modes.skill.program import SkillOptions
 FAKE = Path(__file__).parent / "fixtures" / "skill_agent" / "fake_claude.py"
 
 
-def test_claude_backend_runs_agent_judge_and_mutator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_claude_backend_runs_agent_judge_and_mutator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, skill_repo: Callable[..., Path]
+) -> None:
     bindir = tmp_path / "bin"
     bindir.mkdir()
     shutil.copyfile(FAKE, bindir / "claude")
@@ -41,7 +43,9 @@ def test_claude_backend_runs_agent_judge_and_mutator(tmp_path: Path, monkeypatch
         assert {s.backend for s in store.sessions()} == {"claude"}
 
 
-def test_claude_backend_without_the_cli_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_claude_backend_without_the_cli_says_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, skill_repo: Callable[..., Path]
+) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     skill_dir = skill_repo(tmp_path, git=False)
     with pytest.raises(BackendError, match="not found on PATH; install it or use --backend offline"):

@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from skill_helpers import FIXTURE, skill_repo
 
 from benchmarks.skill_evals import SkillEvalsBenchmark
 from benchmarks.skill_evals.agent import AgentOutput, OfflineSkillAgent, is_required
 from benchmarks.skill_evals.evals import Assertion, EvalCase, load_evals, parse_evals
 from benchmarks.skill_evals.grading import grade_assertion, offline_judge, run_case
 from saddler.errors import ConfigError
+
+FIXTURE = Path(__file__).parent / "fixtures" / "skill"  # the fixture skill data (read, never written)
 
 EVALS = FIXTURE / "code-review-workspace" / "evals" / "evals.json"
 SKILL = (FIXTURE / "code-review" / "SKILL.md").read_text(encoding="utf-8")
@@ -157,7 +158,7 @@ def test_required_marks() -> None:
     assert not is_required("- you must not shout") and not is_required("- plain")
 
 
-def test_benchmark_contract_on_a_skill_harness(tmp_path: Path) -> None:
+def test_benchmark_contract_on_a_skill_harness(tmp_path: Path, skill_repo: Callable[..., Path]) -> None:
     skill_dir = skill_repo(tmp_path, git=False)
     bench = SkillEvalsBenchmark(evals=str(EVALS))
     splits = {s: [t.id for t in bench.tasks(s)] for s in ("train", "dev", "test")}

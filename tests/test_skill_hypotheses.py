@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from skill_helpers import FIXTURE, skill_repo
 
 from benchmarks.skill_evals.agent import OfflineSkillAgent
 from benchmarks.skill_evals.evals import load_evals
@@ -21,6 +21,8 @@ from saddler.modes.skill.default_strategy import OfflineMutator
 from saddler.modes.skill.loop import SkillRun
 from saddler.modes.skill.mutator import Mutation, MutationState, failing_targets
 from saddler.modes.skill.program import Program, SkillOptions, load_program
+
+FIXTURE = Path(__file__).parent / "fixtures" / "skill"  # the fixture skill data (read, never written)
 
 WORKSPACES = Path(__file__).parent / "fixtures" / "skill_workspaces"
 SKILL = (FIXTURE / "code-review" / "SKILL.md").read_text(encoding="utf-8")
@@ -59,7 +61,9 @@ def test_targets_capability_issues_first_then_the_focus_level_then_the_rest(tmp_
     assert "single-file-routing/fast_mode" not in [t.label for t in failing_targets(results, api_only)]
 
 
-def test_an_l3_capability_issue_is_tried_in_the_first_iteration(tmp_path: Path) -> None:
+def test_an_l3_capability_issue_is_tried_in_the_first_iteration(
+    tmp_path: Path, skill_repo: Callable[..., Path]
+) -> None:
     ws = _workspace(tmp_path, "verification-results.json")
     out = SkillRun(skill_repo(tmp_path), ws, SkillOptions(max_iterations=10, omit_rate=0.5)).run()
     log = _log(ws)
@@ -68,7 +72,9 @@ def test_an_l3_capability_issue_is_tried_in_the_first_iteration(tmp_path: Path) 
     assert out.final_pass_rate > out.baseline_pass_rate
 
 
-def test_strategies_exhausted_never_ends_a_run_with_fixable_failures(tmp_path: Path) -> None:
+def test_strategies_exhausted_never_ends_a_run_with_fixable_failures(
+    tmp_path: Path, skill_repo: Callable[..., Path]
+) -> None:
     """Routing fixes are excluded (the review server decides it): before, the run stopped after 1 of 10
     iterations with `strategies_exhausted` at 0.0 while L2 and L3 failures were fixable by SKILL.md edits.
     Now they are all fixed, and only then is the excluded L1 failure left with no hypothesis."""
@@ -85,7 +91,9 @@ def test_strategies_exhausted_never_ends_a_run_with_fixable_failures(tmp_path: P
     assert lines[-2].startswith("시도할 가설이 남지 않았습니다") and "single-file-routing/fast_mode" in lines[-2]
 
 
-def test_fresh_hypotheses_keep_coming_until_the_seed_stops_the_run(tmp_path: Path) -> None:
+def test_fresh_hypotheses_keep_coming_until_the_seed_stops_the_run(
+    tmp_path: Path, skill_repo: Callable[..., Path]
+) -> None:
     """A mutator whose every idea is discarded still has new ones: the run ends by the stall limit, with the
     seed's message, not by running out of hypotheses."""
     lines: list[str] = []
@@ -120,14 +128,16 @@ class Unhelpful(OfflineMutator):
         (SkillOptions(max_iterations=10, target_pass_rate=0.2), "목표 pass_rate 0.2 달성!"),
     ],
 )
-def test_the_circuit_breaker_speaks_the_seeds_words(tmp_path: Path, opts: SkillOptions, expected: str) -> None:
+def test_the_circuit_breaker_speaks_the_seeds_words(
+    tmp_path: Path, opts: SkillOptions, expected: str, skill_repo: Callable[..., Path]
+) -> None:
     lines: list[str] = []
     SkillRun(skill_repo(tmp_path), tmp_path / "ws", opts, say=lines.append).run()
     assert expected in lines
     assert any(line.startswith("베이스라인 측정 완료:\n- Mean pass rate: ") for line in lines)
 
 
-def test_the_forced_run_ends_after_every_program_strategy(tmp_path: Path) -> None:
+def test_the_forced_run_ends_after_every_program_strategy(tmp_path: Path, skill_repo: Callable[..., Path]) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "program.md").write_text(

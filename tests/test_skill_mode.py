@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from skill_helpers import skill_repo
 from typer.testing import CliRunner
 
 from evodag.store import EvoDAG
@@ -35,7 +35,9 @@ def clock() -> str:
 clock.t = 0  # type: ignore[attr-defined]
 
 
-def test_offline_run_improves_the_skill_and_writes_the_seed_workspace(tmp_path: Path) -> None:
+def test_offline_run_improves_the_skill_and_writes_the_seed_workspace(
+    tmp_path: Path, skill_repo: Callable[..., Path]
+) -> None:
     skill_dir = skill_repo(tmp_path)
     original = (skill_dir / "SKILL.md").read_text(encoding="utf-8")
     out = SkillRun(skill_dir, options=SkillOptions(max_iterations=10), clock=clock).run()
@@ -153,7 +155,7 @@ class BadThenGood:
         return self.good.propose(state)
 
 
-def test_broken_mutations_are_rejected_and_retried(tmp_path: Path) -> None:
+def test_broken_mutations_are_rejected_and_retried(tmp_path: Path, skill_repo: Callable[..., Path]) -> None:
     mutator = BadThenGood()
     out = SkillRun(skill_repo(tmp_path), options=SkillOptions(max_iterations=1), mutator=mutator, clock=clock).run()
     assert mutator.attempts == [0, 1, 2]
@@ -182,7 +184,7 @@ class AlwaysBroken:
         )
 
 
-def test_three_failed_validations_discard_the_iteration(tmp_path: Path) -> None:
+def test_three_failed_validations_discard_the_iteration(tmp_path: Path, skill_repo: Callable[..., Path]) -> None:
     out = SkillRun(
         skill_repo(tmp_path), options=SkillOptions(max_iterations=5, stall_limit=2), mutator=AlwaysBroken(), clock=clock
     ).run()
@@ -200,7 +202,7 @@ class IgnoresExclusions(OfflineMutator):
         return super().propose(replace(state, program=replace(state.program, exclusions=[])))
 
 
-def test_exclusions_discard_without_evaluation(tmp_path: Path) -> None:
+def test_exclusions_discard_without_evaluation(tmp_path: Path, skill_repo: Callable[..., Path]) -> None:
     skill_dir = skill_repo(tmp_path)
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -223,7 +225,7 @@ def test_exclusions_discard_without_evaluation(tmp_path: Path) -> None:
     assert "SQL injection" not in skips.best_text
 
 
-def test_neutral_needs_approval(tmp_path: Path) -> None:
+def test_neutral_needs_approval(tmp_path: Path, skill_repo: Callable[..., Path]) -> None:
     skill_dir = skill_repo(tmp_path)
     program = '- [structural] Replace "Look at naming and readability." with "Look at naming, then readability."\n'
     results = {}
@@ -248,7 +250,7 @@ def test_neutral_needs_approval(tmp_path: Path) -> None:
     assert "Look at naming, then readability." not in rejected[1].best_text
 
 
-def test_apply_yes_replaces_and_commits_only_on_yes(tmp_path: Path) -> None:
+def test_apply_yes_replaces_and_commits_only_on_yes(tmp_path: Path, skill_repo: Callable[..., Path]) -> None:
     skill_dir = skill_repo(tmp_path)
     out = SkillRun(skill_dir, options=SkillOptions(max_iterations=3), clock=clock).run()
     assert out.best_text != out.original_text
@@ -269,7 +271,9 @@ def test_apply_yes_replaces_and_commits_only_on_yes(tmp_path: Path) -> None:
         apply_best(out, "maybe")
 
 
-def test_workspace_defaults_to_the_repo_root_and_never_sits_inside_the_skill(tmp_path: Path) -> None:
+def test_workspace_defaults_to_the_repo_root_and_never_sits_inside_the_skill(
+    tmp_path: Path, skill_repo: Callable[..., Path]
+) -> None:
     skill_dir = skill_repo(tmp_path)
     nested = skill_dir.parent / "skills" / "code-review"
     nested.parent.mkdir()
@@ -282,14 +286,14 @@ def test_workspace_defaults_to_the_repo_root_and_never_sits_inside_the_skill(tmp
     assert SkillRun(nested).ws.root == nested.parent / "code-review-autoresearch"
 
 
-def test_missing_eval_md_stops_phase_0(tmp_path: Path) -> None:
+def test_missing_eval_md_stops_phase_0(tmp_path: Path, skill_repo: Callable[..., Path]) -> None:
     skill_dir = skill_repo(tmp_path, git=False)
     (skill_dir / "EVAL.md").unlink()
     with pytest.raises(ConfigError, match=r"EVAL\.md를 먼저 작성하세요"):
         SkillRun(skill_dir)
 
 
-def test_cli_run_json_matches_the_library(tmp_path: Path) -> None:
+def test_cli_run_json_matches_the_library(tmp_path: Path, skill_repo: Callable[..., Path]) -> None:
     lib = SkillRun(skill_repo(tmp_path / "a"), options=SkillOptions(max_iterations=4)).run()
     skill_dir = skill_repo(tmp_path / "b")
     res = CliRunner().invoke(app, ["skill", "run", str(skill_dir), "--max-iterations", "4", "--json", "--apply", "no"])
@@ -330,7 +334,9 @@ class Crashing(OfflineMutator):
         return super().propose(state)
 
 
-def test_an_unfinished_run_is_continued_and_a_finished_one_archived(tmp_path: Path) -> None:
+def test_an_unfinished_run_is_continued_and_a_finished_one_archived(
+    tmp_path: Path, skill_repo: Callable[..., Path]
+) -> None:
     straight = SkillRun(skill_repo(tmp_path / "a"), options=SkillOptions(max_iterations=10)).run()
     skill_dir = skill_repo(tmp_path / "b")
     with pytest.raises(KeyboardInterrupt):
@@ -349,7 +355,7 @@ def test_an_unfinished_run_is_continued_and_a_finished_one_archived(tmp_path: Pa
     assert (ws / "previous" / "1" / "autoresearch-log.json").is_file() and again.iterations == 1
 
 
-def test_force_at_least_one_iteration(tmp_path: Path) -> None:
+def test_force_at_least_one_iteration(tmp_path: Path, skill_repo: Callable[..., Path]) -> None:
     skill_dir = skill_repo(tmp_path)
     plain = SkillRun(skill_dir, tmp_path / "plain", SkillOptions(target_pass_rate=0.2)).run()
     assert plain.termination_reason == "target_achieved" and plain.iterations == 0  # baseline 0.25 >= 0.2

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from skill_helpers import skill_repo
 
 from evodag.store import EvoDAG
 from saddler.harness.space import HarnessSpace
@@ -85,7 +84,12 @@ CASES = [
 
 @pytest.mark.parametrize(("program", "kill", "at"), CASES)
 def test_a_killed_run_resumes_with_the_same_ideas_and_score(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, program: str | None, kill: str, at: int
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    program: str | None,
+    kill: str,
+    at: int,
+    skill_repo: Callable[..., Path],
 ) -> None:
     opts = SkillOptions(max_iterations=10)
     ws_a = _workspace(tmp_path / "a", program)
@@ -120,7 +124,7 @@ def test_a_killed_run_resumes_with_the_same_ideas_and_score(
         assert store.get_node(run.best_node_id or 0).commit == kept[-1].commit if kept else True
 
 
-def test_the_seed_program_run_is_not_cut_short_by_a_kill(tmp_path: Path) -> None:
+def test_the_seed_program_run_is_not_cut_short_by_a_kill(tmp_path: Path, skill_repo: Callable[..., Path]) -> None:
     """The issue's case: with a program.md, a kill at iteration 3 made iterations 3-4 repeat 1-2 and the run
     ended at stall (0.25 here) instead of reaching the target."""
     ws = _workspace(tmp_path, "program-discards.md")
@@ -187,7 +191,7 @@ KILLS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
 
 @pytest.mark.parametrize("kill", list(KILLS))
 def test_a_kill_while_the_workspace_is_created_never_leaves_it_stuck(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kill: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kill: str, skill_repo: Callable[..., Path]
 ) -> None:
     straight: SkillOutcome = SkillRun(skill_repo(tmp_path / "a"), options=SkillOptions(max_iterations=3)).run()
     skill_dir = skill_repo(tmp_path / "b")
@@ -209,7 +213,9 @@ def test_a_kill_while_the_workspace_is_created_never_leaves_it_stuck(
         assert len({n.run_id for n in store.nodes()}) == 1 and store.get_run().status == "finished"
 
 
-def test_a_finished_run_is_archived_and_nothing_of_the_users_moves(tmp_path: Path) -> None:
+def test_a_finished_run_is_archived_and_nothing_of_the_users_moves(
+    tmp_path: Path, skill_repo: Callable[..., Path]
+) -> None:
     ws = _workspace(tmp_path, "program-discards.md")
     (ws / "notes.md").write_text("my notes\n", encoding="utf-8")
     skill_dir = skill_repo(tmp_path)

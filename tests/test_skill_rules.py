@@ -7,7 +7,6 @@ from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
-from skill_helpers import FIXTURE
 
 from benchmarks.skill_evals.agent import OfflineSkillAgent
 from benchmarks.skill_evals.evals import load_evals
@@ -17,6 +16,8 @@ from saddler.modes.skill.default_strategy import OfflineMutator, default_candida
 from saddler.modes.skill.mutator import MutationState, failing_targets, focus_level, program_mutation
 from saddler.modes.skill.program import Exclusion, Program, SkillOptions, Strategy, load_program, parse_program
 from saddler.modes.skill.rules import decide, stop_reason
+
+FIXTURE = Path(__file__).parent / "fixtures" / "skill"  # the fixture skill data (read, never written)
 
 SKILL = (FIXTURE / "code-review" / "SKILL.md").read_text(encoding="utf-8")
 SUITE = load_evals(FIXTURE / "code-review-workspace" / "evals" / "evals.json")

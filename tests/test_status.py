@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from report_fixture import build_run, fake_commit, open_store
 
 from evodag.store import EvoDAG
 from saddler.reporting.status import render_status, status_snapshot
 from saddler.runlock import run_lock
 
 
-def test_finished_run_snapshot_and_text(tmp_path: Path) -> None:
+def test_finished_run_snapshot_and_text(
+    tmp_path: Path, build_run: Callable[..., Any], open_store: Callable[[Any], Any]
+) -> None:
     writer, clock = open_store(tmp_path / "evodag.db")
     fx = build_run(writer, clock)
     (tmp_path / "PAUSE").touch()  # a finished run stays finished whatever the sentinels say
@@ -30,7 +32,7 @@ def test_finished_run_snapshot_and_text(tmp_path: Path) -> None:
         "last_decisions": [{"iteration": 4, "decision": "accepted"}, {"iteration": 5, "decision": "accepted"},
                            {"iteration": 6, "decision": "rejected"}, {"iteration": 7, "decision": "no_patch"},
                            {"iteration": 8, "decision": "neutral"}],
-        "best_node": fx.ids["N7"], "best_commit": fake_commit("N7")[:7], "best_dev": 1.0, "baseline_dev": 0.5,
+        "best_node": fx.ids["N7"], "best_commit": fx.fake_commit("N7")[:7], "best_dev": 1.0, "baseline_dev": 0.5,
         "rollouts": 85, "rollouts_by_split": {"train": 37, "dev": 24, "test": 24},
         "cost_usd": {"optimizer": 0.59, "rollouts": 0.85, "total": 1.44},
     }  # fmt: skip
@@ -39,7 +41,7 @@ def test_finished_run_snapshot_and_text(tmp_path: Path) -> None:
             f"run {fx.run_id} fixture-run (opsdesk): finished — max_iterations",
             "iteration 8/8 · epoch 2 · phase steering · step done · batch tr-3, tr-6, tr-8",
             "last decisions: 4 accepted, 5 accepted, 6 rejected, 7 no_patch, 8 neutral",
-            f"best: node {fx.ids['N7']} ({fake_commit('N7')[:7]}) dev 1.0000 (baseline 0.5000)",
+            f"best: node {fx.ids['N7']} ({fx.fake_commit('N7')[:7]}) dev 1.0000 (baseline 0.5000)",
             "stall 0/4 · exploration off",
             "rollouts 85 (train 37, dev 24, test 24) · cost $1.4400 (optimizer $0.5900, rollouts $0.8500)",
         ]
@@ -48,7 +50,9 @@ def test_finished_run_snapshot_and_text(tmp_path: Path) -> None:
 
 
 @pytest.fixture()
-def running(tmp_path: Path) -> Iterator[tuple[EvoDAG, int, dict[str, int]]]:
+def running(
+    tmp_path: Path, build_run: Callable[..., Any], open_store: Callable[[Any], Any]
+) -> Iterator[tuple[EvoDAG, int, dict[str, int]]]:
     """Five iterations done, the sixth just started, not finished; the writer holds the run lock, as
     `saddler run` does."""
     with run_lock(tmp_path):
@@ -113,7 +117,7 @@ def test_state_follows_sentinels_and_run_row(running: tuple[EvoDAG, int, dict[st
     writer.close()
 
 
-def test_snapshot_before_the_first_iteration(tmp_path: Path) -> None:
+def test_snapshot_before_the_first_iteration(tmp_path: Path, open_store: Callable[[Any], Any]) -> None:
     writer, _ = open_store(tmp_path / "evodag.db")
     run = writer.create_run({"name": "fresh", "benchmark": "opsdesk"}, seed=1)
     with run_lock(tmp_path), EvoDAG(tmp_path / "evodag.db", readonly=True) as reader:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import hashlib
 import random
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from evodag_fixture import build_fixture
 from typer.testing import CliRunner
 
 from evodag.cli import app as evodag_app
@@ -30,9 +30,11 @@ def _digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def _fixture(tmp_path: Path) -> Path:
+@pytest.fixture
+def store_file(tmp_path: Path, fixture_dag: Callable[[Path], dict[str, int]]) -> Path:
+    """The fixture DAG in tmp_path/evodag.sqlite, to be damaged."""
     path = tmp_path / "evodag.sqlite"
-    build_fixture(path)
+    fixture_dag(path)
     return path
 
 
@@ -72,8 +74,8 @@ def test_random_bytes_are_refused_and_left_untouched(tmp_path: Path, size: int) 
     assert _digest(path) == before
 
 
-def test_damaged_pages_fail_the_quick_check(tmp_path: Path) -> None:
-    path = _fixture(tmp_path)
+def test_damaged_pages_fail_the_quick_check(store_file: Path) -> None:
+    path = store_file
     data = bytearray(path.read_bytes())
     page = int.from_bytes(data[16:18], "big")
     rng = random.Random(3)
@@ -99,8 +101,8 @@ def test_a_foreign_sqlite_file_is_not_adopted(tmp_path: Path) -> None:
     assert _digest(path) == before
 
 
-def test_a_missing_table_is_named(tmp_path: Path) -> None:
-    path = _fixture(tmp_path)
+def test_a_missing_table_is_named(store_file: Path) -> None:
+    path = store_file
     _poke(path, "DROP TABLE lessons")
     with pytest.raises(DamagedDatabaseError, match="table lessons is missing"):
         EvoDAG(path)
@@ -128,9 +130,9 @@ BAD_VALUES = [  # (damage, what the refusal says, an evo-dag command that reads 
 
 @pytest.mark.parametrize(("sql", "message", "command"), BAD_VALUES, ids=[m.split(",")[0] for _, m, _ in BAD_VALUES])
 def test_a_bad_value_is_named_by_table_row_and_column_before_any_write(
-    tmp_path: Path, sql: str, message: str, command: list[str] | None
+    tmp_path: Path, store_file: Path, sql: str, message: str, command: list[str] | None
 ) -> None:
-    path = _fixture(tmp_path)
+    path = store_file
     if sql.startswith("UPDATE events"):  # events are append-only: drop the guard to damage one
         _poke(path, "DROP TRIGGER events_no_update")
     _poke(path, sql)

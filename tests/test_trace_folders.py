@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from executor_helpers import child_can_import_fakes, executor_config
 from trace_plugins import SPEC, ClobberProbe
 
 from evodag.store import EvoDAG
+from saddler.config import ExecutorConfig
 from saddler.executor.local import LocalExecutor
 from saddler.harness.space import HarnessSpace
 from saddler.run.evaluate import Evaluator, rollout_trace_dir
@@ -24,16 +24,15 @@ def _evaluator(tmp_path: Path, bench: object, name: str, options: dict) -> tuple
     space = HarnessSpace.create(template, tmp_path / "run" / "harness", tmp_path / "run" / "worktrees")
     run_id = store.create_run({"benchmark": name}, seed=0).id
     # the probe's barrier folder is shared by parallel rollouts on purpose: no sandbox (see test_executor_hostile)
-    executor = LocalExecutor(executor_config(workers=2, timeout_s=30, sandbox="none"))
+    executor = LocalExecutor(ExecutorConfig.model_validate({"workers": 2, "timeout_s": 30, "sandbox": "none"}))
     evaluator = Evaluator(store, run_id, space, bench, name, options, executor, tmp_path / "run")  # type: ignore[arg-type]
     node = store.add_node(run_id, space.baseline_commit(), None, 0, "baseline", "baseline", "baseline")
     return evaluator, store, node
 
 
 def test_parallel_rollouts_of_a_plugin_writing_trace_json_do_not_clobber_each_other(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fakes_importable: None
 ) -> None:
-    child_can_import_fakes(monkeypatch)
     options = {"barrier_dir": str(tmp_path / "barrier"), "parties": 2, "n_tasks": 4}
     bench = ClobberProbe(**options)
     evaluator, store, node = _evaluator(tmp_path, bench, SPEC, options)
@@ -59,10 +58,11 @@ def test_rollout_trace_dir_names_task_repetition_and_seed_safely(tmp_path: Path)
     assert odd[0].name.startswith("a_b_c~")
 
 
-def test_the_command_benchmark_writes_one_trace_per_rollout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_command_benchmark_writes_one_trace_per_rollout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fakes_importable: None
+) -> None:
     from benchmarks.command import CommandBenchmark
 
-    child_can_import_fakes(monkeypatch)
     command = f"{sys.executable} -c \"import os; print(os.environ['SADDLER_BENCH_SEED'])\""
     options = {"eval_command": command, "metric_direction": "maximize"}
     bench = CommandBenchmark(**options)

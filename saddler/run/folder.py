@@ -160,7 +160,13 @@ def init_run(
     for key, table in TEMPLATE_RUN_DEFAULTS.get(template or "", {}).items():
         run[key] = {k: v.replace("{harness}", clone) if isinstance(v, str) else v for k, v in table.items()}
     run.setdefault("sessions", {})["backend"] = backend
-    merge_overrides(run, overrides or {})
+    overrides = overrides or {}
+    if "harness" in overrides:
+        raise ConfigError(
+            f"--set harness={overrides['harness']!r}: run.harness is the folder saddler init clones the harness "
+            "into, always 'harness'; it cannot be set"
+        )
+    merge_overrides(run, overrides)
     _absolute_prompts(run)
     _check_new_run(run, source, "template" if template else "--harness")
     dirty = _uncommitted(source, paths.root) if harness is not None else []

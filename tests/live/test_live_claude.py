@@ -9,13 +9,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from session_helpers import diagnosis_request, evolution_request, make_worktree, reflection_request
 
 from benchmarks.claude_tasks import ClaudeTasksBenchmark
 from saddler.config import SessionConfig
@@ -26,7 +27,13 @@ pytestmark = pytest.mark.live
 CHEAP = {"model": "claude-haiku-4-5", "max_turns": 8, "max_budget_usd": 0.25, "retries": 1, "timeout_s": 300.0}
 
 
-def test_live_claude_backend_runs_all_three_sessions(outside: Path) -> None:
+def test_live_claude_backend_runs_all_three_sessions(
+    outside: Path,
+    diagnosis_request: Callable[..., Any],
+    evolution_request: Callable[..., Any],
+    make_worktree: Callable[[Path], Path],
+    reflection_request: Callable[..., Any],
+) -> None:
     tmp_path = outside  # a run folder outside /tmp, like the presets' scenario
     backend = ClaudeBackend(SessionConfig(backend="claude", **CHEAP), benchmark=None, run_dir=tmp_path / "run", seed=0)
     wt = make_worktree(tmp_path / "run" / "worktrees" / "c1")

@@ -14,14 +14,14 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cli_helpers import command_backend
-from session_helpers import diagnosis_request, evolution_request, make_worktree, reflection_request
 
 from saddler.sessions import confine
 
@@ -50,7 +50,15 @@ def files_outside(run_dir: Path, worktree: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("preset", [preset_param(n) for n in ("claude", "codex", "pi")])
-def test_live_preset_runs_the_three_sessions(outside: Path, preset: str) -> None:
+def test_live_preset_runs_the_three_sessions(
+    outside: Path,
+    preset: str,
+    command_backend: Callable[..., Any],
+    diagnosis_request: Callable[..., Any],
+    evolution_request: Callable[..., Any],
+    make_worktree: Callable[[Path], Path],
+    reflection_request: Callable[..., Any],
+) -> None:
     run_dir = outside / "run"
     wt = make_worktree(run_dir / "worktrees" / "c1")
     requests = diagnosis_request(run_dir, wt), reflection_request(run_dir), evolution_request(run_dir)

@@ -1,18 +1,22 @@
-"""Shared helpers for end-to-end loop tests on opsdesk (small, seeded runs)."""
+"""Fixtures for end-to-end loop tests on opsdesk: small seeded run folders, and what two runs must share."""
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from evodag.store import EvoDAG
 from saddler.run.folder import init_run
 
 SMALL: dict[str, Any] = {"loop": {"max_iterations": 6, "batch_size": 6, "test_runs": 2}, "executor": {"workers": 2}}
+"""The small run every loop test starts from: 6 iterations, batches of 6, 2 test runs, 2 workers."""
 
 
-def make_run(path: Path, seed: int = 0, **overrides: Any) -> Path:
+def _make_run(path: Path, seed: int = 0, **overrides: Any) -> Path:
     sets: dict[str, Any] = {k: dict(v) for k, v in SMALL.items()}
     for key, table in overrides.items():
         sets.setdefault(key, {}).update(table)
@@ -20,8 +24,14 @@ def make_run(path: Path, seed: int = 0, **overrides: Any) -> Path:
     return path
 
 
-def dag_signature(run_dir: Path) -> dict[str, Any]:
-    """What must be identical between two runs with the same seed and config."""
+@pytest.fixture(scope="session")
+def make_run() -> Callable[..., Path]:
+    """`make_run(path, seed=0, **tables)`: an opsdesk run folder at `path` (offline backend), the small config
+    with each `table` merged in (`loop={"max_iterations": 3}`); returns `path`."""
+    return _make_run
+
+
+def _dag_signature(run_dir: Path) -> dict[str, Any]:
     with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
         commits = {n.id: n.commit for n in store.nodes()}
         nodes = [
@@ -55,5 +65,18 @@ def dag_signature(run_dir: Path) -> dict[str, Any]:
         }
 
 
-def git(run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="session")
+def dag_signature() -> Callable[[Path], dict[str, Any]]:
+    """`dag_signature(run_dir)`: what must be identical between two runs with the same seed and config (nodes by
+    commit, edges, iterations, the best node, the rollout count)."""
+    return _dag_signature
+
+
+def _run_git(run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=run_dir / "harness", capture_output=True, text=True)
+
+
+@pytest.fixture(scope="session")
+def run_git() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`run_git(run_dir, *args)`: git in the run's harness clone (not checked: the test reads the result)."""
+    return _run_git

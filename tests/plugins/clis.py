@@ -13,7 +13,7 @@ import socketserver
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,8 @@ import pytest
 from saddler.config import SessionConfig
 from saddler.sessions.command import CommandBackend
 
-FAKES = Path(__file__).with_name("fake_clis")
-RUNS = Path(__file__).resolve().parents[1] / ".test-runs"
+FAKES = Path(__file__).resolve().parents[1] / "fake_clis"
+RUNS = Path(__file__).resolve().parents[2] / ".test-runs"
 KEYS = {"ANTHROPIC_API_KEY": "sk-ant-fake", "OPENAI_API_KEY": "sk-fake"}
 
 
@@ -87,10 +87,23 @@ def fakes(outside: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     collector.server_close()
 
 
-def records(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.is_file() else []
+@pytest.fixture(scope="session")
+def records() -> Callable[[Path], list[dict[str, Any]]]:
+    """`records(path)`: the JSON lines the fake CLIs reported (the `fakes` record file); [] before any."""
+
+    def read(path: Path) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.is_file() else []
+
+    return read
 
 
-def command_backend(run_dir: Path, command: str, **config: Any) -> CommandBackend:
-    cfg = SessionConfig(backend="command", command=command, retries=0, **config)
-    return CommandBackend(cfg, benchmark=None, run_dir=run_dir, seed=0, sleep=lambda s: None)
+@pytest.fixture(scope="session")
+def command_backend() -> Callable[..., CommandBackend]:
+    """`command_backend(run_dir, command, **session_config)`: the command backend with `command` (a preset or a
+    template), no retries and no sleeping between attempts."""
+
+    def make(run_dir: Path, command: str, **config: Any) -> CommandBackend:
+        cfg = SessionConfig(backend="command", command=command, retries=0, **config)
+        return CommandBackend(cfg, benchmark=None, run_dir=run_dir, seed=0, sleep=lambda s: None)
+
+    return make

@@ -1,4 +1,5 @@
-"""A small, fully deterministic EvoDAG built through the store API, shared by the evodag tests.
+"""Fixtures for the evodag tests: a small, fully deterministic EvoDAG built through the store API (`fixture_dag`)
+and a deterministic clock (`counting_clock`).
 
 Shape (node ids in creation order; `dev` = dev_mean):
 
@@ -16,6 +17,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from evodag.store import EvoDAG
 
 BASE_TIME = datetime(2026, 1, 1, tzinfo=UTC)
@@ -23,8 +26,7 @@ TRAIN = ("t-a", "t-b", "t-c")
 DEV = ("d-1", "d-2")
 
 
-def counting_clock(start: datetime = BASE_TIME) -> Callable[[], str]:
-    """A clock that advances one second per call (same calls => same timestamps)."""
+def _counting_clock(start: datetime = BASE_TIME) -> Callable[[], str]:
     state = {"n": 0}
 
     def clock() -> str:
@@ -74,9 +76,8 @@ def _rollouts(store: EvoDAG, run_id: int) -> None:
             )  # fmt: skip
 
 
-def build_fixture(path: Path) -> dict[str, int]:
-    """Create the fixture DAG at `path`; returns names -> ids (run, edges e12, e23, ...)."""
-    with EvoDAG(path, clock=counting_clock()) as s:
+def _build_fixture(path: Path) -> dict[str, int]:
+    with EvoDAG(path, clock=_counting_clock()) as s:
         run = s.create_run({"benchmark": "opsdesk", "budget": 10}, seed=7).id
         add = s.add_node
         n1 = add(run, "c1" * 20, None, 0, "baseline", "baseline", "baseline", status="baseline").id
@@ -133,3 +134,17 @@ def build_fixture(path: Path) -> dict[str, int]:
         s.update_iteration(it5.id, candidate_id=n8, step="candidate_evaluated")
         ids = {"run": run, "e12": e12, "e23": e23, "e24": e24, "e15": e15, "e56": e56, "e47": e47, "e18": e18}
         return ids | {f"n{i}": i for i in range(1, 9)}
+
+
+@pytest.fixture(scope="session")
+def counting_clock() -> Callable[..., Callable[[], str]]:
+    """`counting_clock(start=2026-01-01)`: a clock that advances one second per call (same calls => same
+    timestamps)."""
+    return _counting_clock
+
+
+@pytest.fixture(scope="session")
+def fixture_dag() -> Callable[[Path], dict[str, int]]:
+    """`fixture_dag(path)`: create the DAG drawn in this module's docstring at `path`; returns names -> ids
+    (`run`, nodes `n1`..`n8`, edges `e12`, `e23`, ...)."""
+    return _build_fixture

@@ -1,9 +1,12 @@
-"""Shared builders for the LLM-backend tests: a real git harness worktree and the three session requests."""
+"""Fixtures for the LLM-backend tests: a real git harness worktree and the three session requests."""
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from saddler.sessions.schema import (
     DiagnosisRequest,
@@ -29,25 +32,26 @@ COMPONENTS = {
 }
 
 
-def git(cwd: Path, *args: str) -> str:
+def _git(cwd: Path, *args: str) -> str:
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
     return proc.stdout
 
 
-def make_worktree(root: Path) -> Path:
-    """A committed git repository holding a tiny harness (tools, prompt, protected grader)."""
+def _make_worktree(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for rel, text in HARNESS_FILES.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    git(root, "init", "-q")
-    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
-    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "baseline")
+    _git(root, "init", "-q")
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "baseline")
     return root
 
 
-def diagnosis_request(run_dir: Path, worktree: Path, *, exploration: bool = False, iteration: int = 3):
+def _diagnosis_request(
+    run_dir: Path, worktree: Path, *, exploration: bool = False, iteration: int = 3
+) -> DiagnosisRequest:
     trace = run_dir / "traces" / "t1.jsonl"
     trace.parent.mkdir(parents=True, exist_ok=True)
     trace.write_text('{"step": 1, "tool": "search", "result": []}\n', encoding="utf-8")
@@ -80,7 +84,7 @@ def diagnosis_request(run_dir: Path, worktree: Path, *, exploration: bool = Fals
     )
 
 
-def reflection_request(run_dir: Path, iteration: int = 3) -> ReflectionRequest:
+def _reflection_request(run_dir: Path, iteration: int = 3) -> ReflectionRequest:
     return ReflectionRequest(
         run_dir=str(run_dir),
         db_path=str(run_dir / "evodag.sqlite"),
@@ -101,7 +105,7 @@ def reflection_request(run_dir: Path, iteration: int = 3) -> ReflectionRequest:
     )
 
 
-def evolution_request(run_dir: Path, iteration: int = 3) -> EvolutionRequest:
+def _evolution_request(run_dir: Path, iteration: int = 3) -> EvolutionRequest:
     return EvolutionRequest(
         run_dir=str(run_dir),
         db_path=str(run_dir / "evodag.sqlite"),
@@ -120,3 +124,29 @@ def evolution_request(run_dir: Path, iteration: int = 3) -> EvolutionRequest:
         lineage_edge_ids={2: [1], 3: [1, 2]},
         failing_train_tasks={3: ["t2"]},
     )
+
+
+@pytest.fixture(scope="session")
+def make_worktree() -> Callable[[Path], Path]:
+    """`make_worktree(root)`: a committed git repository at `root` holding a tiny harness (tools/search.py,
+    prompts/system.md, the protected eval/grader.py); returns `root`."""
+    return _make_worktree
+
+
+@pytest.fixture(scope="session")
+def diagnosis_request() -> Callable[..., DiagnosisRequest]:
+    """`diagnosis_request(run_dir, worktree, *, exploration=False, iteration=3)`: a capability-phase request with
+    one failing task (its trace written under run_dir/traces) and one passing task."""
+    return _diagnosis_request
+
+
+@pytest.fixture(scope="session")
+def reflection_request() -> Callable[..., ReflectionRequest]:
+    """`reflection_request(run_dir, iteration=3)`: an accepted candidate that fixed t1 and kept t2."""
+    return _reflection_request
+
+
+@pytest.fixture(scope="session")
+def evolution_request() -> Callable[..., EvolutionRequest]:
+    """`evolution_request(run_dir, iteration=3)`: three nodes (baseline, accepted, rejected) and their edges."""
+    return _evolution_request

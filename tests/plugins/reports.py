@@ -1,4 +1,5 @@
-"""A realistic finished run written through the real EvoDAG API, for the report/plot/export/status tests.
+"""Fixtures for the report/plot/export/status tests: a realistic finished run written through the real EvoDAG
+API (`open_store`, then `build_run`).
 
 Train tr-1..tr-8 (groups g-a, g-b), dev dv-1..dv-4, test te-1..te-4 (g-t1, g-t2). One repetition per train
 and dev rollout (seed 1000 / 2000, the same for every node, so re-evaluations are cache hits), k=3 test
@@ -22,8 +23,11 @@ assert is derived by hand from the tables below.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
 
 from evodag.store import EvoDAG
 from saddler.policies.ranking import pick_best
@@ -144,13 +148,25 @@ NO_PATCH_REASON = "every batch task passes: nothing to diagnose"
 SESSIONS = {"diagnosis_patch": (6, 1000, 200, 0.05), "reflection": (2, 400, 100, 0.02), "evolution": (3, 300, 50, 0.01)}
 
 
+def fake_commit(label: str) -> str:
+    return hashlib.sha1(label.encode()).hexdigest()
+
+
 @dataclass
 class Fixture:
-    """Node ids by label, the run id and the commits used."""
+    """Node ids by label, the run id and the commits used; the run's fixed times and texts."""
 
     run_id: int
     ids: dict[str, int] = field(default_factory=dict)
     commits: dict[str, str] = field(default_factory=dict)
+    started: str = START
+    finished: str = FINISH
+    no_patch_reason: str = NO_PATCH_REASON
+
+    @staticmethod
+    def fake_commit(label: str) -> str:
+        """The commit sha a label's node gets (unless `build_run(commits=...)` gave one): sha1 of the label."""
+        return fake_commit(label)
 
 
 class _Clock:
@@ -159,10 +175,6 @@ class _Clock:
 
     def __call__(self) -> str:
         return self.now
-
-
-def fake_commit(label: str) -> str:
-    return hashlib.sha1(label.encode()).hexdigest()
 
 
 def _rollout(store: EvoDAG, fx: Fixture, label: str, task: str, split: str, seed: int, rep: int, passed: bool) -> None:
@@ -296,10 +308,9 @@ def _record_best(store: EvoDAG, run_id: int) -> None:
         store.update_run(run_id, best_node_id=best.id)
 
 
-def build_run(
+def _build_run(
     store: EvoDAG, clock: _Clock, iterations: int = 8, finish: bool = True, commits: dict[str, str] | None = None
 ) -> Fixture:
-    """Write the run (its first `iterations` iterations); with `finish`, the test runs and the run's end."""
     run = store.create_run(CONFIG, seed=7)
     fx = Fixture(run_id=run.id, commits=dict(commits or {}))
     fx.commits.setdefault("N1", fake_commit("N1"))
@@ -327,7 +338,19 @@ def build_run(
     return fx
 
 
-def open_store(path: Any) -> tuple[EvoDAG, _Clock]:
-    """A fresh writable store at `path` on the fixture's fixed clock."""
+def _open_store(path: Any) -> tuple[EvoDAG, _Clock]:
     clock = _Clock()
     return EvoDAG(path, clock=clock), clock
+
+
+@pytest.fixture(scope="session")
+def open_store() -> Callable[[Any], tuple[EvoDAG, _Clock]]:
+    """`open_store(path)`: a fresh writable store at `path` on the fixture's fixed clock; returns (store, clock)."""
+    return _open_store
+
+
+@pytest.fixture(scope="session")
+def build_run() -> Callable[..., Fixture]:
+    """`build_run(store, clock, iterations=8, finish=True, commits=None)`: write the run of this module's docstring
+    (its first `iterations` iterations; with `finish`, the test runs and the run's end); returns its `Fixture`."""
+    return _build_run
