@@ -344,15 +344,17 @@ def _zombie(pid: int) -> bool:
         return True
 
 
-def test_a_kill_between_the_store_and_results_tsv_loses_no_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"stop_when.max_iterations": 3})
+def test_a_kill_between_the_store_and_results_tsv_loses_no_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
+    fleet_json = fleet_setup(**{"stop_when.max_iterations": 3})
     reference_root, killed_root = tmp_path / "reference", tmp_path / "killed"
     init_fleet(reference_root, fleet_json)
     FleetRun(reference_root).run()
     expected = (tmp_path / "my-project" / "results.tsv").read_text(encoding="utf-8")
     shutil.rmtree(tmp_path / "my-project")
     shutil.rmtree(tmp_path / "bin")
-    fleet_json = fleet_setup(tmp_path, monkeypatch, **{"stop_when.max_iterations": 3})
+    fleet_json = fleet_setup(**{"stop_when.max_iterations": 3})
     init_fleet(killed_root, fleet_json)
     real_append = fleet_loop.tsv.append_result
     calls = {"n": 0}
