@@ -40,12 +40,12 @@ class RunControls:
         return Path(self.root) / self.stop_name
 
     def request_pause(self) -> None:
-        """Ask the run to pause at its next iteration boundary."""
-        self.pause_file.touch()
+        """Ask the run to pause at its next iteration boundary (the file holds when it was asked)."""
+        self.pause_file.write_text(_now(), encoding="utf-8")
 
     def request_stop(self) -> None:
         """Ask the run to end (and finish: test, export, report) after its current iteration."""
-        self.stop_file.touch()
+        self.stop_file.write_text(_now(), encoding="utf-8")
 
     def clear(self) -> list[str]:
         """Withdraw both requests; the names of the sentinel files that were there."""
@@ -98,6 +98,10 @@ class RunControls:
                     f"`fuser {lock}` and end it before running {self.root} again"
                 )
         return killed
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _wait(done: Callable[[], bool], timeout_s: float) -> bool:
