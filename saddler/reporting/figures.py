@@ -48,8 +48,8 @@ def score_kind(config: dict[str, Any]) -> str:
 
 def described_metric(store: EvoDAG, run_id: int) -> MetricScale | None:
     """The benchmark's own metric as the run recorded it at its start, or None."""
-    for ev in store.events(run_id=run_id):
-        if ev.kind == "benchmark.described" and ev.payload.get("metric"):
+    for ev in store.events(run_id=run_id, kind="benchmark.described"):
+        if ev.payload.get("metric"):
             return MetricScale(**ev.payload["metric"])
     return None
 
@@ -184,8 +184,7 @@ def _failed(store: EvoDAG, run_id: int, candidates: list[Node]) -> list[dict[str
             )
     reasons = {
         ev.payload.get("iteration"): str(ev.payload.get("reason", ""))
-        for ev in store.events(run_id=run_id)
-        if ev.kind == "diagnosis.no_patch"
+        for ev in store.events(run_id=run_id, kind="diagnosis.no_patch")
     }
     for it in store.iterations(run_id):
         if it.decision == "no_patch":
@@ -232,9 +231,8 @@ def _patch_stats(candidates: list[Node]) -> dict[str, Any]:
 def _cost(store: EvoDAG, run_id: int, wall: float | None) -> dict[str, Any]:
     by_split = Counter(r.split for r in store.rollouts(run_id))
     traces: list[str] = []
-    for ev in store.events(run_id=run_id):
-        if ev.kind == "diagnosis.evidence":
-            traces.extend(str(p) for p in ev.payload.get("trace_paths", []))
+    for ev in store.events(run_id=run_id, kind="diagnosis.evidence"):
+        traces.extend(str(p) for p in ev.payload.get("trace_paths", []))
     sessions = store.sessions(run_id)
     by_role: dict[str, dict[str, Any]] = {}
     for s in sessions:

@@ -181,8 +181,7 @@ def _candidate_node(
 def _log_evidence(ctx: RunContext, it: Iteration, before: list[RolloutRow]) -> None:
     """The traces diagnosis is shown, logged once per iteration (also when a resumed iteration diagnoses again)."""
     logged = any(
-        e.kind == "diagnosis.evidence" and e.payload.get("iteration") == it.number
-        for e in ctx.store.events(run_id=ctx.run_id)
+        e.payload.get("iteration") == it.number for e in ctx.store.events(run_id=ctx.run_id, kind="diagnosis.evidence")
     )
     if not logged:
         ctx.store.log_event(
