@@ -225,15 +225,11 @@ class EvoDAG(RolloutsMixin, RecordsMixin):
         """Events with id > `since_id` (of `run_id` and of `kind` when given), oldest first. Asking for one kind
         reads only that kind's rows (index `events_kind`), not the whole log."""
         decode = codec.decoder(Event)
-        clauses, params = ["id > ?"], [since_id]
-        if run_id is not None:
-            clauses.insert(0, "run_id = ?")
-            params.insert(0, run_id)
-        if kind is not None:
-            clauses.insert(-1, "kind = ?")
-            params.insert(-1, kind)
-        sql = f"SELECT {codec.select_list(Event)} FROM events WHERE {' AND '.join(clauses)} ORDER BY id"
-        return [decode(r) for r in self.conn.execute(sql, params)]
+        filters: list[tuple[str, Any]] = [("run_id = ?", run_id), ("kind = ?", kind), ("id > ?", since_id)]
+        used = [(clause, value) for clause, value in filters if value is not None]
+        where = " AND ".join(clause for clause, _ in used)
+        sql = f"SELECT {codec.select_list(Event)} FROM events WHERE {where} ORDER BY id"
+        return [decode(r) for r in self.conn.execute(sql, [value for _, value in used])]
 
     # queries for people and sessions (also used by the evo-dag CLI; see `evodag.queries`) -------
     def summary(self, run_id: int | None = None) -> dict[str, Any]:

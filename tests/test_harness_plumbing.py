@@ -75,7 +75,9 @@ def test_stat_of_a_pair_is_one_git_process(space: HarnessSpace, git_calls: list[
     assert space.check_change(base, sha) == []
     assert space.patch_kind(space.changed_files(base, sha)) == "capability"
     assert space.diff(base, sha) == space.diff(base, sha)
-    assert [c[0] for c in git_calls] == ["diff", "diff"]  # one numstat, one text diff
+    assert [c[0] for c in git_calls] == ["diff"]  # one `git diff --numstat -p`: the stat and the text
+    plain = sh("diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", base, sha, cwd=space.repo_dir)
+    assert space.diff(base, sha) == plain
     git_calls.clear()
     assert space.tree_of(sha) == space.tree_of(sha) and space.resolve(sha) == sha
     assert space.baseline_commit() == base
@@ -134,6 +136,47 @@ def test_commit_worktree_makes_the_commit_git_commit_makes(
         env={"GIT_AUTHOR_DATE": env_date, "GIT_COMMITTER_DATE": env_date, "PATH": "/usr/bin:/bin", "HOME": str(root)},
     )
     assert ours == sh("rev-parse", "HEAD", cwd=theirs_wt).strip()
+
+
+def test_a_staged_change_is_committed_without_staging_it_again(space: HarnessSpace, git_calls: list[list[str]]) -> None:
+    base = space.baseline_commit()
+    space.tree_of(base)
+    wt = space.worktree(base, "staged")
+    write_files(wt, {"loop.py": "def run(task):\n    return [task]\n", "tools/new.py": "N = 1\n"})
+    git_calls.clear()
+    change = space.worktree_change(wt)
+    assert [c[0] for c in git_calls] == ["add", "write-tree", "diff"]
+    assert b"tools/new.py" in change.patch and change.tree == sh("write-tree", cwd=wt).strip()
+    git_calls.clear()
+    sha = space.commit_worktree(wt, "staged", tree=change.tree)
+    assert [c[0] for c in git_calls] == ["commit-tree", "update-ref"]
+    again = space.worktree(base, "again")
+    write_files(again, {"loop.py": "def run(task):\n    return [task]\n", "tools/new.py": "N = 1\n"})
+    assert space.commit_worktree(again, "staged") == sha  # the commit staging it again would have made
+    fresh = space.worktree(base, "replay")
+    space.apply_change(fresh, change.patch)
+    assert space.commit_worktree(fresh, "staged") == sha
+
+
+def test_diff_and_stat_of_one_process_match_git_for_odd_and_binary_files(
+    space: HarnessSpace, git_calls: list[list[str]]
+) -> None:
+    base = space.baseline_commit()
+    wt = space.worktree(base, "odd")
+    write_files(wt, {"name\twith tab.md": "a\nb\n", "ünï code.py": "x = 1\n", "prompts/system.md": "short\n"})
+    (wt / "bin.dat").write_bytes(bytes(range(256)) * 4)
+    (wt / "tools" / "search.py").unlink()
+    sha = space.commit_worktree(wt, "odd")
+    assert sha is not None
+    git_calls.clear()
+    text = space.diff(base, sha)
+    stat = space.diff_stat(base, sha)
+    assert len(git_calls) == 1
+    plain = sh("diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", base, sha, cwd=space.repo_dir)
+    assert text == plain and "GIT binary patch" in text
+    assert stat == parse_numstat(sh("diff", "--no-renames", "--numstat", "-z", base, sha, cwd=space.repo_dir))
+    assert stat.files == sorted(["bin.dat", "name\twith tab.md", "prompts/system.md", "tools/search.py", "ünï code.py"])
+    assert space.diff(sha, sha) == "" and space.changed_files(sha, sha) == []
 
 
 def test_parse_numstat_counts_binary_as_zero_and_keeps_odd_paths() -> None:
