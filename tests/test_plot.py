@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -63,9 +65,23 @@ def test_png_is_written_with_the_agg_backend(finished: tuple[EvoDAG, Fixture], t
     assert width >= 800 and height >= 500
     assert path.stat().st_size > 20_000  # two panels with lines, markers and legends
 
-    import matplotlib
 
-    assert matplotlib.get_backend().lower() == "agg"
+def test_the_plot_draws_on_an_agg_canvas_without_pyplot(finished: tuple[EvoDAG, Fixture], tmp_path: Path) -> None:
+    """pyplot (its figure manager and backend switching) costs a run start-up time for nothing: a `Figure` with an
+    Agg canvas draws the same PNG, and the process's matplotlib backend is left alone."""
+    store, fx = finished
+    script = (
+        "import sys\n"
+        "from evodag.store import EvoDAG\n"
+        "from saddler.reporting.plot import plot_progress\n"
+        f"with EvoDAG({str(store.path)!r}, readonly=True) as store:\n"
+        f"    plot_progress(store, {str(tmp_path / 'p.png')!r}, run_id={fx.run_id})\n"
+        "wanted = ('matplotlib.pyplot', 'matplotlib.backends.backend_agg')\n"
+        "print(sorted(m for m in sys.modules if m in wanted))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['matplotlib.backends.backend_agg']"
+    assert _png_size(tmp_path / "p.png") == _png_size(plot_progress(store, tmp_path / "q.png", run_id=fx.run_id))
 
 
 def test_plot_of_a_run_with_only_a_baseline(tmp_path: Path) -> None:
