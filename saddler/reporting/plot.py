@@ -95,6 +95,12 @@ def progress_series(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
     return {"name": str(run.config.get("name", "run")), "total": len(ids), "dev": dev, "batch": batch}
 
 
+def preload() -> None:
+    """Import what `plot_progress` draws with (matplotlib's `Figure` and Agg canvas), to pay for it ahead of time."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401
+    from matplotlib.figure import Figure  # noqa: F401
+
+
 def plot_progress(store: EvoDAG, path: Path, run_id: int | None = None) -> Path:
     """Draw `progress_series` to the PNG `path` (two stacked panels sharing the rollouts axis); returns it."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
