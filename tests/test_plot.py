@@ -123,3 +123,17 @@ def test_a_plot_process_never_asked_stops_on_close() -> None:
     helper.close()
     assert not helper.wait()
     assert helper._proc is not None and helper._proc.returncode is not None
+
+
+def test_a_plot_process_that_does_not_answer_in_time_is_stopped(
+    finished: tuple[EvoDAG, Fixture], tmp_path: Path
+) -> None:
+    store, fx = finished
+    helper = PlotProcess()
+    try:
+        assert helper.start(store.path, tmp_path / "late.png", fx.run_id)
+        assert not helper.wait(timeout=0.01)  # it is still importing matplotlib
+        assert helper.failure == "no answer within 0.01 s"
+        assert helper._proc is not None and helper._proc.returncode is not None
+    finally:
+        helper.close()

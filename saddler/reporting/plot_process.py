@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import subprocess
 import sys
 import tempfile
@@ -65,11 +66,10 @@ class PlotProcess:
         proc = self._proc
         if proc is None or not self._asked:
             return False
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        code = _wait_exit(proc, timeout)
+        if code is None:
             self.close()
-            self.failure = f"no answer within {timeout:.0f} s"
+            self.failure = f"no answer within {timeout:g} s"
             return False
         if code != 0:
             self._stderr.seek(0)
@@ -88,6 +88,23 @@ class PlotProcess:
                 proc.kill()
             proc.wait()
         self._stderr.close()
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
+    """The exit code of `proc`, or None when it still runs after `timeout` seconds. Woken by the exit itself (a
+    pidfd) where Linux offers one: `Popen.wait(timeout)` polls with sleeps of up to 50 ms."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+    try:
+        ready, _, _ = select.select([pidfd], [], [], timeout)
+    finally:
+        os.close(pidfd)
+    return proc.wait() if ready else None
 
 
 def main() -> int:
