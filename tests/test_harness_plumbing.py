@@ -179,6 +179,21 @@ def test_diff_and_stat_of_one_process_match_git_for_odd_and_binary_files(
     assert space.diff(sha, sha) == "" and space.changed_files(sha, sha) == []
 
 
+def test_a_bundle_borrows_the_run_repositorys_objects_instead_of_pushing_them(
+    tmp_path: Path, space: HarnessSpace, git_calls: list[list[str]]
+) -> None:
+    sha = edit(space, space.baseline_commit(), {"tools/search.py": "x = 2\n"})
+    git_calls.clear()
+    space.bundle(sha, tmp_path / "out.bundle")
+    assert [c[0] for c in git_calls] == ["init", "update-ref", "bundle"]  # no `push`: nothing is copied
+    heads = sh("bundle", "list-heads", str(tmp_path / "out.bundle"), cwd=tmp_path)
+    assert heads == f"{sha} HEAD\n{sha} refs/heads/main\n"
+    sh("clone", "-q", str(tmp_path / "out.bundle"), str(tmp_path / "clone"), cwd=tmp_path)
+    assert sh("rev-parse", "HEAD", cwd=tmp_path / "clone").strip() == sha
+    assert sh("branch", "--show-current", cwd=tmp_path / "clone").strip() == "main"
+    assert (tmp_path / "clone" / "tools" / "search.py").read_text() == "x = 2\n"
+
+
 def test_parse_numstat_counts_binary_as_zero_and_keeps_odd_paths() -> None:
     out = "3\t1\ta.py\0-\t-\tbin/x.png\0" + "0\t0\tname\twith tab\0"
     stat = parse_numstat(out)

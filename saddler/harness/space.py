@@ -370,9 +370,12 @@ class HarnessSpace(TransplantMixin):
         dest = Path(dest).resolve()
         dest.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="saddler-bundle-") as tmp:
-            git(["init", "-q", "--bare", tmp], self.repo_dir)
-            git(["push", "-q", tmp, f"{sha}:refs/heads/main"], self.repo_dir)
-            git(["symbolic-ref", "HEAD", "refs/heads/main"], Path(tmp))
+            # a scratch repository that borrows this one's objects (alternates): nothing is copied into it
+            git(["init", "-q", "--bare", "-b", "main", tmp], self.repo_dir)
+            info = Path(tmp) / "objects" / "info"
+            info.mkdir(parents=True, exist_ok=True)
+            (info / "alternates").write_text(f"{self.git_dir / 'objects'}\n", encoding="utf-8")
+            git(["update-ref", "refs/heads/main", sha], Path(tmp))
             git(["bundle", "create", str(dest), "HEAD", "main"], Path(tmp))
 
 
