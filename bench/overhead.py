@@ -7,18 +7,14 @@ that counts, without changing what runs:
 
 - rollout time: wall time inside `Executor.run` (the isolated rollouts, their fork servers and the per-rollout
   isolation set-up; everything the executor does for a batch),
-- git: every `git` subprocess started through `subprocess.run` (count and seconds), on any thread: the diagnosis
-  worktree the loop makes ahead (`saddler.run.ahead`, a low-priority thread, while the parent's batch runs) is
-  counted too, although the loop only waits for what is left of it when the diagnosis starts (`worktree.wait`),
+- git: every `git` subprocess started through `subprocess.run` (count and seconds),
 - SQLite: time inside the public `EvoDAG` methods (outermost calls only), split by whether it overlapped the
   rollouts (a rollout's row is stored the moment it lands, while the other workers keep running).
 
 Prints `overhead_fraction: <x>` = (wall − rollout time) ÷ wall, where wall is the `saddler run` process from
 start to exit (interpreter start-up and imports included), then `wall_s`, `rollout_s`, `git_calls`, `git_s`,
 `sqlite_s` (outside rollouts), `startup_s`, `breakdown: <part>=<s> ...` (the non-rollout seconds of the main parts
-of a run, each with the rollouts it waited for taken out; nested parts are also in their parents; `git.worktree`
-includes the worktrees made ahead, `worktree.wait` is what the loop waited for them, `plot.wait` what it waited for
-the plot helper process, `plot` a plot drawn in-process) and the demo's
+of a run, each with the rollouts it waited for taken out; nested parts are also in their parents) and the demo's
 summary lines (`summary: ...`), which must not change when orchestration gets cheaper. The isolation is whatever
 the run's config says (the default unless `--set`).
 """
@@ -148,7 +144,6 @@ PARTS = (  # (module, attribute path, label): the parts of a run `breakdown` rep
     ("saddler.sessions.offline", "OfflineBackend.reflect", "session.reflect"),
     ("saddler.sessions.offline", "OfflineBackend.evolve", "session.evolve"),
     ("saddler.harness.space", "HarnessSpace.worktree", "git.worktree"),
-    ("saddler.run.ahead", "Prepared.take", "worktree.wait"),
     ("saddler.harness.space", "HarnessSpace.remove_worktree", "git.remove_worktree"),
     ("saddler.harness.space", "HarnessSpace.commit_worktree", "git.commit"),
     ("saddler.harness.space", "HarnessSpace.snapshot", "git.snapshot"),

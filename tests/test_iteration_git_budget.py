@@ -4,7 +4,6 @@ these): counted through a wrapper of `subprocess.run`, on a real opsdesk run fol
 from __future__ import annotations
 
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ from evodag.store import EvoDAG
 from saddler.config import load_run_config
 from saddler.reporting.progress import NullProgress
 from saddler.run import diagnosis
-from saddler.run.ahead import Ahead, Prepared
 from saddler.run.context import RunContext, open_context
 from saddler.run.folder import RunPaths
 from saddler.run.loop import Optimizer
@@ -50,30 +48,10 @@ def git_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return calls
 
 
-@pytest.fixture
-def main_thread_git_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """The git processes the loop's own thread starts (not those of the work-ahead thread)."""
-    calls: list[list[str]] = []
-    real = subprocess.run
-
-    def counting(args: Any, *rest: Any, **kwargs: Any) -> Any:
-        if (
-            isinstance(args, list)
-            and args
-            and args[0] == "git"
-            and threading.current_thread() is threading.main_thread()
-        ):
-            calls.append(list(args[1:]))
-        return real(args, *rest, **kwargs)
-
-    monkeypatch.setattr(subprocess, "run", counting)
-    return calls
-
-
-def _patch(ctx: RunContext, number: int, parent: Node, prepared: Prepared | None = None) -> Node:
+def _patch(ctx: RunContext, number: int, parent: Node) -> Node:
     """One exploring diagnosis (the offline backend applies an untried bank patch without symptoms) on `parent`."""
     it = ctx.store.start_iteration(ctx.run_id, number, 0, [], phase="capability", exploration=True)
-    node = diagnosis.patch(ctx, it, parent, [], lambda _text: None, prepared)
+    node = diagnosis.patch(ctx, it, parent, [], lambda _text: None)
     assert node is not None and node.status == "pending"
     return node
 
@@ -104,20 +82,3 @@ def test_the_first_attempt_on_the_baseline_needs_one_diff_less(ctx: RunContext, 
     _patch(ctx, 1, baseline)
     assert [c[0] for c in git_calls].count("diff") == 2  # parent and baseline are one commit: one numstat
     assert len(git_calls) == 8
-
-
-def test_with_its_worktree_made_ahead_the_attempt_spends_eight_on_the_loops_thread(
-    ctx: RunContext, main_thread_git_calls: list[list[str]]
-) -> None:
-    baseline = Optimizer._baseline_node(ctx)
-    first = _patch(ctx, 1, baseline)
-    ahead = Ahead()
-    try:
-        prepared = ahead.worktree(ctx.space, first.commit, diagnosis.worktree_name(2, 0))
-        main_thread_git_calls.clear()
-        _patch(ctx, 2, first, prepared)
-    finally:
-        ahead.close()
-    spent = [c[0] for c in main_thread_git_calls]
-    assert spent == ["apply", "add", "write-tree", "diff", "commit-tree", "update-ref", "diff", "diff"]
-    assert not list(ctx.space.worktrees_dir.iterdir())  # taken, used and removed

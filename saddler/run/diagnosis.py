@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evodag.models import Iteration, Node, RolloutRow
-from saddler.run.ahead import Prepared
 from saddler.run.context import RunContext
 from saddler.run.faults import fault_point
 from saddler.run.session_calls import failure_reason
@@ -56,21 +55,8 @@ class _Attempt:
     problems: list[str] = field(default_factory=list)
 
 
-def worktree_name(iteration: int, attempt: int) -> str:
-    """The name of the worktree a diagnosis attempt edits."""
-    return f"it{iteration}-a{attempt}"
-
-
-def patch(
-    ctx: RunContext,
-    it: Iteration,
-    parent: Node,
-    before: list[RolloutRow],
-    say: Say,
-    prepared: Prepared | None = None,
-) -> Node | None:
-    """Diagnose and patch; the valid candidate, else the last invalid one, else None (no patch). `prepared` is the
-    first attempt's worktree made ahead (`saddler.run.ahead`)."""
+def patch(ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow], say: Say) -> Node | None:
+    """Diagnose and patch; the valid candidate, else the last invalid one, else None (no patch)."""
     store = ctx.store
     excluded = Excluded.of_parent(ctx, parent, it.number)
     _log_evidence(ctx, it, before)
@@ -78,7 +64,7 @@ def patch(
     attempt = patches = failures = 0
     reason = ""
     while patches < ctx.cfg.policies.max_patch_attempts:
-        made = _attempt(ctx, it, parent, before, attempt, excluded, reason, prepared if attempt == 0 else None)
+        made = _attempt(ctx, it, parent, before, attempt, excluded, reason)
         attempt += 1
         result = made.result
         failed = failure_reason(result.stats) if result.status == "failed" else ""
@@ -124,15 +110,10 @@ def _attempt(
     attempt: int,
     excluded: Excluded,
     reason: str,
-    prepared: Prepared | None = None,
 ) -> _Attempt:
-    """One session in a fresh worktree of the parent (`prepared`, or made now), its edit committed and checked; the
-    worktree is removed."""
+    """One session in a fresh worktree of the parent, its edit committed and checked; the worktree is removed."""
     space = ctx.space
-    name = worktree_name(it.number, attempt)
-    worktree = (
-        prepared.take() if prepared is not None and prepared.name == name else space.worktree(parent.commit, name)
-    )
+    worktree = space.worktree(parent.commit, f"it{it.number}-a{attempt}")
     try:
         plans = {o: p for o, p in excluded.plans.items() if p}
         request = ctx.diagnosis_request(it, parent, worktree, before, attempt, excluded.origins, reason, plans)

@@ -18,7 +18,6 @@ from saddler.ports import Progress
 from saddler.reporting.plot_process import PlotProcess
 from saddler.reporting.progress import make_progress
 from saddler.run import diagnosis, inputs, reflection
-from saddler.run.ahead import Ahead
 from saddler.run.context import KEPT_DECISIONS, RunContext, open_context
 from saddler.run.evolve import evolve
 from saddler.run.finish import RunOutcome, finish_run, finished_outcome
@@ -56,7 +55,6 @@ class Optimizer:
         self.progress = progress or make_progress(quiet)
         self.allow_changed = allow_changed
         self.plotter = plotter
-        self._ahead: Ahead | None = None  # the work-ahead thread while `run()` runs
 
     def run(self) -> RunOutcome:
         require_ok(self.paths.root)  # a config that cannot work is refused before anything is written
@@ -65,13 +63,10 @@ class Optimizer:
             self.paths.traces.mkdir(parents=True, exist_ok=True)
             self.paths.sessions.mkdir(parents=True, exist_ok=True)
             ctx = open_context(self.paths, self.cfg, store, self.progress)
-            self._ahead = Ahead()
             try:
                 inputs.check_inputs(ctx, self.allow_changed, self.say)
                 return self._run(ctx)
             finally:
-                self._ahead.close()
-                self._ahead = None
                 ctx.executor.close()
                 ctx.space.prune()
 
@@ -158,27 +153,19 @@ class Optimizer:
             it = store.update_iteration(it.id, parent_id=parent.id, step="evolved")
         else:
             parent = store.get_node(it.parent_id)
-        # 2-3. the mini-batch, and the parent on it (cached rollouts are reused); meanwhile the diagnosis's
-        # worktree of the parent is made ahead, on the idle CPU (`saddler.run.ahead`)
-        prepared = None
-        if it.candidate_id is None and self._ahead is not None:
-            prepared = self._ahead.worktree(ctx.space, parent.commit, diagnosis.worktree_name(number, 0))
-        try:
-            before = ctx.eval_batch(parent, batch)
-            if it.candidate_id is None and nothing_to_fix(before, ctx.score_kind):
-                # nothing to diagnose (AutoSaddler's no_training_failures): no session is paid for
-                self.say(f"iter {number:>3} [{it.phase}] n{parent.id} passes all {len(batch)} task(s): no diagnosis")
-                self._finish_iteration(ctx, it, NO_TRAINING_FAILURES, None, stalls)
-                return
-            # 4-5. diagnosis-patch in an isolated worktree, then validation (retried with another hypothesis)
-            cand = (
-                store.get_node(it.candidate_id)
-                if it.candidate_id is not None
-                else diagnosis.patch(ctx, it, parent, before, self.say, prepared)
-            )
-        finally:
-            if prepared is not None:
-                prepared.discard()
+        # 2-3. the mini-batch, and the parent on it (cached rollouts are reused)
+        before = ctx.eval_batch(parent, batch)
+        if it.candidate_id is None and nothing_to_fix(before, ctx.score_kind):
+            # nothing to diagnose (AutoSaddler's no_training_failures): no session is paid for
+            self.say(f"iter {number:>3} [{it.phase}] n{parent.id} passes all {len(batch)} task(s): no diagnosis")
+            self._finish_iteration(ctx, it, NO_TRAINING_FAILURES, None, stalls)
+            return
+        # 4-5. diagnosis-patch in an isolated worktree, then validation (retried with another hypothesis)
+        cand = (
+            store.get_node(it.candidate_id)
+            if it.candidate_id is not None
+            else diagnosis.patch(ctx, it, parent, before, self.say)
+        )
         if cand is None or cand.status == "invalid":
             decision = "no_patch" if cand is None else "invalid"
             self._finish_iteration(ctx, it, decision, cand, stalls)
