@@ -2,11 +2,12 @@
 the end of the run.
 
 Importing matplotlib costs about half a second of CPU, the drawing a quarter. `saddler run` starts a
-`PlotProcess` first thing: a child interpreter imports matplotlib and the plot module at the lowest CPU priority
-(`nice` 19, so it takes only CPU nothing else wants: while the optimizer itself runs on one core the other is
-mostly idle), then waits on its stdin. When the run has finished, `start(db, png, run_id)` hands it the request
-(one JSON line) and `wait()` collects the answer: the child opens the store read-only and writes the PNG with
-`saddler.reporting.plot.plot_progress`, the same code as in-process, so the file is the same.
+`PlotProcess` first thing: a child interpreter imports matplotlib and the plot module while the optimizer imports
+and opens the run (single-threaded: the machine's other core is idle then), then waits on its stdin. It is the
+work the run would otherwise do at its end, at the same priority, only earlier. When test is evaluated,
+`start(db, png, run_id)` hands it the request (one JSON line) and `wait()` collects the answer: the child opens
+the store read-only and writes the PNG with `saddler.reporting.plot.plot_progress`, the same code as in-process,
+so the file is the same, while the run exports the best harness and writes the report.
 
 Whatever goes wrong in the child (it died, it failed, it timed out) `wait()` says False and the caller draws in
 its own process instead, as before: the plot is never lost and a real fault (a full disk) surfaces as it always
@@ -22,7 +23,6 @@ import select
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 PLOT_NAME = "progress.png"
@@ -108,31 +108,18 @@ def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
 
 
 def main() -> int:
-    """Child side: import what drawing needs, then draw the one requested plot (none when stdin closes empty).
+    """Child side: import what drawing needs, then draw the one requested plot (none when stdin closes empty)."""
+    from evodag.store import EvoDAG
+    from saddler.reporting.plot import plot_progress, preload
 
-    The import runs in a thread at `nice` 19 (a per-thread setting on Linux), so it only takes CPU nothing else
-    wants; the drawing runs in the main thread at normal priority, since the run is waiting for it by then."""
-    loader = threading.Thread(target=_preload_quietly, name="saddler-plot-import", daemon=True)
-    loader.start()
+    preload()
     line = sys.stdin.readline()
     if not line.strip():
         return 0
     request = json.loads(line)
-    loader.join()
-    from evodag.store import EvoDAG
-    from saddler.reporting.plot import plot_progress
-
     with EvoDAG(Path(request["db"]), readonly=True) as store:
         plot_progress(store, Path(request["png"]), request["run_id"])
     return 0
-
-
-def _preload_quietly() -> None:
-    with contextlib.suppress(OSError):
-        os.nice(19)
-    from saddler.reporting.plot import preload
-
-    preload()
 
 
 if __name__ == "__main__":
