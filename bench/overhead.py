@@ -151,6 +151,7 @@ PARTS = (  # (module, attribute path, label): the parts of a run `breakdown` rep
     ("saddler.harness.export", "export_harness", "export"),
     ("saddler.reporting.figures", "write_report", "report"),
     ("saddler.reporting.plot", "plot_progress", "plot"),
+    ("saddler.reporting.plot_process", "PlotProcess.wait", "plot.wait"),
     ("saddler.reporting.results_tsv", "write_results_tsv", "results_tsv"),
 )
 

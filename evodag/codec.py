@@ -43,11 +43,22 @@ BOOL_COLUMNS: dict[str, frozenset[str]] = {
 
 def columns(cls: type) -> tuple[str, ...]:
     """The record's field names, in declaration order (= the table's column names)."""
-    return tuple(f.name for f in fields(cls))
+    return _columns(cls)
 
 
 def select_list(cls: type, alias: str = "") -> str:
-    """A quoted SELECT column list in field order, e.g. `"id", "run_id", ...`."""
+    """A quoted SELECT column list in field order, e.g. `"id", "run_id", ...` (built once per record and alias:
+    every query asks for it)."""
+    return _select_list(cls, alias)
+
+
+@functools.cache
+def _columns(cls: Any) -> Any:
+    return tuple(f.name for f in fields(cls))
+
+
+@functools.cache
+def _select_list(cls: Any, alias: str) -> Any:
     prefix = f"{alias}." if alias else ""
     return ", ".join(f'{prefix}"{c}"' for c in columns(cls))
 

@@ -126,7 +126,13 @@ _V3: list[Step] = [
     "ALTER TABLE runs ADD COLUMN inputs TEXT",
 ]
 
-MIGRATIONS: list[list[Step]] = [_V1, _V2, _V3]
+_V4: list[Step] = [
+    # the loop asks for the events of one kind (its own milestones) every iteration; every state change is an event
+    # too, so without this index that question reads the whole log
+    "CREATE INDEX events_kind ON events(run_id, kind, id)",
+]
+
+MIGRATIONS: list[list[Step]] = [_V1, _V2, _V3, _V4]
 """Ordered migrations; migration i (0-based) brings `user_version` from i to i+1."""
 
 LATEST = len(MIGRATIONS)

@@ -221,12 +221,15 @@ class EvoDAG(RolloutsMixin, RecordsMixin):
         assert event is not None
         return event
 
-    def events(self, since_id: int = 0, run_id: int | None = None) -> list[Event]:
-        """Events with id > `since_id` (of `run_id` when given), oldest first."""
+    def events(self, since_id: int = 0, run_id: int | None = None, kind: str | None = None) -> list[Event]:
+        """Events with id > `since_id` (of `run_id` and of `kind` when given), oldest first. Asking for one kind
+        reads only that kind's rows (index `events_kind`), not the whole log."""
         decode = codec.decoder(Event)
-        where, params = ("id > ?", (since_id,)) if run_id is None else ("run_id = ? AND id > ?", (run_id, since_id))
+        filters: list[tuple[str, Any]] = [("run_id = ?", run_id), ("kind = ?", kind), ("id > ?", since_id)]
+        used = [(clause, value) for clause, value in filters if value is not None]
+        where = " AND ".join(clause for clause, _ in used)
         sql = f"SELECT {codec.select_list(Event)} FROM events WHERE {where} ORDER BY id"
-        return [decode(r) for r in self.conn.execute(sql, params)]
+        return [decode(r) for r in self.conn.execute(sql, [value for _, value in used])]
 
     # queries for people and sessions (also used by the evo-dag CLI; see `evodag.queries`) -------
     def summary(self, run_id: int | None = None) -> dict[str, Any]:

@@ -329,6 +329,22 @@ def test_every_state_transition_is_an_event(store: EvoDAG) -> None:
         store.conn.execute("DELETE FROM events")
 
 
+def test_events_of_one_kind_come_from_the_kind_index(store: EvoDAG) -> None:
+    run, root = _root(store)
+    other = store.create_run({}, seed=4).id
+    first = store.log_event("loop.note", {"n": 1}, run_id=run)
+    store.update_node(root, status="accepted")
+    store.log_event("loop.note", {"n": 2}, run_id=other)
+    store.log_event("loop.note", {"n": 3}, run_id=run)
+    assert [e.payload["n"] for e in store.events(run_id=run, kind="loop.note")] == [1, 3]
+    assert [e.payload["n"] for e in store.events(kind="loop.note")] == [1, 2, 3]
+    assert [e.payload["n"] for e in store.events(since_id=first.id, run_id=run, kind="loop.note")] == [3]
+    assert store.events(run_id=run, kind="no.such.kind") == []
+    sql = "EXPLAIN QUERY PLAN SELECT id FROM events WHERE run_id = ? AND kind = ? AND id > ? ORDER BY id"
+    plan = " ".join(str(row[-1]) for row in store.conn.execute(sql, (run, "loop.note", 0)))
+    assert "events_kind" in plan
+
+
 def test_transaction_groups_and_rolls_back(store: EvoDAG) -> None:
     run, root = _root(store)
     with pytest.raises(RuntimeError), store.transaction():

@@ -71,7 +71,7 @@ def test_commit_costs_four_git_processes_and_nothing_when_unchanged(
 
 
 def test_stat_of_a_pair_is_one_git_process(
-    space: HarnessSpace, git_calls: list[list[str]], edit: Callable[..., str]
+    space: HarnessSpace, git_calls: list[list[str]], edit: Callable[..., str], git_in: Callable[..., str]
 ) -> None:
     base = space.baseline_commit()
     sha = edit(space, base, {"tools/search.py": "x = 1\n", "tools/new.py": "a\nb\n"})
@@ -82,7 +82,9 @@ def test_stat_of_a_pair_is_one_git_process(
     assert space.check_change(base, sha) == []
     assert space.patch_kind(space.changed_files(base, sha)) == "capability"
     assert space.diff(base, sha) == space.diff(base, sha)
-    assert [c[0] for c in git_calls] == ["diff", "diff"]  # one numstat, one text diff
+    assert [c[0] for c in git_calls] == ["diff"]  # one `git diff --numstat -p`: the stat and the text
+    plain = git_in("diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", base, sha, cwd=space.repo_dir)
+    assert space.diff(base, sha) == plain
     git_calls.clear()
     assert space.tree_of(sha) == space.tree_of(sha) and space.resolve(sha) == sha
     assert space.baseline_commit() == base
@@ -146,6 +148,74 @@ def test_commit_worktree_makes_the_commit_git_commit_makes(
         env={"GIT_AUTHOR_DATE": env_date, "GIT_COMMITTER_DATE": env_date, "PATH": "/usr/bin:/bin", "HOME": str(root)},
     )
     assert ours == git_in("rev-parse", "HEAD", cwd=theirs_wt).strip()
+
+
+def test_a_staged_change_is_committed_without_staging_it_again(
+    space: HarnessSpace,
+    git_calls: list[list[str]],
+    git_in: Callable[..., str],
+    write_files: Callable[[Path, dict[str, str]], None],
+) -> None:
+    base = space.baseline_commit()
+    space.tree_of(base)
+    wt = space.worktree(base, "staged")
+    write_files(wt, {"loop.py": "def run(task):\n    return [task]\n", "tools/new.py": "N = 1\n"})
+    git_calls.clear()
+    change = space.worktree_change(wt)
+    assert [c[0] for c in git_calls] == ["add", "write-tree", "diff"]
+    assert b"tools/new.py" in change.patch and change.tree == git_in("write-tree", cwd=wt).strip()
+    git_calls.clear()
+    sha = space.commit_worktree(wt, "staged", tree=change.tree)
+    assert [c[0] for c in git_calls] == ["commit-tree", "update-ref"]
+    again = space.worktree(base, "again")
+    write_files(again, {"loop.py": "def run(task):\n    return [task]\n", "tools/new.py": "N = 1\n"})
+    assert space.commit_worktree(again, "staged") == sha  # the commit staging it again would have made
+    fresh = space.worktree(base, "replay")
+    space.apply_change(fresh, change.patch)
+    assert space.commit_worktree(fresh, "staged") == sha
+
+
+def test_diff_and_stat_of_one_process_match_git_for_odd_and_binary_files(
+    space: HarnessSpace,
+    git_calls: list[list[str]],
+    git_in: Callable[..., str],
+    write_files: Callable[[Path, dict[str, str]], None],
+) -> None:
+    base = space.baseline_commit()
+    wt = space.worktree(base, "odd")
+    write_files(wt, {"name\twith tab.md": "a\nb\n", "ünï code.py": "x = 1\n", "prompts/system.md": "short\n"})
+    (wt / "bin.dat").write_bytes(bytes(range(256)) * 4)
+    (wt / "tools" / "search.py").unlink()
+    sha = space.commit_worktree(wt, "odd")
+    assert sha is not None
+    git_calls.clear()
+    text = space.diff(base, sha)
+    stat = space.diff_stat(base, sha)
+    assert len(git_calls) == 1
+    plain = git_in("diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", base, sha, cwd=space.repo_dir)
+    assert text == plain and "GIT binary patch" in text
+    assert stat == parse_numstat(git_in("diff", "--no-renames", "--numstat", "-z", base, sha, cwd=space.repo_dir))
+    assert stat.files == sorted(["bin.dat", "name\twith tab.md", "prompts/system.md", "tools/search.py", "ünï code.py"])
+    assert space.diff(sha, sha) == "" and space.changed_files(sha, sha) == []
+
+
+def test_a_bundle_borrows_the_run_repositorys_objects_instead_of_pushing_them(
+    tmp_path: Path,
+    space: HarnessSpace,
+    git_calls: list[list[str]],
+    edit: Callable[..., str],
+    git_in: Callable[..., str],
+) -> None:
+    sha = edit(space, space.baseline_commit(), {"tools/search.py": "x = 2\n"})
+    git_calls.clear()
+    space.bundle(sha, tmp_path / "out.bundle")
+    assert [c[0] for c in git_calls] == ["init", "update-ref", "bundle"]  # no `push`: nothing is copied
+    heads = git_in("bundle", "list-heads", str(tmp_path / "out.bundle"), cwd=tmp_path)
+    assert heads == f"{sha} HEAD\n{sha} refs/heads/main\n"
+    git_in("clone", "-q", str(tmp_path / "out.bundle"), str(tmp_path / "clone"), cwd=tmp_path)
+    assert git_in("rev-parse", "HEAD", cwd=tmp_path / "clone").strip() == sha
+    assert git_in("branch", "--show-current", cwd=tmp_path / "clone").strip() == "main"
+    assert (tmp_path / "clone" / "tools" / "search.py").read_text() == "x = 2\n"
 
 
 def test_parse_numstat_counts_binary_as_zero_and_keeps_odd_paths() -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from saddler.benchmark import BankPatch, RolloutResult, Symptom, Task
 from saddler.config import SessionConfig
@@ -243,3 +246,57 @@ def test_evolution_reverts_a_net_harmful_edge_and_continues_otherwise() -> None:
     assert result.action == "revert" and result.edge_ids == [11]
     plain = _evolve(nodes, EDGES, current=3, best=3, lineage={3: [10, 11]}, failing={3: []})
     assert plain.action == "continue" and plain.parent_node_id == 3
+
+
+def _git_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    calls: list[list[str]] = []
+    real = subprocess.run
+
+    def counting(args: Any, *rest: Any, **kwargs: Any) -> Any:
+        if isinstance(args, list) and args and args[0] == "git":
+            calls.append(list(args[1:]))
+        return real(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", counting)
+    return calls
+
+
+def test_a_patch_that_applies_costs_one_git_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = _repo(tmp_path)
+    calls = _git_calls(monkeypatch)
+    result = _backend(tmp_path).diagnose_patch(
+        _request(tmp_path, repo, [_evidence(tmp_path, "t1", ["pagination_truncated"])])
+    )
+    assert result.status == "patched"
+    assert [c[0] for c in calls] == ["apply"]  # `apply --3way` exits non-zero on a conflict: nothing to re-check
+
+
+def test_a_conflicting_patch_leaves_the_worktree_clean_and_the_next_is_tried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = _repo(tmp_path)
+    (repo / "tools.py").write_text("PAGES = 1\nLIMIT = 5\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"], cwd=repo, check=True)
+    conflicting = subprocess.run(
+        ["git", "diff", "--full-index", "HEAD~1", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.replace("+LIMIT = 5", "+LIMIT = 7")  # a 3-way merge of this onto HEAD conflicts
+    (repo / "tools.py").write_text("PAGES = 1\n")
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "d"], cwd=repo, check=True)
+    (repo / "tools.py").write_text("PAGES = 1\nLIMIT = 6\n")
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "e"], cwd=repo, check=True)
+    backend = _backend(tmp_path)
+    backend._bank = [
+        BankPatch("clash", "capability", "tool", ("pagination_truncated", "x"), "clash", conflicting, ("tools.py",)),
+        BankPatch("fine", "capability", "tool", ("pagination_truncated",), "fine", PATCH_B, ("prompt.md",)),
+    ]
+    calls = _git_calls(monkeypatch)
+    evidence = [_evidence(tmp_path, "t1", ["pagination_truncated", "x"])]  # "clash" matches more: it is tried first
+    result = backend.diagnose_patch(_request(tmp_path, repo, evidence))
+    spent = [c[0] for c in calls]
+    assert result.status == "patched" and result.hypothesis is not None
+    assert result.hypothesis.origin == "bank:fine" and "bank:clash" in result.reason
+    assert (repo / "tools.py").read_text() == "PAGES = 1\nLIMIT = 6\n"  # no conflict markers left behind
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout
+    assert status == "M  prompt.md\n"  # `apply --3way` stages what it applied
+    assert spent == ["apply", "reset", "clean", "apply"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,6 +13,7 @@ import pytest
 
 from evodag.store import EvoDAG
 from saddler.reporting.plot import plot_progress, progress_series
+from saddler.reporting.plot_process import PlotProcess
 
 if TYPE_CHECKING:
     from plugins.reports import Fixture
@@ -69,9 +72,23 @@ def test_png_is_written_with_the_agg_backend(finished: tuple[EvoDAG, Fixture], t
     assert width >= 800 and height >= 500
     assert path.stat().st_size > 20_000  # two panels with lines, markers and legends
 
-    import matplotlib
 
-    assert matplotlib.get_backend().lower() == "agg"
+def test_the_plot_draws_on_an_agg_canvas_without_pyplot(finished: tuple[EvoDAG, Fixture], tmp_path: Path) -> None:
+    """pyplot (its figure manager and backend switching) costs a run start-up time for nothing: a `Figure` with an
+    Agg canvas draws the same PNG, and the process's matplotlib backend is left alone."""
+    store, fx = finished
+    script = (
+        "import sys\n"
+        "from evodag.store import EvoDAG\n"
+        "from saddler.reporting.plot import plot_progress\n"
+        f"with EvoDAG({str(store.path)!r}, readonly=True) as store:\n"
+        f"    plot_progress(store, {str(tmp_path / 'p.png')!r}, run_id={fx.run_id})\n"
+        "wanted = ('matplotlib.pyplot', 'matplotlib.backends.backend_agg')\n"
+        "print(sorted(m for m in sys.modules if m in wanted))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['matplotlib.backends.backend_agg']"
+    assert _png_size(tmp_path / "p.png") == _png_size(plot_progress(store, tmp_path / "q.png", run_id=fx.run_id))
 
 
 def test_plot_of_a_run_with_only_a_baseline(tmp_path: Path, open_store: Callable[[Any], Any]) -> None:
@@ -81,3 +98,48 @@ def test_plot_of_a_run_with_only_a_baseline(tmp_path: Path, open_store: Callable
     assert progress_series(store) == {"name": "empty", "total": 0, "dev": [], "batch": []}
     width, _ = _png_size(plot_progress(store, tmp_path / "progress.png"))
     assert width >= 800
+
+
+def test_a_plot_process_draws_the_plot_this_process_would(finished: tuple[EvoDAG, Fixture], tmp_path: Path) -> None:
+    store, fx = finished
+    helper = PlotProcess()
+    try:
+        assert helper.start(store.path, tmp_path / "helper.png", fx.run_id)
+        assert helper.wait() and helper.failure == ""
+    finally:
+        helper.close()
+    here = plot_progress(store, tmp_path / "here.png", run_id=fx.run_id)
+    assert (tmp_path / "helper.png").read_bytes() == here.read_bytes()
+
+
+def test_a_plot_process_that_fails_says_why_and_draws_nothing(tmp_path: Path) -> None:
+    helper = PlotProcess()
+    try:
+        assert helper.start(tmp_path / "missing.sqlite", tmp_path / "p.png", 1)
+        assert not helper.wait()
+        assert helper.failure.startswith("exit 1: ") and "missing.sqlite" in helper.failure
+        assert not helper.start(tmp_path / "missing.sqlite", tmp_path / "p.png", 1)  # one request per helper
+    finally:
+        helper.close()
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_a_plot_process_never_asked_stops_on_close() -> None:
+    helper = PlotProcess()
+    helper.close()
+    assert not helper.wait()
+    assert helper._proc is not None and helper._proc.returncode is not None
+
+
+def test_a_plot_process_that_does_not_answer_in_time_is_stopped(
+    finished: tuple[EvoDAG, Fixture], tmp_path: Path
+) -> None:
+    store, fx = finished
+    helper = PlotProcess()
+    try:
+        assert helper.start(store.path, tmp_path / "late.png", fx.run_id)
+        assert not helper.wait(timeout=0.01)  # it is still importing matplotlib
+        assert helper.failure == "no answer within 0.01 s"
+        assert helper._proc is not None and helper._proc.returncode is not None
+    finally:
+        helper.close()

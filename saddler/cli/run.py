@@ -6,13 +6,17 @@ from __future__ import annotations
 import time
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from saddler.cli.common import fail, handle_errors, print_json
 from saddler.control import RunControls
 from saddler.run.folder import RunPaths
+
+if TYPE_CHECKING:
+    from saddler.reporting.plot_process import PlotProcess
+    from saddler.run.finish import RunOutcome
 
 RUN_DIR = typer.Argument(..., help="the run folder")
 
@@ -48,6 +52,18 @@ def _require_db(run_dir: Path) -> RunPaths:
     if not paths.db.is_file():
         fail(f"{run_dir} has not run yet (no evodag.sqlite); start it with `saddler run {run_dir}`", 2)
     return paths
+
+
+def _run(run_dir: Path, quiet: bool, json_out: bool, allow_changed: bool, plotter: PlotProcess) -> RunOutcome:
+    """`Optimizer(run_dir).run()` with the progress printed (unless quiet) and the sandbox warning."""
+    from rich.console import Console
+
+    from saddler.run.loop import Optimizer
+
+    console = Console(stderr=True, highlight=False)
+    say = (lambda _t: None) if quiet or json_out else (lambda text: console.print(text, markup=False, soft_wrap=True))
+    _warn_about_sandbox(run_dir, console, json_out)
+    return Optimizer(run_dir, quiet=quiet or json_out, say=say, allow_changed=allow_changed, plotter=plotter).run()
 
 
 def register(app: typer.Typer) -> None:
@@ -102,17 +118,14 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Run the optimization, or resume it from where it stopped (refused, exit 2, when its inputs changed)."""
-        from rich.console import Console
-
-        from saddler.run.loop import Optimizer
+        from saddler.reporting.plot_process import PlotProcess
 
         _require_run(run_dir)
-        console = Console(stderr=True, highlight=False)
-        say = (
-            (lambda _t: None) if quiet or json_out else (lambda text: console.print(text, markup=False, soft_wrap=True))
-        )
-        _warn_about_sandbox(run_dir, console, json_out)
-        outcome = Optimizer(run_dir, quiet=quiet or json_out, say=say, allow_changed=allow_changed).run()
+        plotter = PlotProcess()  # first: it imports matplotlib while this process imports the loop
+        try:
+            outcome = _run(run_dir, quiet, json_out, allow_changed, plotter)
+        finally:
+            plotter.close()
         if json_out:
             print_json(
                 {

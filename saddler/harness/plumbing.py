@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import itertools
 import os
+import re
 import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -62,6 +63,19 @@ def parse_numstat(out: str) -> DiffStat:
         removed += int(minus) if minus.isdigit() else 0
         files.append(path)
     return DiffStat(sorted(files), added, removed)
+
+
+_NUMSTAT_RECORD = re.compile(r"(\d+|-)\t(\d+|-)\t[^\0]*\0")
+
+
+def parse_numstat_patch(out: str) -> tuple[DiffStat, str]:
+    """Split the output of `git diff --no-renames --numstat -z -p`: its numstat records (each
+    `added<TAB>removed<TAB>path<NUL>`), one NUL, then the patch exactly as `git diff -p` prints it alone."""
+    end = 0
+    while match := _NUMSTAT_RECORD.match(out, end):
+        end = match.end()
+    patch = out[end + 1 :] if end and out[end : end + 1] == "\0" else out[end:]
+    return parse_numstat(out[:end]), patch
 
 
 @contextmanager

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import tomllib
 from collections import OrderedDict
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TypeVar
@@ -36,7 +37,7 @@ from saddler.harness.plumbing import (
     DiffStat,
     commit_tree,
     extract_tree,
-    parse_numstat,
+    parse_numstat_patch,
     stripspace,
     update_refs,
 )
@@ -52,7 +53,15 @@ _MEMO = 256  # remembered diff texts / stats per space (a diff is asked for 2-3 
 
 
 _T = TypeVar("_T")
-__all__ = ["BASELINE_REF", "KEEP_PREFIX", "GitResult", "HarnessSpace"]
+__all__ = ["BASELINE_REF", "KEEP_PREFIX", "GitResult", "HarnessSpace", "StagedChange"]
+
+
+@dataclass(frozen=True)
+class StagedChange:
+    """A worktree's edit, staged: its tree and its binary-safe diff against the worktree's HEAD."""
+
+    tree: str
+    patch: bytes
 
 
 class HarnessSpace(TransplantMixin):
@@ -142,6 +151,7 @@ class HarnessSpace(TransplantMixin):
         if proc.returncode != 0:
             return self.resolve("HEAD")
         self._baseline = proc.stdout.strip()
+        self._commits.add(self._baseline)  # the baseline ref names a commit: `resolve` needs no git for it
         return self._baseline
 
     def resolve(self, rev: str) -> str:
@@ -230,12 +240,14 @@ class HarnessSpace(TransplantMixin):
 
     # -- commits and diffs -----------------------------------------------------------------------------
 
-    def commit_worktree(self, path: Path, message: str) -> str | None:
+    def commit_worktree(self, path: Path, message: str, *, tree: str | None = None) -> str | None:
         """Commit all changes in the worktree (as `git add -A; git commit -m message` would: same sha); the new
-        sha, or None when nothing changed. The worktree's HEAD moves to it and it is kept."""
+        sha, or None when nothing changed. The worktree's HEAD moves to it and it is kept. `tree` is the worktree
+        as `worktree_change` just staged it (nothing edited since): then it is not staged again."""
         path = Path(path).resolve()
-        git(["add", "-A"], path)
-        tree = git(["write-tree"], path).stdout.strip()
+        if tree is None:
+            git(["add", "-A"], path)
+            tree = git(["write-tree"], path).stdout.strip()
         head = _worktree_head(path)
         if tree == self.tree_of(head):
             return None
@@ -247,11 +259,14 @@ class HarnessSpace(TransplantMixin):
         self._trees[sha] = tree
         return sha
 
-    def worktree_change(self, path: Path) -> bytes:
-        """Everything changed in the worktree against its HEAD (untracked files included) as a binary-safe diff:
-        what a diagnosis session did, stored so a resumed run can re-create it with `apply_change`."""
+    def worktree_change(self, path: Path) -> StagedChange:
+        """Everything changed in the worktree against its HEAD (untracked files included), staged: `patch` is a
+        binary-safe diff of it, what a diagnosis session did, stored so a resumed run can re-create it with
+        `apply_change`; `tree` is what `commit_worktree(path, message, tree=tree)` commits."""
         git(["add", "-A"], path)
-        return git_bytes(["diff", "--cached", "--binary", "--full-index", "--no-renames", "--no-color", "HEAD"], path)
+        tree = git(["write-tree"], path).stdout.strip()
+        patch = git_bytes(["diff", "--cached", "--binary", "--full-index", "--no-renames", "--no-color", "HEAD"], path)
+        return StagedChange(tree, patch)
 
     def apply_change(self, path: Path, change: bytes) -> None:
         """Re-create a stored `worktree_change` in a fresh worktree of the same commit (raises `HarnessError` when
@@ -263,19 +278,23 @@ class HarnessSpace(TransplantMixin):
     def diff(self, a: str, b: str) -> str:
         """Unified diff from `a` to `b` (binary-safe, no rename detection)."""
         key = (a, b)
-        if key in self._diffs:
-            return self._diffs[key]
-        text = git(["diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", a, b], self.repo_dir).stdout
-        return self._remember(self._diffs, key, text)
+        if key not in self._diffs:
+            return self._diff_and_stat(a, b)[0]
+        return self._diffs[key]
 
     def diff_stat(self, a: str, b: str) -> DiffStat:
-        """Changed paths (sorted; a rename shows as both paths) and lines added / removed, from one
-        `git diff --numstat` (binary files count 0 lines)."""
+        """Changed paths (sorted; a rename shows as both paths) and lines added / removed (binary files count 0
+        lines); the same git process as `diff` of the pair."""
         key = (a, b)
-        if key in self._stats:
-            return self._stats[key]
-        out = git(["diff", "--no-renames", "--numstat", "-z", a, b], self.repo_dir).stdout
-        return self._remember(self._stats, key, parse_numstat(out))
+        if key not in self._stats:
+            return self._diff_and_stat(a, b)[1]
+        return self._stats[key]
+
+    def _diff_and_stat(self, a: str, b: str) -> tuple[str, DiffStat]:
+        """The text diff and the numstat of a→b from one `git diff --numstat -p` (both remembered)."""
+        args = ["diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", "--numstat", "-z", "-p", a, b]
+        stat, text = parse_numstat_patch(git(args, self.repo_dir).stdout)
+        return self._remember(self._diffs, (a, b), text), self._remember(self._stats, (a, b), stat)
 
     def changed_files(self, a: str, b: str) -> list[str]:
         """Paths that differ between `a` and `b`, sorted (a rename shows as both paths)."""
@@ -351,9 +370,12 @@ class HarnessSpace(TransplantMixin):
         dest = Path(dest).resolve()
         dest.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="saddler-bundle-") as tmp:
-            git(["init", "-q", "--bare", tmp], self.repo_dir)
-            git(["push", "-q", tmp, f"{sha}:refs/heads/main"], self.repo_dir)
-            git(["symbolic-ref", "HEAD", "refs/heads/main"], Path(tmp))
+            # a scratch repository that borrows this one's objects (alternates): nothing is copied into it
+            git(["init", "-q", "--bare", "-b", "main", tmp], self.repo_dir)
+            info = Path(tmp) / "objects" / "info"
+            info.mkdir(parents=True, exist_ok=True)
+            (info / "alternates").write_text(f"{self.git_dir / 'objects'}\n", encoding="utf-8")
+            git(["update-ref", "refs/heads/main", sha], Path(tmp))
             git(["bundle", "create", str(dest), "HEAD", "main"], Path(tmp))
 
 

@@ -10,6 +10,7 @@ Every float in the figures is rounded to 6 decimals so the dict is stable JSON.
 
 from __future__ import annotations
 
+import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from datetime import datetime
@@ -48,8 +49,8 @@ def score_kind(config: dict[str, Any]) -> str:
 
 def described_metric(store: EvoDAG, run_id: int) -> MetricScale | None:
     """The benchmark's own metric as the run recorded it at its start, or None."""
-    for ev in store.events(run_id=run_id):
-        if ev.kind == "benchmark.described" and ev.payload.get("metric"):
+    for ev in store.events(run_id=run_id, kind="benchmark.described"):
+        if ev.payload.get("metric"):
             return MetricScale(**ev.payload["metric"])
     return None
 
@@ -184,8 +185,7 @@ def _failed(store: EvoDAG, run_id: int, candidates: list[Node]) -> list[dict[str
             )
     reasons = {
         ev.payload.get("iteration"): str(ev.payload.get("reason", ""))
-        for ev in store.events(run_id=run_id)
-        if ev.kind == "diagnosis.no_patch"
+        for ev in store.events(run_id=run_id, kind="diagnosis.no_patch")
     }
     for it in store.iterations(run_id):
         if it.decision == "no_patch":
@@ -232,9 +232,8 @@ def _patch_stats(candidates: list[Node]) -> dict[str, Any]:
 def _cost(store: EvoDAG, run_id: int, wall: float | None) -> dict[str, Any]:
     by_split = Counter(r.split for r in store.rollouts(run_id))
     traces: list[str] = []
-    for ev in store.events(run_id=run_id):
-        if ev.kind == "diagnosis.evidence":
-            traces.extend(str(p) for p in ev.payload.get("trace_paths", []))
+    for ev in store.events(run_id=run_id, kind="diagnosis.evidence"):
+        traces.extend(str(p) for p in ev.payload.get("trace_paths", []))
     sessions = store.sessions(run_id)
     by_role: dict[str, dict[str, Any]] = {}
     for s in sessions:
@@ -344,14 +343,19 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
     }
 
 
-def write_report(store: EvoDAG, run_dir: Path, run_id: int | None = None, *, plot: bool = True) -> Path:
-    """Write `run_dir/report.md` (and, with `plot`, `run_dir/progress.png`); returns the report path."""
+def write_report(
+    store: EvoDAG, run_dir: Path, run_id: int | None = None, *, plot: bool = True, drawn: Path | None = None
+) -> Path:
+    """Write `run_dir/report.md` (and, with `plot`, `run_dir/progress.png`); returns the report path. `drawn` is a
+    complete progress plot of this run drawn elsewhere (a `PlotProcess`): it is moved in place instead of drawing."""
     from saddler.reporting.markdown import render_report
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     figures = build_report(store, run_id)
-    if plot:
+    if plot and drawn is not None:
+        os.replace(drawn, run_dir / "progress.png")
+    elif plot:
         from saddler.reporting.plot import plot_progress
 
         with atomic_path(run_dir / "progress.png") as tmp:

@@ -4,7 +4,8 @@ x = cumulative rollouts at an event = the number of the run's rollout rows with 
 involved in it (for a dev evaluation: the node's dev rollouts; for an iteration: the first evaluation of the
 candidate and of its parent on the iteration's batch). An iteration without a batch score on its candidate
 (invalid, no patch) shows its parent's batch score, computed from the rollouts as acceptance does.
-matplotlib is imported lazily with the Agg backend.
+matplotlib is imported lazily; the figure draws on its own Agg canvas (no pyplot: no figure manager to close, no
+backend switched for the whole process, and a shorter import).
 """
 
 from __future__ import annotations
@@ -94,62 +95,63 @@ def progress_series(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
     return {"name": str(run.config.get("name", "run")), "total": len(ids), "dev": dev, "batch": batch}
 
 
+def preload() -> None:
+    """Import what `plot_progress` draws with (matplotlib's `Figure` and Agg canvas), to pay for it ahead of time."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401
+    from matplotlib.figure import Figure  # noqa: F401
+
+
 def plot_progress(store: EvoDAG, path: Path, run_id: int | None = None) -> Path:
     """Draw `progress_series` to the PNG `path` (two stacked panels sharing the rollouts axis); returns it."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     data = progress_series(store, run_id)
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
-    try:
-        if data["dev"]:
-            xs = [p[0] for p in data["dev"]] + [max(data["total"], data["dev"][-1][0])]
-            best = [p[2] for p in data["dev"]]
-            top.step(xs, [*best, best[-1]], where="post", color="tab:green", linewidth=2, label="best dev so far")
-            top.scatter(
-                [p[0] for p in data["dev"]],
-                [p[1] for p in data["dev"]],
-                s=18,
-                color="tab:gray",
-                zorder=3,
-                label="dev evaluation",
-            )
-            top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    fig = Figure(figsize=(10, 6.5))
+    FigureCanvasAgg(fig)
+    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    if data["dev"]:
+        xs = [p[0] for p in data["dev"]] + [max(data["total"], data["dev"][-1][0])]
+        best = [p[2] for p in data["dev"]]
+        top.step(xs, [*best, best[-1]], where="post", color="tab:green", linewidth=2, label="best dev so far")
+        top.scatter(
+            [p[0] for p in data["dev"]],
+            [p[1] for p in data["dev"]],
+            s=18,
+            color="tab:gray",
+            zorder=3,
+            label="dev evaluation",
+        )
+        top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    else:
+        top.text(0.5, 0.5, "no dev evaluations yet", ha="center", va="center", transform=top.transAxes)
+    top.set_ylabel("dev score")
+    top.grid(alpha=0.3)
+    for x, before, after, _, _ in data["batch"]:
+        if before is not None and after is not None:
+            bottom.plot([x, x], [before, after], color="lightgray", linewidth=1, zorder=1)
+    befores = [(b[0], b[1]) for b in data["batch"] if b[1] is not None]
+    if befores:
+        bottom.scatter(*zip(*befores, strict=True), facecolors="none", edgecolors="gray", s=24, label="batch before")
+    for decision, (marker, colour, label) in MARKERS.items():
+        if decision in BEFORE_ONLY:
+            pts = [(b[0], b[1]) for b in data["batch"] if b[3] == decision and b[1] is not None]
         else:
-            top.text(0.5, 0.5, "no dev evaluations yet", ha="center", va="center", transform=top.transAxes)
-        top.set_ylabel("dev score")
-        top.grid(alpha=0.3)
-        for x, before, after, _, _ in data["batch"]:
-            if before is not None and after is not None:
-                bottom.plot([x, x], [before, after], color="lightgray", linewidth=1, zorder=1)
-        befores = [(b[0], b[1]) for b in data["batch"] if b[1] is not None]
-        if befores:
-            bottom.scatter(
-                *zip(*befores, strict=True), facecolors="none", edgecolors="gray", s=24, label="batch before"
-            )
-        for decision, (marker, colour, label) in MARKERS.items():
-            if decision in BEFORE_ONLY:
-                pts = [(b[0], b[1]) for b in data["batch"] if b[3] == decision and b[1] is not None]
-            else:
-                pts = [(b[0], b[2]) for b in data["batch"] if b[3] == decision and b[2] is not None]
-            if pts:
-                bottom.scatter(*zip(*pts, strict=True), marker=marker, color=colour, s=30, zorder=3, label=label)
-        if data["batch"]:
-            bottom.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
-        bottom.set_ylabel("batch score")
-        bottom.set_xlabel("cumulative rollouts")
-        bottom.grid(alpha=0.3)
-        values = [v for p in data["dev"] for v in p[1:3]] + [v for b in data["batch"] for v in b[1:3] if v is not None]
-        lo, hi = min([0.0, *values]), max([1.0, *values])
-        for ax in (top, bottom):
-            ax.set_ylim(lo - 0.05, hi + 0.05)
-        bottom.set_xlim(left=0, right=max(1, data["total"]) * 1.02)
-        fig.suptitle(f"saddler progress: {data['name']}")
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
-    finally:
-        plt.close(fig)
+            pts = [(b[0], b[2]) for b in data["batch"] if b[3] == decision and b[2] is not None]
+        if pts:
+            bottom.scatter(*zip(*pts, strict=True), marker=marker, color=colour, s=30, zorder=3, label=label)
+    if data["batch"]:
+        bottom.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    bottom.set_ylabel("batch score")
+    bottom.set_xlabel("cumulative rollouts")
+    bottom.grid(alpha=0.3)
+    values = [v for p in data["dev"] for v in p[1:3]] + [v for b in data["batch"] for v in b[1:3] if v is not None]
+    lo, hi = min([0.0, *values]), max([1.0, *values])
+    for ax in (top, bottom):
+        ax.set_ylim(lo - 0.05, hi + 0.05)
+    bottom.set_xlim(left=0, right=max(1, data["total"]) * 1.02)
+    fig.suptitle(f"saddler progress: {data['name']}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
     return path

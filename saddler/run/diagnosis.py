@@ -117,11 +117,12 @@ def _attempt(
     try:
         plans = {o: p for o, p in excluded.plans.items() if p}
         request = ctx.diagnosis_request(it, parent, worktree, before, attempt, excluded.origins, reason, plans)
-        result = ctx.calls.diagnose(request, parent.id)
+        result, staged = ctx.calls.diagnose(request, parent.id)
         if result.status != "patched" or result.hypothesis is None:
             return _Attempt(result)
         hyp = result.hypothesis
-        commit = space.commit_worktree(worktree, f"saddler it{it.number}: {hyp.origin}: {hyp.plan[:60]}")
+        message = f"saddler it{it.number}: {hyp.origin}: {hyp.plan[:60]}"
+        commit = space.commit_worktree(worktree, message, tree=staged)
         fault_point("commit")
         if commit is None:
             return _Attempt(result)
@@ -181,8 +182,7 @@ def _candidate_node(
 def _log_evidence(ctx: RunContext, it: Iteration, before: list[RolloutRow]) -> None:
     """The traces diagnosis is shown, logged once per iteration (also when a resumed iteration diagnoses again)."""
     logged = any(
-        e.kind == "diagnosis.evidence" and e.payload.get("iteration") == it.number
-        for e in ctx.store.events(run_id=ctx.run_id)
+        e.payload.get("iteration") == it.number for e in ctx.store.events(run_id=ctx.run_id, kind="diagnosis.evidence")
     )
     if not logged:
         ctx.store.log_event(

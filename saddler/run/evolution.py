@@ -26,8 +26,8 @@ def tried_actions(store: EvoDAG, run_id: int, before_iteration: int) -> list[str
     """Evolution actions of earlier iterations (a resumed iteration must not see its own attempt)."""
     return [
         e.payload.get("key", "")
-        for e in store.events(run_id=run_id)
-        if e.kind == "evolution.action" and e.payload.get("iteration", 0) < before_iteration
+        for e in store.events(run_id=run_id, kind="evolution.action")
+        if e.payload.get("iteration", 0) < before_iteration
     ]
 
 

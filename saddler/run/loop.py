@@ -15,6 +15,7 @@ from evodag.store import EvoDAG
 from saddler.config import load_run_config
 from saddler.policies.stopping import NO_TRAINING_FAILURES, LoopState, trailing_stalls
 from saddler.ports import Progress
+from saddler.reporting.plot_process import PlotProcess
 from saddler.reporting.progress import make_progress
 from saddler.run import diagnosis, inputs, reflection
 from saddler.run.context import KEPT_DECISIONS, RunContext, open_context
@@ -34,7 +35,8 @@ class Optimizer:
     """One run folder's optimization; `run()` starts it or resumes it where it stopped.
 
     A run whose results-affecting inputs changed since it started is refused (`ChangedInputsError`, exit 2)
-    unless `allow_changed`; then the change is recorded as a `run.inputs_changed` event.
+    unless `allow_changed`; then the change is recorded as a `run.inputs_changed` event. `plotter` (started by the
+    caller, closed by it) draws the final progress plot; without it the plot is drawn in this process.
     """
 
     def __init__(
@@ -45,12 +47,14 @@ class Optimizer:
         say: Say | None = None,
         progress: Progress | None = None,
         allow_changed: bool = False,
+        plotter: PlotProcess | None = None,
     ) -> None:
         self.paths = RunPaths(Path(run_dir).resolve())
         self.cfg = load_run_config(self.paths.root)
         self.say: Say = say or (lambda _text: None)
         self.progress = progress or make_progress(quiet)
         self.allow_changed = allow_changed
+        self.plotter = plotter
 
     def run(self) -> RunOutcome:
         require_ok(self.paths.root)  # a config that cannot work is refused before anything is written
@@ -86,7 +90,7 @@ class Optimizer:
             self._iteration(ctx, len(done) + 1, pending, self._current(ctx, done, baseline), state.stall_count)
         if reason == "paused":
             return self._paused(ctx)
-        return finish_run(ctx, baseline, reason, self.say)
+        return finish_run(ctx, baseline, reason, self.say, self.plotter)
 
     @staticmethod
     def _state(ctx: RunContext) -> tuple[list[Iteration], list[Iteration], LoopState]:

@@ -56,20 +56,22 @@ class SessionCalls:
     def __init__(self, store: EvoDAG, run_id: int, backend: SessionBackend, space: HarnessSpace) -> None:
         self.store, self.run_id, self.backend, self.space = store, run_id, backend, space
 
-    def diagnose(self, request: DiagnosisRequest, node_id: int) -> DiagnosisResult:
+    def diagnose(self, request: DiagnosisRequest, node_id: int) -> tuple[DiagnosisResult, str | None]:
         """Diagnosis-patch in `request.worktree` (a fresh worktree of the parent); a stored attempt's change is
-        applied there instead of asking the backend again."""
+        applied there instead of asking the backend again. Returns the answer and, when the worktree was staged
+        here, its tree (for `HarnessSpace.commit_worktree(..., tree=)`; None: stage it when committing)."""
         worktree = Path(request.worktree)
         stored = self._stored(request.iteration, "diagnosis_patch", request.attempt)
         if stored is not None:
             if stored.change_sha is not None:
                 self.space.apply_change(worktree, self.store.get_blob_bytes(stored.change_sha))
-            return _rebuild(DiagnosisResult, stored)
+            return _rebuild(DiagnosisResult, stored), None
         result = self.backend.diagnose_patch(request)
         change = self.space.worktree_change(worktree) if result.status == "patched" else None
-        self._record("diagnosis_patch", request.iteration, request.attempt, node_id, result, change)
+        patch = change.patch if change is not None else None
+        self._record("diagnosis_patch", request.iteration, request.attempt, node_id, result, patch)
         fault_point("session")
-        return result
+        return result, change.tree if change is not None else None
 
     def reflect(self, request: ReflectionRequest, node_id: int) -> ReflectionResult:
         stored = self._stored(request.iteration, "reflection", request.attempt)

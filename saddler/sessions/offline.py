@@ -16,13 +16,13 @@
 from __future__ import annotations
 
 import random
-import subprocess
 import time
 from collections import Counter
 from pathlib import Path
 
 from saddler.benchmark import Benchmark, RolloutResult
 from saddler.config import SessionConfig
+from saddler.harness.gitcmd import git
 from saddler.sessions.schema import (
     DiagnosisRequest,
     DiagnosisResult,
@@ -45,18 +45,13 @@ def _stats(started: float, outcome: str = "ok") -> SessionStats:
 
 
 def _git_apply(worktree: Path, diff: str) -> str:
-    """Apply `diff` in the worktree with a 3-way merge; '' on success, else the error (worktree reset)."""
-    proc = subprocess.run(
-        ["git", "apply", "--3way", "--whitespace=nowarn", "-"], cwd=worktree, input=diff, capture_output=True, text=True
-    )
+    """Apply `diff` in the worktree with a 3-way merge; '' on success, else the error (worktree reset).
+    `git apply --3way` exits non-zero when a hunk conflicts, so a zero exit needs no check for unmerged paths."""
+    proc = git(["apply", "--3way", "--whitespace=nowarn", "-"], worktree, check=False, input=diff)
     if proc.returncode == 0:
-        unmerged = subprocess.run(
-            ["git", "diff", "--name-only", "--diff-filter=U"], cwd=worktree, capture_output=True, text=True
-        ).stdout.strip()
-        if not unmerged:
-            return ""
-    subprocess.run(["git", "reset", "-q", "--hard"], cwd=worktree, capture_output=True)
-    subprocess.run(["git", "clean", "-qfd"], cwd=worktree, capture_output=True)
+        return ""
+    git(["reset", "-q", "--hard"], worktree, check=False)
+    git(["clean", "-qfd"], worktree, check=False)
     return (proc.stderr or proc.stdout or "conflict").strip().splitlines()[-1][:300]
 
 

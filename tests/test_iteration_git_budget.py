@@ -1,0 +1,83 @@
+"""What one diagnosis attempt of the loop spends in git processes (the demo's orchestration overhead is mostly
+these): counted through a wrapper of `subprocess.run`, on a real opsdesk run folder with the offline backend."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evodag.models import Node
+from evodag.store import EvoDAG
+from saddler.config import load_run_config
+from saddler.reporting.progress import NullProgress
+from saddler.run import diagnosis
+from saddler.run.context import RunContext, open_context
+from saddler.run.folder import RunPaths
+from saddler.run.loop import Optimizer
+
+
+@pytest.fixture
+def ctx(tmp_path: Path, make_run: Callable[..., Path]) -> Iterator[RunContext]:
+    run = make_run(tmp_path / "run")
+    paths = RunPaths(run)
+    with EvoDAG(paths.db) as store:
+        ctx = open_context(paths, load_run_config(run), store, NullProgress())
+        try:
+            yield ctx
+        finally:
+            ctx.executor.close()
+            ctx.space.prune()
+
+
+@pytest.fixture
+def git_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    calls: list[list[str]] = []
+    real = subprocess.run
+
+    def counting(args: Any, *rest: Any, **kwargs: Any) -> Any:
+        if isinstance(args, list) and args and args[0] == "git":
+            calls.append(list(args[1:]))
+        return real(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", counting)
+    return calls
+
+
+def _patch(ctx: RunContext, number: int, parent: Node) -> Node:
+    """One exploring diagnosis (the offline backend applies an untried bank patch without symptoms) on `parent`."""
+    it = ctx.store.start_iteration(ctx.run_id, number, 0, [], phase="capability", exploration=True)
+    node = diagnosis.patch(ctx, it, parent, [], lambda _text: None)
+    assert node is not None and node.status == "pending"
+    return node
+
+
+def test_a_patched_attempt_spends_nine_git_processes(ctx: RunContext, git_calls: list[list[str]]) -> None:
+    baseline = Optimizer._baseline_node(ctx)
+    first = _patch(ctx, 1, baseline)
+    assert ctx.space.tree_of(first.commit)  # known since the commit: no git
+    git_calls.clear()
+    second = _patch(ctx, 2, first)
+    assert [c[0] for c in git_calls] == [
+        "worktree",  # a fresh worktree of the parent
+        "apply",  # the offline session's edit
+        "add", "write-tree", "diff",  # the session's change, staged, as stored for a resume
+        "commit-tree", "update-ref",  # the candidate commit (not staged again) and its keep ref
+        "diff",  # parent -> candidate: the edge's text diff and the changed files / lines, one process
+        "diff",  # baseline -> candidate: the node's lines changed
+    ]  # fmt: skip
+    assert ctx.store.edge_into(second.id) is not None
+    assert ctx.space.diff(first.commit, second.commit) == ctx.store.get_blob(ctx.store.edge_into(second.id).diff_sha)
+
+
+def test_the_first_attempt_on_the_baseline_needs_one_diff_less(ctx: RunContext, git_calls: list[list[str]]) -> None:
+    baseline = Optimizer._baseline_node(ctx)
+    assert ctx.space.config.name  # read once per run
+    ctx.space.tree_of(baseline.commit)  # the evaluation before the diagnosis asked for it
+    git_calls.clear()
+    _patch(ctx, 1, baseline)
+    assert [c[0] for c in git_calls].count("diff") == 2  # parent and baseline are one commit: one numstat
+    assert len(git_calls) == 8
