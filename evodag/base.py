@@ -8,14 +8,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from evodag import codec, integrity
 from evodag.connection import Transactions, insert, is_disk_full, open_connection
 from evodag.errors import EvoDAGError, StoreFullError, UnknownNodeError, UnknownRunError
-
-if TYPE_CHECKING:
-    from sqlite_utils import Database
 
 Clock = Callable[[], str]  # returns an ISO-8601 timestamp
 T = TypeVar("T")
@@ -35,17 +32,6 @@ class StoreBase:
         self.clock: Clock = clock or utc_now
         self.conn = open_connection(self.path, readonly=readonly)
         self._tx = Transactions(self.conn)
-        self._db: Database | None = None
-
-    @property
-    def db(self) -> Database:
-        """A sqlite-utils `Database` over the same connection (built on first use: its import is slow).
-        Do not use its write helpers inside `transaction()`: they commit on their own."""
-        if self._db is None:
-            from sqlite_utils import Database
-
-            self._db = Database(self.conn)
-        return self._db
 
     def verify_rows(self) -> None:
         """Read every stored value back through its column's type; `CorruptRowError` names the first bad one.

@@ -197,6 +197,28 @@ def diff(a: int, b: int, db: DbOpt = None, run: RunOpt = None, as_json: JsonOpt 
     _show(db, run, as_json, lambda s: s.diff_path(a, b), render.diff_text)
 
 
+@app.command()
+def query(
+    sql: Annotated[str, typer.Argument(help="one SELECT (or WITH ... SELECT) statement")],
+    param: Annotated[list[str] | None, typer.Option("--param", help="NAME=VALUE for :NAME in SQL (repeatable)")] = None,
+    max_rows: Annotated[int, typer.Option("--max-rows", min=1, help="print at most this many rows")] = 1000,
+    db: DbOpt = None,
+    run: RunOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Ad-hoc read-only SQL over the tables (nodes, edges, rollouts, lessons, ...); anything but a read is refused."""
+    from evodag.adhoc import query_text, run_query
+
+    params: dict[str, str] = {}
+    for item in param or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            typer.echo(f"evo-dag: --param takes NAME=VALUE, got {item!r}", err=True)
+            raise typer.Exit(2)
+        params[name] = value
+    _show(db, run, as_json, lambda s: run_query(s.conn, sql, params, max_rows), query_text)
+
+
 @app.command("export")
 def export_cmd(
     fmt: Annotated[str, typer.Option("--format", help="json | graphml | dot | mermaid")] = "json",

@@ -1,6 +1,7 @@
 """The EvoDAG store: the one API over the SQLite file (no SQL outside `evodag`).
 
-SQLite through sqlite-utils, WAL, busy timeout; schema in `evodag.schema` (appended migrations).
+Plain `sqlite3` (docs/architecture.md says why not sqlite-utils here), WAL, busy timeout; schema in
+`evodag.schema` (appended migrations).
 Writers: one process (the loop). Readers (`evo-dag`, `saddler status`) open with `readonly=True`
 and never block or break the writer. Every add/update commits before returning, so a crash loses
 nothing already returned. `transaction()` groups several writes atomically.

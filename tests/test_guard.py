@@ -51,6 +51,7 @@ def test_read_only_commands_pass(command: str) -> None:
         ("git diff --ext-diff", "--ext-diff"),
         ("python -m compileall -q . -d /tmp/elsewhere", "Bash runs single commands only"),
         ("evo-dag frobnicate", "read-only subcommands"),
+        ("evo-dag query 'SELECT * FROM rollouts'", "read-only subcommands"),  # raw SQL would show dev per task
         ("evo-dag summary; rm -rf /", "single commands"),
         ("git diff $(rm x)", "single commands"),
         ("git diff > out.txt", "single commands"),

@@ -39,7 +39,7 @@ EVO_DAG_READS = (
     "batch",
     "diff",
     "export",
-)
+)  # not `query`: raw SQL would show sessions the per-task dev rollouts their prompts keep to aggregates
 HOOK_EXIT_BLOCK = 2  # a Claude Code command hook that exits 2 blocks the tool call
 
 
