@@ -107,7 +107,7 @@ def plot_progress(store: EvoDAG, path: Path, run_id: int | None = None) -> Path:
     from matplotlib.figure import Figure
 
     data = progress_series(store, run_id)
-    fig = Figure(figsize=(10, 6.5))
+    fig = Figure(figsize=(12.5, 6.5))
     FigureCanvasAgg(fig)
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     if data["dev"]:
@@ -153,5 +153,7 @@ def plot_progress(store: EvoDAG, path: Path, run_id: int | None = None) -> Path:
     fig.suptitle(f"saddler progress: {data['name']}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+    # fixed margins with room for the legends on the right: `bbox_inches="tight"` would draw the figure twice
+    fig.subplots_adjust(left=0.065, right=0.755, top=0.92, bottom=0.09, hspace=0.08)
+    fig.savefig(path, format="png", dpi=100, metadata={"Software": None})
     return path
