@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 SCORE_KINDS = ("pass_rate", "mean_score")
+SPLITS = ("train", "dev", "test")
 ENTRY_POINT_GROUP = "saddler.benchmarks"
 
 
@@ -220,6 +221,18 @@ def default_fingerprint(bench: object) -> str:
         h.update(Path(source).read_bytes())
     h.update(json.dumps(getattr(bench, "__dict__", {}), sort_keys=True, default=str).encode())
     return h.hexdigest()[:16]
+
+
+def hashed_split(name: str, ratios: list[float]) -> str:
+    """The split ("train", "dev" or "test") a task or group called `name` falls in, for `ratios` (three weights in
+    that order): a stable hash of the name, so the same name lands in the same split on every machine and run."""
+    point = int(hashlib.sha256(f"saddler-split:{name}".encode()).hexdigest()[:12], 16) / float(16**12)
+    total, edge = sum(ratios), 0.0
+    for split, ratio in zip(SPLITS, ratios, strict=True):
+        edge += ratio / total
+        if point < edge:
+            return split
+    return SPLITS[-1]
 
 
 _DEFAULTS = ("fingerprint", "model_fingerprint", "symptoms", "patch_bank", "check")

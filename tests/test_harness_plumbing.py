@@ -4,7 +4,7 @@ commit-tree) gives exactly the commits the porcelain (worktree, `git commit`) ga
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,21 +23,6 @@ def space(tmp_path: Path, source_repo: Callable[..., Path]) -> HarnessSpace:
     return HarnessSpace.create(
         source_repo(tmp_path / "src"), tmp_path / "run" / "harness", tmp_path / "run" / "wt", clock=lambda: CLOCK
     )
-
-
-@pytest.fixture
-def git_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]:
-    """Every git process started from now on, as its argv (after `git`)."""
-    calls: list[list[str]] = []
-    real = subprocess.run
-
-    def counting(args: Any, *rest: Any, **kwargs: Any) -> Any:
-        if isinstance(args, list) and args and args[0] == "git":
-            calls.append(list(args[1:]))
-        return real(args, *rest, **kwargs)
-
-    monkeypatch.setattr(subprocess, "run", counting)
-    yield calls
 
 
 @pytest.fixture

@@ -3,10 +3,8 @@ these): counted through a wrapper of `subprocess.run`, on a real opsdesk run fol
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -31,20 +29,6 @@ def ctx(tmp_path: Path, make_run: Callable[..., Path]) -> Iterator[RunContext]:
         finally:
             ctx.executor.close()
             ctx.space.prune()
-
-
-@pytest.fixture
-def git_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    calls: list[list[str]] = []
-    real = subprocess.run
-
-    def counting(args: Any, *rest: Any, **kwargs: Any) -> Any:
-        if isinstance(args, list) and args and args[0] == "git":
-            calls.append(list(args[1:]))
-        return real(args, *rest, **kwargs)
-
-    monkeypatch.setattr(subprocess, "run", counting)
-    return calls
 
 
 def _patch(ctx: RunContext, number: int, parent: Node) -> Node:

@@ -5,9 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from saddler.benchmark import BankPatch, RolloutResult, Symptom, Task
 from saddler.config import SessionConfig
@@ -248,22 +245,10 @@ def test_evolution_reverts_a_net_harmful_edge_and_continues_otherwise() -> None:
     assert plain.action == "continue" and plain.parent_node_id == 3
 
 
-def _git_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    calls: list[list[str]] = []
-    real = subprocess.run
-
-    def counting(args: Any, *rest: Any, **kwargs: Any) -> Any:
-        if isinstance(args, list) and args and args[0] == "git":
-            calls.append(list(args[1:]))
-        return real(args, *rest, **kwargs)
-
-    monkeypatch.setattr(subprocess, "run", counting)
-    return calls
-
-
-def test_a_patch_that_applies_costs_one_git_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_patch_that_applies_costs_one_git_process(tmp_path: Path, git_calls: list[list[str]]) -> None:
     repo = _repo(tmp_path)
-    calls = _git_calls(monkeypatch)
+    git_calls.clear()  # count from here: the set-up's own git processes are not the patch's
+    calls = git_calls
     result = _backend(tmp_path).diagnose_patch(
         _request(tmp_path, repo, [_evidence(tmp_path, "t1", ["pagination_truncated"])])
     )
@@ -272,7 +257,7 @@ def test_a_patch_that_applies_costs_one_git_process(tmp_path: Path, monkeypatch:
 
 
 def test_a_conflicting_patch_leaves_the_worktree_clean_and_the_next_is_tried(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, git_calls: list[list[str]]
 ) -> None:
     repo = _repo(tmp_path)
     (repo / "tools.py").write_text("PAGES = 1\nLIMIT = 5\n")
@@ -290,7 +275,8 @@ def test_a_conflicting_patch_leaves_the_worktree_clean_and_the_next_is_tried(
         BankPatch("clash", "capability", "tool", ("pagination_truncated", "x"), "clash", conflicting, ("tools.py",)),
         BankPatch("fine", "capability", "tool", ("pagination_truncated",), "fine", PATCH_B, ("prompt.md",)),
     ]
-    calls = _git_calls(monkeypatch)
+    git_calls.clear()  # count from here: the set-up's own git processes are not the patch's
+    calls = git_calls
     evidence = [_evidence(tmp_path, "t1", ["pagination_truncated", "x"])]  # "clash" matches more: it is tried first
     result = backend.diagnose_patch(_request(tmp_path, repo, evidence))
     spent = [c[0] for c in calls]

@@ -26,10 +26,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from saddler.benchmark import BenchmarkBase, RolloutResult, Task
+from saddler.benchmark import SPLITS, BenchmarkBase, RolloutResult, Task, hashed_split
 from saddler.errors import ConfigError
 
-SPLITS = ("train", "dev", "test")
 MISSING_CLI = (
     "the harbor CLI was not found on PATH: install it (pip install 'saddler[harbor]' on Python >= 3.12, or "
     "uv tool install harbor) and make sure PATH is in executor.env_allow; Harbor also needs Docker or a cloud "
@@ -104,7 +103,7 @@ class HarborBenchmark(BenchmarkBase):
             folders = sorted(p for p in root.iterdir() if (p / "task.toml").is_file()) if root.is_dir() else []
         out: dict[str, list[str]] = {s: [] for s in SPLITS}
         for folder in folders:
-            out[_hashed_split(folder.name, self.split_ratios)].append(folder.name)
+            out[hashed_split(folder.name, self.split_ratios)].append(folder.name)
         return out
 
     def run(self, harness_dir: Path, task: Task, seed: int, trace_dir: Path) -> RolloutResult:
@@ -129,16 +128,6 @@ class HarborBenchmark(BenchmarkBase):
         if self.env == "docker" and shutil.which("docker") is None:
             problems.append("env = docker but no docker CLI on PATH: install Docker, or use a cloud sandbox (env)")
         return problems
-
-
-def _hashed_split(name: str, ratios: list[float]) -> str:
-    point = int(hashlib.sha256(f"saddler-split:{name}".encode()).hexdigest()[:12], 16) / float(16**12)
-    total, edge = sum(ratios), 0.0
-    for split, ratio in zip(SPLITS, ratios, strict=True):
-        edge += ratio / total
-        if point < edge:
-            return split
-    return SPLITS[-1]
 
 
 __all__ = ["MISSING_CLI", "HarborBenchmark"]

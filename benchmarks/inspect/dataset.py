@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from saddler.benchmark import Task
+from saddler.benchmark import SPLITS, Task, hashed_split
 from saddler.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from benchmarks.inspect import InspectBenchmark
 
 SPLIT_ALIASES = {"train": "train", "dev": "dev", "validation": "dev", "val": "dev", "test": "test"}
-SPLITS = ("train", "dev", "test")
 
 
 def load_inspect_task(spec: str, task_args: dict[str, Any]) -> InspectTask:
@@ -89,16 +88,6 @@ def find_sample(task: InspectTask, wanted: str) -> Sample | None:
     return None
 
 
-def _hashed_split(group: str, ratios: list[float]) -> str:
-    point = int(hashlib.sha256(f"saddler-split:{group}".encode()).hexdigest()[:12], 16) / float(16**12)
-    total, edge = sum(ratios), 0.0
-    for split, ratio in zip(SPLITS, ratios, strict=True):
-        edge += ratio / total
-        if point < edge:
-            return split
-    return SPLITS[-1]
-
-
 def split_tasks(bench: InspectBenchmark) -> dict[str, list[Task]]:
     """The Inspect task's samples as saddler tasks per split (dataset order within a split)."""
     task = load_inspect_task(bench.task, bench.task_args)
@@ -109,7 +98,7 @@ def split_tasks(bench: InspectBenchmark) -> dict[str, list[Task]]:
         tid = sample_id(sample, index)
         group = str(meta.get(bench.group_field, tid)) if bench.group_field else tid
         declared = SPLIT_ALIASES.get(str(meta.get(bench.split_field, "")).lower())
-        split = declared or _hashed_split(group, bench.split_ratios)
+        split = declared or hashed_split(group, bench.split_ratios)
         if group_split.setdefault(group, split) != split:
             raise ConfigError(
                 f"inspect task {bench.task}: group {group!r} has samples in {group_split[group]} and {split}; "

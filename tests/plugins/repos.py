@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,3 +142,19 @@ def repo_snapshot() -> Callable[[Path], dict[str, str]]:
     """`repo_snapshot(root)`: everything observable about a repository that saddler must never change (status,
     refs, HEAD, local config, worktrees, files and their contents)."""
     return _repo_snapshot
+
+
+@pytest.fixture
+def git_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]:
+    """Every git process started through `subprocess.run` from now on, as its argv after `git` (a test asserts what
+    an operation costs in git processes)."""
+    calls: list[list[str]] = []
+    real = subprocess.run
+
+    def counting(args: Any, *rest: Any, **kwargs: Any) -> Any:
+        if isinstance(args, list) and args and args[0] == "git":
+            calls.append(list(args[1:]))
+        return real(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", counting)
+    yield calls
