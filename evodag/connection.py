@@ -16,16 +16,20 @@ from evodag.errors import EvoDAGError, MissingDatabaseError, SchemaVersionError,
 from evodag.schema import LATEST, READABLE_FROM, migrate, version
 
 BUSY_TIMEOUT_MS = 10_000
+MEMORY = ":memory:"  # as for SQLite: a private, migrated store in memory, gone when closed
 
 
 def open_connection(path: Path, *, readonly: bool) -> sqlite3.Connection:
     """A configured autocommit connection. Read-write: WAL, migrated. Read-only: `mode=ro`, never migrates.
+    `path` ":memory:" is a new migrated store in memory (read-write only), as SQLite means it.
 
     Both refuse a damaged file before anything is written (`evodag.integrity`): `DamagedDatabaseError` for an
     empty file, bytes that are not SQLite, a failed quick check or a missing table; `SchemaVersionError` for a
     version this code does not know; `MissingDatabaseError` for a missing file opened read-only. A new file is
     created whole (built under a temporary name, then linked into place), so a crash never leaves a 0-byte store.
     """
+    if str(path) == MEMORY:
+        return _in_memory(readonly)
     integrity.check_file(path)
     if readonly:
         if not path.is_file():
@@ -85,6 +89,15 @@ def open_connection(path: Path, *, readonly: bool) -> sqlite3.Connection:
     except BaseException:
         conn.close()
         raise
+    return conn
+
+
+def _in_memory(readonly: bool) -> sqlite3.Connection:
+    if readonly:
+        raise MissingDatabaseError(f"{MEMORY} (an in-memory store is new and empty: open it read-write)")
+    conn = _connect(MEMORY)
+    conn.execute("PRAGMA foreign_keys = ON")
+    migrate(conn)
     return conn
 
 

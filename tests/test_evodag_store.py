@@ -387,3 +387,15 @@ def test_fixture_is_deterministic(tmp_path: Path, fixture_dag: Callable[[Path], 
     fixture_dag(tmp_path / "a.sqlite")
     fixture_dag(tmp_path / "b.sqlite")
     assert dump(tmp_path / "a.sqlite") == dump(tmp_path / "b.sqlite")
+
+
+def test_memory_store_is_in_memory_and_writes_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`EvoDAG(":memory:")` means what it means to SQLite: a private store that leaves no file behind."""
+    monkeypatch.chdir(tmp_path)
+    with EvoDAG(":memory:") as store:
+        run = store.create_run({"name": "m"}, seed=0)
+        store.add_node(run.id, "a" * 40, None, 0, "baseline", "baseline", "baseline", status="baseline")
+        assert [n.commit for n in store.nodes(run.id)] == ["a" * 40]
+    with EvoDAG(":memory:") as fresh:
+        assert fresh.nodes() == []
+    assert list(tmp_path.iterdir()) == []
