@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import threading
 import time
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from saddler.benchmark import RolloutResult
-from saddler.errors import ExecutorError
+from saddler.errors import DiskFullError, ExecutorError
 from saddler.executor import make_executor
 from saddler.executor.base import RolloutJob
 from saddler.executor.local import LocalExecutor
@@ -100,11 +101,30 @@ def test_a_system_fault_in_a_worker_is_an_executor_error(
     executor = LocalExecutor(executor_config(workers=1))
 
     def broken(job: RolloutJob, cancel: object = None) -> RolloutResult:
-        raise OSError("No space left on device")
+        raise OSError(errno.EMFILE, "Too many open files")
 
     monkeypatch.setattr(executor.runner, "run", broken)
-    with pytest.raises(ExecutorError, match="No space left on device"):
+    with pytest.raises(ExecutorError) as err:
         executor.run([make_job(make_harness(tmp_path / "h"), tmp_path / "t", "ok-1")], lambda j, r: None)
+    assert str(err.value) == "rollout worker failed: [Errno 24] Too many open files"  # the message, not a repr
+
+
+def test_a_full_disk_in_a_worker_is_the_one_line_disk_full_error(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    executor_config: Callable[..., Any],
+    make_harness: Callable[..., Path],
+    make_job: Callable[..., Any],
+) -> None:
+    executor = LocalExecutor(executor_config(workers=1))
+
+    def full(job: RolloutJob, cancel: object = None) -> RolloutResult:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "t" / "trace.jsonl"))
+
+    monkeypatch.setattr(executor.runner, "run", full)
+    with pytest.raises(DiskFullError) as err:
+        executor.run([make_job(make_harness(tmp_path / "h"), tmp_path / "t", "ok-1")], lambda j, r: None)
+    assert str(err.value).startswith(f"disk full: saddler could not write to {tmp_path / 't' / 'trace.jsonl'} (")
 
 
 def test_ray_without_the_extra_is_a_clear_error(

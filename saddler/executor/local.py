@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from saddler.benchmark import RolloutResult
 from saddler.config import ExecutorConfig
-from saddler.errors import ExecutorError
+from saddler.errors import ExecutorError, as_user_error
 from saddler.executor.base import RolloutJob
 from saddler.executor.isolation import IsolatedRunner
 from saddler.ports import ResultCallback
@@ -52,7 +52,7 @@ class LocalExecutor:
                 if item is _DONE:
                     finished += 1
                 elif isinstance(item, BaseException):
-                    raise ExecutorError(f"rollout worker failed: {item!r}") from item
+                    raise as_user_error(item) or ExecutorError(f"rollout worker failed: {item}") from item
                 else:
                     assert isinstance(item, tuple)
                     on_result(item[0], item[1])
