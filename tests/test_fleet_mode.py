@@ -294,7 +294,8 @@ def test_dry_run_and_follow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fle
     )
     seen: list[str] = []
     fleet_ops.follow(paths, "1", seen.append, sleep=lambda _s: None, idle_limit=2)
-    assert seen == ["== session-iter-1.jsonl", "[prompt] iteration 1: p.md", "working"]
+    assert seen == ["== session-iter-1.jsonl", "[prompt] iteration 1: p.md", "working",
+                    "(the fleet is not running: no more events will come)"]  # fmt: skip
     with paths.session_log(1).open("a") as fh:
         fh.write(json.dumps({"type": "saddler.exit", "returncode": 0, "timed_out": False, "stderr": ""}) + "\n")
     res = CliRunner().invoke(app, ["fleet", "view", str(root), "latest", "--follow"])
@@ -374,3 +375,27 @@ def test_a_kill_between_the_store_and_results_tsv_loses_no_row(
     assert [line.split("\t")[2:] for line in got.splitlines()] == [
         line.split("\t")[2:] for line in expected.splitlines()
     ]
+
+
+def test_follow_waits_for_whole_lines_and_ends_when_no_orchestrator_runs(
+    tmp_path: Path, fleet_setup: Callable[..., Path]
+) -> None:
+    """An agent mid-write leaves half a JSON line: it is printed once complete, never parsed half. A session whose
+    orchestrator died (no `saddler.exit` will come) ends the follow instead of polling forever."""
+    root = tmp_path / "root"
+    init_fleet(root, fleet_setup())
+    paths = FleetPaths.open(root)
+    log = paths.session_log(1)
+    log.write_text(json.dumps({"type": "text", "text": "one"}) + "\n" + '{"type": "text", "te')
+    seen: list[str] = []
+    polls: list[float] = []
+
+    def sleep(_s: float) -> None:
+        polls.append(_s)
+        if len(polls) == 1:
+            with log.open("a") as fh:
+                fh.write('xt": "two"}\nnot json at all\n')
+
+    fleet_ops.follow(paths, "1", seen.append, sleep=sleep)  # no lock holder: nothing runs the fleet
+    assert seen == ["== session-iter-1.jsonl", "one", "two", "not json at all",
+                    "(the fleet is not running: no more events will come)"]  # fmt: skip

@@ -144,24 +144,36 @@ def follow(
     poll_s: float = 1.0,
     idle_limit: int = 0,
 ) -> None:
-    """Print iteration `which`'s events as they are logged until its `saddler.exit` event (or, with
-    `idle_limit`, after that many empty polls)."""
+    """Print iteration `which`'s events as they are logged until its `saddler.exit` event, until a poll finds
+    nothing new while no orchestrator runs the fleet (the event will never come), or, with `idle_limit`, after
+    that many empty polls. Only whole lines are read (an agent may be mid-write); a line that is not JSON is
+    printed as it is."""
     view(paths, which)  # the same errors for an unknown iteration
     logs = sorted(paths.logs.glob("session-iter-*.jsonl"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
     path = logs[-1] if which == "latest" else paths.session_log(int(which))
     emit(f"== {path.name}")
-    seen, idle = 0, 0
+    offset, idle = 0, 0
     while True:
-        lines = path.read_text(encoding="utf-8").splitlines()
-        fresh = lines[seen:]
-        seen = len(lines)
-        idle = 0 if fresh else idle + 1
-        for line in fresh:
-            obj = json.loads(line)
-            for text in _event_text(obj):
+        with path.open("rb") as fh:
+            fh.seek(offset)
+            chunk = fh.read()
+        whole = chunk[: chunk.rfind(b"\n") + 1]
+        offset += len(whole)
+        lines = [line for line in whole.decode("utf-8", errors="replace").splitlines() if line.strip()]
+        idle = 0 if lines else idle + 1
+        for line in lines:
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                emit(line)
+                continue
+            for text in _event_text(obj) if isinstance(obj, dict) else [line]:
                 emit(text)
-            if obj.get("type") == "saddler.exit":
+            if isinstance(obj, dict) and obj.get("type") == "saddler.exit":
                 return
+        if not lines and not controls(paths).running():
+            emit("(the fleet is not running: no more events will come)")
+            return
         if idle_limit and idle >= idle_limit:
             return
         sleep(poll_s)
