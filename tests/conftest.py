@@ -26,6 +26,7 @@ pytest_plugins = [
     "plugins.clis",  # outside, fakes, records, command_backend: fake claude / codex / pi CLIs on PATH
     "plugins.docs",  # docs, all_docs, readme, repo_root: the markdown docs parsed
     "plugins.clitree",  # cli_trees, check_command, config_path_error: the CLIs' command trees, doc checkers
+    "plugins.waits",  # wait_until: poll for another process's effect
 ]
 
 

@@ -91,40 +91,42 @@ def test_a_failing_callback_stops_the_pool_and_kills_running_children(
     executor.close()
 
 
-def test_a_system_fault_in_a_worker_is_an_executor_error(
+@pytest.fixture
+def worker_fault(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     executor_config: Callable[..., Any],
     make_harness: Callable[..., Path],
     make_job: Callable[..., Any],
-) -> None:
-    executor = LocalExecutor(executor_config(workers=1))
+) -> Callable[[OSError], BaseException]:
+    """`worker_fault(exc)`: what `LocalExecutor.run` raises when its worker's rollout raises `exc`."""
 
-    def broken(job: RolloutJob, cancel: object = None) -> RolloutResult:
-        raise OSError(errno.EMFILE, "Too many open files")
+    def run(exc: OSError) -> BaseException:
+        executor = LocalExecutor(executor_config(workers=1))
 
-    monkeypatch.setattr(executor.runner, "run", broken)
-    with pytest.raises(ExecutorError) as err:
-        executor.run([make_job(make_harness(tmp_path / "h"), tmp_path / "t", "ok-1")], lambda j, r: None)
-    assert str(err.value) == "rollout worker failed: [Errno 24] Too many open files"  # the message, not a repr
+        def broken(job: RolloutJob, cancel: object = None) -> RolloutResult:
+            raise exc
+
+        monkeypatch.setattr(executor.runner, "run", broken)
+        with pytest.raises(Exception) as err:
+            executor.run([make_job(make_harness(tmp_path / "h"), tmp_path / "t", "ok-1")], lambda j, r: None)
+        return err.value
+
+    return run
+
+
+def test_a_system_fault_in_a_worker_is_an_executor_error(worker_fault: Callable[[OSError], BaseException]) -> None:
+    raised = worker_fault(OSError(errno.EMFILE, "Too many open files"))
+    assert isinstance(raised, ExecutorError)
+    assert str(raised) == "rollout worker failed: [Errno 24] Too many open files"  # the message, not a repr
 
 
 def test_a_full_disk_in_a_worker_is_the_one_line_disk_full_error(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    executor_config: Callable[..., Any],
-    make_harness: Callable[..., Path],
-    make_job: Callable[..., Any],
+    tmp_path: Path, worker_fault: Callable[[OSError], BaseException]
 ) -> None:
-    executor = LocalExecutor(executor_config(workers=1))
-
-    def full(job: RolloutJob, cancel: object = None) -> RolloutResult:
-        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "t" / "trace.jsonl"))
-
-    monkeypatch.setattr(executor.runner, "run", full)
-    with pytest.raises(DiskFullError) as err:
-        executor.run([make_job(make_harness(tmp_path / "h"), tmp_path / "t", "ok-1")], lambda j, r: None)
-    assert str(err.value).startswith(f"disk full: saddler could not write to {tmp_path / 't' / 'trace.jsonl'} (")
+    raised = worker_fault(OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "t" / "trace.jsonl")))
+    assert isinstance(raised, DiskFullError)
+    assert str(raised).startswith(f"disk full: saddler could not write to {tmp_path / 't' / 'trace.jsonl'} (")
 
 
 def test_ray_without_the_extra_is_a_clear_error(

@@ -34,15 +34,6 @@ def _git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
 
 
-def _until(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
-
-
 def test_a_custom_results_file_keeps_every_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
 ) -> None:
@@ -131,7 +122,10 @@ def _tagged(root: Path) -> list[int]:
 
 
 def test_kill_9_of_the_orchestrator_leaves_no_agent_and_resumes_cleanly(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fleet_setup: Callable[..., Path],
+    wait_until: Callable[..., bool],
 ) -> None:
     root, work = tmp_path / "root", tmp_path / "my-project"
     init_fleet(root, fleet_setup(**{"stop_when.max_iterations": 3}))
@@ -146,11 +140,13 @@ def test_kill_9_of_the_orchestrator_leaves_no_agent_and_resumes_cleanly(
     )
     paths = FleetPaths.open(root)
     try:
-        assert _until(lambda: paths.session_log(2).is_file() and "thinking hard" in paths.session_log(2).read_text())
+        assert wait_until(
+            lambda: paths.session_log(2).is_file() and "thinking hard" in paths.session_log(2).read_text()
+        )
         assert "HALF_DONE" in (work / "solution.py").read_text()  # the agent's unfinished edit
         os.kill(orchestrator.pid, signal.SIGKILL)
         orchestrator.wait()
-        assert _until(lambda: not _tagged(root)), f"survivors of the orchestrator: {_tagged(root)}"
+        assert wait_until(lambda: not _tagged(root)), f"survivors of the orchestrator: {_tagged(root)}"
     finally:
         for pid in _tagged(root):
             with contextlib.suppress(ProcessLookupError):
@@ -183,12 +179,15 @@ FAKE_ORCHESTRATOR = textwrap.dedent(
 
 
 def test_fleet_kill_returns_once_the_run_can_start_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fleet_setup: Callable[..., Path],
+    wait_until: Callable[..., bool],
 ) -> None:
     paths = init_fleet(tmp_path / "root", fleet_setup())
     holder = subprocess.Popen([sys.executable, "-c", FAKE_ORCHESTRATOR, str(paths.root)], start_new_session=True)
     try:
-        assert _until(paths.pid.exists)
+        assert wait_until(paths.pid.exists)
         res = CliRunner().invoke(app, ["fleet", "kill", str(paths.root)])
         assert res.exit_code == 0 and holder.pid in json.loads(res.output)["killed"]
         fd = os.open(paths.root / ".lock", os.O_RDWR)

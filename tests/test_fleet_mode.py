@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -307,15 +306,11 @@ def test_dry_run_and_follow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fle
     ]
 
 
-def _wait(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.1)
-
-
 def test_detached_fleet_is_killed_then_resumed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fleet_setup: Callable[..., Path],
+    wait_until: Callable[..., bool],
 ) -> None:
     root, work = tmp_path / "root", tmp_path / "my-project"
     init_fleet(root, fleet_setup(**{"stop_when.max_iterations": 3}))
@@ -323,13 +318,13 @@ def test_detached_fleet_is_killed_then_resumed(
     res = CliRunner().invoke(app, ["fleet", "run", str(root), "--detach"])
     assert res.exit_code == 0 and res.output.startswith("started in the background (pid ")
     paths = FleetPaths.open(root)
-    _wait(lambda: paths.agent_pid.exists() and paths.read_state().get("iteration") == 2)
-    _wait(lambda: "thinking hard" in paths.session_log(2).read_text())  # streamed while the agent runs
+    assert wait_until(lambda: paths.agent_pid.exists() and paths.read_state().get("iteration") == 2), "timed out"
+    assert wait_until(lambda: "thinking hard" in paths.session_log(2).read_text()), "not streamed while it runs"
     orchestrator, agent = int(paths.pid.read_text()), int(paths.agent_pid.read_text())
     assert fleet_ops.status(paths)["running"] is True
     killed = CliRunner().invoke(app, ["fleet", "kill", str(root)])
     assert killed.exit_code == 0 and {orchestrator, agent} <= set(json.loads(killed.output)["killed"])
-    _wait(lambda: not fleet_ops._alive(orchestrator) or _zombie(orchestrator))
+    assert wait_until(lambda: not fleet_ops._alive(orchestrator) or _zombie(orchestrator)), "timed out"
     assert fleet_ops.status(paths)["status"] == "killed" and fleet_ops.status(paths)["running"] is False
     monkeypatch.delenv("FAKE_FLEET_HANG")
     state = FleetRun(root).run()  # picks up after the kill

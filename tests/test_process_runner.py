@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -53,22 +52,13 @@ def _marked(mark: str) -> list[int]:
     return found
 
 
-def _until(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def _sweep(mark: str) -> None:
     for pid in _marked(mark):
         with __import__("contextlib").suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
 
-def test_the_whole_tree_dies_when_the_caller_is_killed(tmp_path: Path) -> None:
+def test_the_whole_tree_dies_when_the_caller_is_killed(tmp_path: Path, wait_until: Callable[..., bool]) -> None:
     mark = uuid.uuid4().hex
     ready = tmp_path / "ready"
     (tmp_path / "tree.py").write_text(TREE, encoding="utf-8")
@@ -81,17 +71,17 @@ def test_the_whole_tree_dies_when_the_caller_is_killed(tmp_path: Path) -> None:
     env = {**os.environ, MARK: mark}
     proc = subprocess.Popen([sys.executable, "-c", caller], env=env, cwd=tmp_path, start_new_session=True)
     try:
-        assert _until(ready.exists), "the command never started its tree"
+        assert wait_until(ready.exists), "the command never started its tree"
         assert len(_marked(mark)) >= 5  # caller, supervisor, tree.py, 2 sleeps, the double-forked one
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        assert _until(lambda: not _marked(mark)), f"survivors: {_marked(mark)}"
+        assert wait_until(lambda: not _marked(mark)), f"survivors: {_marked(mark)}"
     finally:
         proc.kill()
         _sweep(mark)
 
 
-def test_nothing_outlives_the_command_or_its_timeout(tmp_path: Path) -> None:
+def test_nothing_outlives_the_command_or_its_timeout(tmp_path: Path, wait_until: Callable[..., bool]) -> None:
     mark = uuid.uuid4().hex
     env = {**os.environ, MARK: mark}
     (tmp_path / "tree.py").write_text(TREE, encoding="utf-8")
@@ -100,12 +90,12 @@ def test_nothing_outlives_the_command_or_its_timeout(tmp_path: Path) -> None:
             ["sh", "-c", "setsid sleep 300 & echo started; exit 3"], cwd=tmp_path, env=env, timeout_s=60
         )
         assert (quick.returncode, quick.stdout, quick.timed_out) == (3, "started\n", False)
-        assert _until(lambda: not _marked(mark)), f"survivors after exit: {_marked(mark)}"
+        assert wait_until(lambda: not _marked(mark)), f"survivors after exit: {_marked(mark)}"
         slow = run_process_group(
             [sys.executable, "tree.py", str(tmp_path / "ready")], cwd=tmp_path, env=env, timeout_s=3
         )
         assert slow.timed_out and slow.returncode is None
-        assert _until(lambda: not _marked(mark)), f"survivors after the timeout: {_marked(mark)}"
+        assert wait_until(lambda: not _marked(mark)), f"survivors after the timeout: {_marked(mark)}"
     finally:
         _sweep(mark)
 
