@@ -27,16 +27,21 @@ _CACHED = ("score", "passed", "disposition", "llm_calls", "duration_s", "trace_p
 
 def _boundary(source: EvoDAG, run_id: int, iterations: list[Iteration], n: int) -> int:
     """The id of the last event of the history up to iteration `n`."""
-    events = source.events(run_id=run_id)
     if n == 0:
         first = next((it for it in iterations if it.number == 1), None)
-        started = [e.id for e in events if first and e.kind == "iteration.started" and e.payload.get("id") == first.id]
-        return started[0] - 1 if started else (events[-1].id if events else 0)
+        started = [e.id for e in source.events(run_id=run_id, kind="iteration.started")
+                   if first and e.payload.get("id") == first.id]  # fmt: skip
+        if started:
+            return started[0] - 1
+        (last_id,) = source.conn.execute(
+            "SELECT coalesce(max(id), 0) FROM events WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return int(last_id)
     last = next(it for it in iterations if it.number == n)
     finished = [
         e.id
-        for e in events
-        if e.kind == "iteration.updated" and e.payload.get("id") == last.id and e.payload.get("finished_at")
+        for e in source.events(run_id=run_id, kind="iteration.updated")
+        if e.payload.get("id") == last.id and e.payload.get("finished_at")
     ]
     return finished[-1]
 
@@ -60,30 +65,21 @@ def fork_store(
     boundary = _boundary(source, rid, its, up_to_iteration)
     keep = [it for it in its if it.number <= up_to_iteration]
     node_ids = {n.id for n in source.nodes(run_id=rid) if n.iteration <= up_to_iteration}
-    history = _history_rollouts(source, rid, keep, node_ids)
+    used = {(node, task) for it in keep for node in (it.parent_id, it.candidate_id) if node for task in it.batch}
     path_of = rewrite or (lambda p: p)
     with EvoDAG(dest, clock=source.clock) as out:
         out.conn.execute("ATTACH DATABASE ? AS src", (str(Path(source.path).resolve()),))
         try:
             with out.transaction():
-                _copy(out, rid, up_to_iteration, boundary, node_ids, history, path_of)
+                _copy(out, rid, up_to_iteration, boundary, node_ids, used, path_of)
         finally:
             out.conn.execute("DETACH DATABASE src")
         return out.get_run(rid)
 
 
-def _history_rollouts(source: EvoDAG, rid: int, keep: list[Iteration], node_ids: set[int]) -> set[int]:
-    """Ids of the rollouts iterations 0..N used: each iteration's parent and candidate on its batch, dev of the
-    copied nodes."""
-    used = {(node, task) for it in keep for node in (it.parent_id, it.candidate_id) if node for task in it.batch}
-    return {
-        r.id
-        for r in source.rollouts(run_id=rid)
-        if r.node_id in node_ids and ((r.split == "train" and (r.node_id, r.task_id) in used) or r.split == "dev")
-    }
-
-
-def _copy(out: EvoDAG, rid: int, n: int, boundary: int, nodes: set[int], history: set[int], path_of: Rewrite) -> None:
+def _copy(
+    out: EvoDAG, rid: int, n: int, boundary: int, nodes: set[int], used: set[tuple[int, str]], path_of: Rewrite
+) -> None:
     conn = out.conn
     ids = ",".join(str(i) for i in sorted(nodes)) or "NULL"
     conn.execute(
@@ -107,23 +103,26 @@ def _copy(out: EvoDAG, rid: int, n: int, boundary: int, nodes: set[int], history
     conn.execute("INSERT INTO events SELECT * FROM src.events WHERE run_id = ? AND id <= ?", (rid, boundary))
     for sid, path in conn.execute("SELECT id, transcript_path FROM sessions").fetchall():
         conn.execute("UPDATE sessions SET transcript_path = ? WHERE id = ?", (path_of(path), sid))
-    _copy_rollouts(out, rid, history, path_of)
+    _copy_rollouts(out, rid, nodes, used, path_of)
 
 
-def _copy_rollouts(out: EvoDAG, rid: int, history: set[int], path_of: Rewrite) -> None:
+def _copy_rollouts(out: EvoDAG, rid: int, nodes: set[int], used: set[tuple[int, str]], path_of: Rewrite) -> None:
+    """The rollouts iterations 0..N used (each iteration's parent and candidate on its batch, dev of the copied
+    nodes) are copied; every other one with a cache key goes to `rollout_cache`."""
     conn = out.conn
     cols = codec.select_list(RolloutRow)
+    names = codec.columns(RolloutRow)
+    insert = f"INSERT INTO rollouts ({cols}) VALUES ({', '.join('?' for _ in names)})"
+    trace = names.index("trace_path")
     rows = conn.execute(f"SELECT {cols} FROM src.rollouts WHERE run_id = ? ORDER BY id", (rid,)).fetchall()
     decode = codec.decoder(RolloutRow)
-    names = [c.strip('"') for c in cols.split(", ")]
     cached: dict[str, dict[str, Any]] = {}
     for raw in rows:
         row = decode(raw)
-        if row.id in history:
-            values = dict(zip(names, raw, strict=True))
-            values["trace_path"] = path_of(row.trace_path)
-            marks = ", ".join("?" for _ in names)
-            conn.execute(f"INSERT INTO rollouts ({cols}) VALUES ({marks})", tuple(values[c] for c in names))
+        if row.node_id in nodes and (
+            row.split == "dev" or (row.split == "train" and (row.node_id, row.task_id) in used)
+        ):
+            conn.execute(insert, (*raw[:trace], path_of(row.trace_path), *raw[trace + 1 :]))
         elif row.cache_key:
             cached.setdefault(row.cache_key, {c: getattr(row, c) for c in _CACHED})
     for key, payload in cached.items():
