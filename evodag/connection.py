@@ -73,14 +73,11 @@ def open_connection(path: Path, *, readonly: bool) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
-        if found == LATEST:  # nothing to migrate: check what is there before anything writes to it
+        if found < LATEST:  # an older file's columns are those of its own version: migrate (atomically) first
+            migrate(conn)
+        if found >= 1:  # then check what is there, before anything else writes to it
             integrity.check_tables(conn, path)
             integrity.check_rows(conn, path)
-        else:  # an older file's columns are those of its own version: migrate (atomically), then check
-            migrate(conn)
-            if found >= 1:
-                integrity.check_tables(conn, path)
-                integrity.check_rows(conn, path)
     except sqlite3.OperationalError as exc:
         conn.close()
         if is_disk_full(exc):

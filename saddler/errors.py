@@ -81,7 +81,9 @@ def disk_full_as(what: str, where: object) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        from evodag.connection import is_disk_full
+
+        if is_disk_full(exc):
             raise DiskFullError(what, exc.filename or where) from exc
         raise
 
@@ -116,8 +118,12 @@ def as_user_error(exc: BaseException) -> SaddlerError | None:
     traceback): disk full (OS or SQLite), permission denied / read-only file system, any other SQLite error."""
     import sqlite3
 
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return DiskFullError("saddler", exc.filename)
+    from evodag.connection import is_disk_full
+
+    if is_disk_full(exc):  # OS (ENOSPC, EDQUOT) or SQLite (SQLITE_FULL)
+        if isinstance(exc, sqlite3.Error):
+            return DiskFullError("SQLite", "the EvoDAG (evodag.sqlite)")
+        return DiskFullError("saddler", getattr(exc, "filename", None))
     if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         what = "read-only file system" if exc.errno == errno.EROFS else "permission denied"
         return AccessError(
@@ -126,8 +132,6 @@ def as_user_error(exc: BaseException) -> SaddlerError | None:
         )
     if isinstance(exc, sqlite3.Error):
         text = str(exc)
-        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in text:
-            return DiskFullError("SQLite", "the EvoDAG (evodag.sqlite)")
         if "locked" in text:
             return RunStateError(f"the EvoDAG is locked by another process ({text}); wait for it, then run again")
         return SaddlerError(f"SQLite failed: {text}; if this repeats, check the disk and evodag.sqlite")
