@@ -133,14 +133,6 @@ class MetricScale:
         return asdict(self)
 
 
-class Plugin(Protocol):
-    """The least a benchmark plugin defines: `tasks(split)` and `run(...)` (see `Benchmark`)."""
-
-    def tasks(self, split: str) -> list[Task]: ...
-
-    def run(self, harness_dir: Path, task: Task, seed: int, trace_dir: Path) -> RolloutResult: ...
-
-
 @runtime_checkable
 class Benchmark(Protocol):
     """Everything the optimizer asks of a benchmark (`BenchmarkBase` gives the defaults).

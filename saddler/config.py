@@ -108,7 +108,6 @@ class ExecutorConfig(_Strict):
 
 
 Effort = Literal["minimal", "low", "medium", "high", "xhigh", "max"]
-SessionRole = Literal["diagnosis_patch", "reflection", "evolution"]
 ROLE_DEFAULTS: dict[str, dict[str, Any]] = {
     # diagnosis reads traces and code, edits and checks: it may need hours on a large harness
     "diagnosis_patch": {"max_turns": 100, "max_budget_usd": 5.0, "timeout_s": 7200.0},

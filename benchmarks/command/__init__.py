@@ -80,15 +80,16 @@ class CommandBenchmark(BenchmarkBase):
         self.eval_command, self.metric_regex, self.direction = eval_command, metric_regex, metric_direction
         self.timeout_s, self.score_min, self.score_max = timeout_s, score_min, score_max
         self.pass_threshold = pass_threshold
-        self.scale = MetricScale(metric_name or metric_name_of(metric_regex), metric_direction, score_min, score_max)
-        self.metric = self.scale
+        self.metric: MetricScale = MetricScale(
+            metric_name or metric_name_of(metric_regex), metric_direction, score_min, score_max
+        )
 
     def tasks(self, split: str) -> list[Task]:
         return [Task(f"metric-{split}", f"metric-{split}", split, "metric", self.eval_command)]
 
     def score(self, metric: float) -> float:
         """The metric mapped onto 0..1, higher is better (strictly monotonic unless a range clamps it)."""
-        return self.scale.score(metric)
+        return self.metric.score(metric)
 
     def passes(self, metric: float) -> bool:
         """At or beyond `pass_threshold` in the metric's direction; any metric passes without a threshold."""
@@ -117,7 +118,7 @@ class CommandBenchmark(BenchmarkBase):
                 error_tail=result.error or "no metric", rationale=result.error or "no metric",
             )  # fmt: skip
         passed = self.passes(result.metric)
-        why = f"{self.scale.name} {result.metric!r} ({self.direction})"
+        why = f"{self.metric.name} {result.metric!r} ({self.direction})"
         if not passed:
             why += f": misses pass_threshold {self.pass_threshold!r}"
         return RolloutResult(
