@@ -132,7 +132,7 @@ def settled_at(search: list[RolloutRow], baseline: int | None) -> dict[int, int]
     return known
 
 
-def measure(run_dir: Path, dev_runs: int, n_dev: int) -> SeedResult:
+def measure(run_dir: Path, dev_runs: int) -> SeedResult:
     """Every figure of one finished run (post-hoc dev evaluations happen last, after the counts)."""
     with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
         run = store.get_run()
@@ -142,6 +142,7 @@ def measure(run_dir: Path, dev_runs: int, n_dev: int) -> SeedResult:
         nodes = {n.id: n for n in store.nodes()}
         iterations = store.iterations()
         lineage = store.lineage(returned)
+    n_dev = len({r.task_id for r in rows if r.split == "dev"}) or 40
     # the search ends with the first test rollout (the end of the run); later dev rows are this bench's post-hoc
     end = min((r.id for r in rows if r.split == "test"), default=rows[-1].id + 1 if rows else 0)
     search = [r for r in rows if r.id < end and r.split != "test"]
@@ -201,10 +202,7 @@ def run_one(
             sets.setdefault(key, {}).update(table)
         init_run(run_dir, template="opsdesk", seed=seed, force=True, overrides=sets)
         Optimizer(run_dir, quiet=True).run()
-    cfg = load_run_config(run_dir)
-    with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
-        n_dev = len({r.task_id for r in store.rollouts(split="dev")}) or 40
-    result = measure(run_dir, cfg.loop.dev_runs, n_dev)
+    result = measure(run_dir, load_run_config(run_dir).loop.dev_runs)
     result.wall_s = time.monotonic() - started
     return result
 
