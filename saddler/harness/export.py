@@ -19,6 +19,7 @@ from typing import Any
 from evodag.models import Node
 from evodag.store import EvoDAG
 from saddler.errors import DiskFullError, HarnessError
+from saddler.files import remove_path
 from saddler.harness.space import HarnessSpace
 from saddler.scoring import pass_at_1
 
@@ -115,8 +116,8 @@ def _swap_in(stage: Path, dest: Path, interrupted: set[str]) -> None:
     old = _listed(dest / "EXPORT.json") | {n for n in interrupted if "/" not in n}
     new = sorted(p.name for p in stage.iterdir())
     for item in sorted((old | set(new)) - {"EXPORT.json"}):
-        _remove(dest / item)
-    _remove(dest / "EXPORT.json")
+        remove_path(dest / item)
+    remove_path(dest / "EXPORT.json")
     for item in sorted(new, key=lambda n: n == "EXPORT.json"):
         os.replace(stage / item, dest / item)
     stage.rmdir()
@@ -130,10 +131,3 @@ def _listed(export_json: Path) -> set[str]:
         return set()
     names = {info.get(k) for k in ("harness_dir", "patch", "bundle")} if isinstance(info, dict) else set()
     return {n for n in names if isinstance(n, str) and n and "/" not in n and n not in (".", "..")}
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)
