@@ -103,16 +103,14 @@ def finish_run(
 
 def _outcome(ctx: RunContext, reason: str, base: Node, best: Node, report: Path | None) -> RunOutcome:
     scale = ctx.benchmark.metric
+    base_rows, best_rows = (ctx.store.rollouts(ctx.run_id, node_id=n.id, split="test") for n in (base, best))
     metrics: tuple[float | None, float | None] = (None, None)
     if scale is not None:
-        metrics = tuple(  # type: ignore[assignment]
-            metric_mean(ctx.store.rollouts(ctx.run_id, node_id=n.id, split="test"), scale) for n in (base, best)
-        )
+        metrics = (metric_mean(base_rows, scale), metric_mean(best_rows, scale))
 
     def test(node: Node) -> tuple[float, float] | None:
         return None if node.test_mean is None else (node.test_mean, node.test_std or 0.0)
 
-    base_rows, best_rows = (ctx.store.rollouts(ctx.run_id, node_id=n.id, split="test") for n in (base, best))
     delta_ci = paired_bootstrap_ci(base_rows, best_rows, ctx.score_kind, seed=ctx.cfg.seed)
 
     return RunOutcome(
