@@ -150,7 +150,7 @@ def finished_outcome(ctx: RunContext) -> RunOutcome:
         export_harness(ctx.space, ctx.store, run.best_node_id, ctx.paths.best)
     if not all((ctx.paths.root / name).is_file() for name in ("report.md", "results.tsv", "progress.png")):
         write_artifacts(ctx)
-    best = ctx.store.get_node(run.best_node_id) if run.best_node_id is not None else ctx.best()
+    best = ctx.best()  # the same best_node_id as `run` (nothing above records another)
     base = ctx.store.get_node(run.baseline_node_id) if run.baseline_node_id is not None else best
     report = ctx.paths.report if ctx.paths.report.is_file() else None
     return _outcome(ctx, run.termination_reason or "finished", base, best, report)
