@@ -21,7 +21,7 @@ from evodag.store import EvoDAG
 from saddler.errors import DiskFullError, HarnessError
 from saddler.files import remove_path
 from saddler.harness.space import HarnessSpace
-from saddler.scoring import pass_at_1
+from saddler.scoring import node_score, recorded_score_kind
 
 STAGE = ".saddler-export.tmp"
 
@@ -61,7 +61,8 @@ def export_harness(
             shutil.rmtree(stage)
         stage.mkdir(parents=True)
         try:
-            info = _write(space, store, run.id, node, base_commit, name, stage)
+            kind = recorded_score_kind(run.config, run.inputs)  # the score node.test_mean is in
+            info = _write(space, store, run.id, node, base_commit, name, kind, stage)
         except BaseException:
             shutil.rmtree(stage, ignore_errors=True)  # the previous export stays as it was
             raise
@@ -78,7 +79,7 @@ def export_harness(
 
 
 def _write(
-    space: HarnessSpace, store: EvoDAG, run_id: int, node: Node, base: str, name: str, out: Path
+    space: HarnessSpace, store: EvoDAG, run_id: int, node: Node, base: str, name: str, kind: str, out: Path
 ) -> dict[str, Any]:
     space.export_tree(node.commit, out / "harness")
     patch_path = out / f"{name}.patch"
@@ -86,7 +87,7 @@ def _write(
     bundle_path = out / f"{name}.bundle"
     space.bundle(node.commit, bundle_path)
     added, removed = space.numstat(base, node.commit)
-    test = pass_at_1(store.rollouts(run_id, node_id=node.id, split="test"))
+    test = node_score(store.rollouts(run_id, node_id=node.id, split="test"), kind)
     info: dict[str, Any] = {
         "run_id": run_id,
         "node_id": node.id,
