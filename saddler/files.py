@@ -1,9 +1,11 @@
-"""Whole-file writes: a reader (or a crash, or a full disk) sees the old file or the new one, never half of one."""
+"""Whole-file writes: a reader (or a crash, or a full disk) sees the old file or the new one, never half of one.
+And `remove_path`: a file, symlink or folder removed alike."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,3 +29,12 @@ def write_text_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` (UTF-8) in one step."""
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def remove_path(path: Path) -> None:
+    """Delete `path`: a folder with all it holds, or a file or symlink (a symlink to a folder is unlinked, never
+    followed); nothing when it does not exist."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)

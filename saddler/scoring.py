@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from saddler.benchmark import SCORE_KINDS, MetricScale
 
 __all__ = [
     "MEASURED", "SCORE_KINDS", "PassAt1", "bootstrap_ci", "metric_mean", "node_score", "paired_bootstrap_ci",
-    "pass_at_1",
+    "pass_at_1", "recorded_score_kind",
 ]  # fmt: skip
 
 MEASURED = ("success", "task_failure")
@@ -60,6 +60,14 @@ def _per_task(rows: Iterable[ScoredRow], kind: str) -> dict[str, float]:
 def pass_at_1(rows: Iterable[ScoredRow]) -> PassAt1:
     """Pass@1 over `rows`; no rows gives mean 0, std 0 and no runs."""
     return node_score(rows, "pass_rate")
+
+
+def recorded_score_kind(config: dict[str, Any], inputs: dict[str, Any] | None) -> str:
+    """The per-task score a run scores by, as its store records it: `policies.score` of its inputs (resolved for
+    the benchmark, updated by an allowed change), else of its stored config, else `pass_rate` (runs made before
+    the setting existed)."""
+    kind = (inputs or {}).get("policies.score") or (config.get("policies") or {}).get("score", "pass_rate")
+    return kind if kind in SCORE_KINDS else "pass_rate"
 
 
 def task_value(row: ScoredRow, kind: str) -> float:

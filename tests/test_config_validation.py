@@ -14,6 +14,7 @@ from saddler.benchmark import BENCHMARKS
 from saddler.cli.app import app
 from saddler.config import HarnessConfig, RunConfig, load_harness_config, load_run_config
 from saddler.errors import ConfigError
+from saddler.run.preflight import check_harness
 from saddler.sessions.registry import BACKENDS
 
 runner = CliRunner()
@@ -170,6 +171,31 @@ def test_missing_run_table_when_loading_a_run(tmp_path: Path) -> None:
         load_run_config(root)
     assert load_harness_config(root).name == "h"
     assert load_harness_config(tmp_path) == HarnessConfig()
+
+
+NO_CAPABILITY_FILE = (
+    "harness.components.capability: no editable file for the capability phase (allowed: capability); add globs "
+    'that match files, or set run.policies.phases = "none"'
+)
+
+
+@pytest.mark.parametrize(
+    ("policies", "phase_errors"),
+    [
+        ({}, [NO_CAPABILITY_FILE]),
+        ({"capability_epochs": 0}, []),  # by epochs, zero capability epochs: the run starts in steering
+        ({"capability_epochs": 0, "phase_transition": "full_coverage"}, [NO_CAPABILITY_FILE]),  # covers tasks first
+        ({"phases": "none"}, []),
+    ],
+)
+def test_each_phase_the_schedule_goes_through_needs_an_editable_file(
+    policies: dict[str, object], phase_errors: list[str]
+) -> None:
+    harness = HarnessConfig.model_validate({"components": {"capability": ["tools/**"], "steering": ["prompts/**"]}})
+    glob_error = "harness.components.capability.0: 'tools/**' matches no file in the harness"
+    files = ["prompts/system.md", "saddler.toml"]
+    errors = check_harness(harness, files, RunConfig.model_validate({"policies": policies}))
+    assert errors == [glob_error, *phase_errors]
 
 
 @settings(max_examples=30, deadline=None)

@@ -94,7 +94,7 @@ def test_answers_naming_what_does_not_exist_are_refused(world: tuple[EvoDAG, Har
     n1, n2 = nodes["n1"].id, nodes["n2"].id
 
     def error(result: EvolutionResult, req: object = request) -> str:
-        return evolution.answer_error(store, 1, req, result)  # type: ignore[arg-type]
+        return evolution.answer_error(store, req, result)  # type: ignore[arg-type]
 
     assert error(_pick(nodes["n2"], [2])) == ""
     assert (

@@ -138,6 +138,12 @@ def test_fork_refuses_what_it_cannot_do(source: Path, tmp_path: Path) -> None:
     assert code == 1 and "is not empty" in output
 
 
+def test_a_fork_setting_below_a_value_is_the_clear_config_error(source: Path, tmp_path: Path) -> None:
+    code, output = _cli("fork", str(source), str(tmp_path / "f"), "--from-iteration", "1", "--set", "seed.x=3")
+    assert code == 2 and "--set seed.x=3: run.seed is not a table" in output, output
+    assert not (tmp_path / "f").exists()
+
+
 def test_a_paid_fork_replays_its_history_and_pays_only_for_what_is_new(
     tmp_path: Path, dag_signature: Callable[[Path], dict[str, Any]]
 ) -> None:

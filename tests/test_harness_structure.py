@@ -28,7 +28,7 @@ def skill_md(harness_files: dict[str, str]) -> str:
 @pytest.fixture
 def problems_after(write_files: Callable[[Path, dict[str, str]], None]) -> Callable[..., list[str]]:
     """`problems_after(space, files, remove=())`: the structure problems of the baseline with `files` written
-    over it and `remove` deleted."""
+    over it and `remove` deleted, committed as a diagnosis commits its edit."""
 
     def validate(space: HarnessSpace, files: dict[str, str], remove: tuple[str, ...] = ()) -> list[str]:
         base = space.baseline_commit()
@@ -36,7 +36,8 @@ def problems_after(write_files: Callable[[Path, dict[str, str]], None]) -> Calla
         write_files(wt, files)
         for rel in remove:
             (wt / rel).unlink()
-        return space.validate(wt, base)
+        commit = space.commit_worktree(wt, "candidate") or base  # None: nothing changed
+        return space.validate_commit(wt, base, commit)
 
     return validate
 

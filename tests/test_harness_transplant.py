@@ -1,4 +1,4 @@
-"""apply_patch, cherry_pick and revert on real temporary repositories."""
+"""apply_on_index (the private-index apply), cherry_pick and revert on real temporary repositories."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from saddler.harness.plumbing import apply_on_index
 from saddler.harness.space import HarnessSpace
 
 
@@ -54,38 +55,44 @@ def only_main_worktree(git_in: Callable[..., str]) -> Callable[[HarnessSpace], b
     return check
 
 
-def test_apply_patch_clean(space: HarnessSpace, edit: Callable[..., str]) -> None:
+def apply(space: HarnessSpace, onto: str, patch: str) -> tuple[str | None, str]:
+    """`patch` applied to `onto`'s tree on a private index (what cherry-pick and revert run on)."""
+    return apply_on_index(space.repo_dir, space.git_dir, onto, patch)
+
+
+def test_apply_on_index_clean(space: HarnessSpace, edit: Callable[..., str]) -> None:
     base = space.baseline_commit()
     new_search = "def search(q):\n    return [q, 'more']\n"
     child = edit(space, base, {"tools/search.py": new_search, "tools/new.py": "N = 1\n"})
-    wt = space.worktree(base, "apply")
-    result = space.apply_patch(wt, space.diff(base, child))
-    assert result.ok and result.error == ""
-    assert (wt / "tools" / "new.py").read_text() == "N = 1\n"
-    sha = space.commit_worktree(wt, "applied")
-    assert sha is not None and space.tree_of(sha) == space.tree_of(child)
+    tree, error = apply(space, base, space.diff(base, child))
+    assert tree is not None and error == ""
+    assert content(space, tree, "tools/new.py") == "N = 1\n"
+    assert tree == space.tree_of(child)
 
 
-def test_apply_patch_conflict_reports_file_and_resets(
+def test_apply_on_index_conflict_reports_file_and_leaves_worktrees_alone(
     space: HarnessSpace, git_in: Callable[..., str], edit: Callable[..., str], prompt: str
 ) -> None:
     base = space.baseline_commit()
     theirs = edit(space, base, {"prompts/system.md": prompt.replace("Answer briefly.", "Answer in detail.")})
     ours = edit(space, base, {"prompts/system.md": prompt.replace("Answer briefly.", "Answer in one word.")})
     wt = space.worktree(ours, "apply")
-    result = space.apply_patch(wt, space.diff(base, theirs))
-    assert not result.ok
-    assert result.error == "conflict in: prompts/system.md"
+    tree, error = apply(space, ours, space.diff(base, theirs))
+    assert tree is None
+    assert error == "conflict in: prompts/system.md"
     assert git_in("status", "--porcelain", cwd=wt) == ""
     assert "one word" in (wt / "prompts" / "system.md").read_text()
+    assert not list(space.git_dir.glob("saddler-index-*"))
 
 
-def test_apply_patch_garbage_and_empty(space: HarnessSpace, git_in: Callable[..., str]) -> None:
-    wt = space.worktree(space.baseline_commit(), "apply")
-    assert space.apply_patch(wt, "").error == "empty patch"
+def test_apply_on_index_garbage_and_empty(space: HarnessSpace, git_in: Callable[..., str]) -> None:
+    base = space.baseline_commit()
+    wt = space.worktree(base, "apply")
+    empty, why = apply(space, base, "")
+    assert empty is None and why.startswith("patch does not apply:")
     bad = "--- a/nope.txt\n+++ b/nope.txt\n@@ -1 +1 @@\n-old\n+new\n"
-    result = space.apply_patch(wt, bad)
-    assert not result.ok and result.error.startswith("patch does not apply:") and "nope.txt" in result.error
+    tree, error = apply(space, base, bad)
+    assert tree is None and error.startswith("patch does not apply:") and "nope.txt" in error
     assert git_in("status", "--porcelain", cwd=wt) == ""
 
 
@@ -199,9 +206,7 @@ CONTENT = st.one_of(
 @given(st.dictionaries(st.sampled_from(FILE_NAMES), CONTENT, min_size=1, max_size=4))
 @example(change={"loop.py": b"\r"})  # a lone CR was turned into LF by text-mode pipes
 @example(change={"prompts/system.md": b"line one\r\nline two\r\n"})
-def test_diff_round_trips_through_pick_and_revert(
-    space: HarnessSpace, git_in: Callable[..., str], change: dict[str, bytes | None]
-) -> None:
+def test_diff_round_trips_through_pick_and_revert(space: HarnessSpace, change: dict[str, bytes | None]) -> None:
     base = space.baseline_commit()
     wt = space.worktree(base, "prop")
     for rel, data in change.items():
@@ -221,8 +226,6 @@ def test_diff_round_trips_through_pick_and_revert(
     undone = space.revert(child, base, child, "revert")
     assert undone.ok and undone.commit is not None
     assert space.tree_of(undone.commit) == space.tree_of(base)
-    wt = space.worktree(base, "prop-apply")
-    assert space.apply_patch(wt, space.diff(base, child)).ok
-    assert space.commit_worktree(wt, "applied") is not None
-    assert space.tree_of(git_in("rev-parse", "HEAD", cwd=wt).strip()) == space.tree_of(child)
-    space.remove_worktree(wt)
+    tree, error = apply(space, base, space.diff(base, child))
+    assert tree is not None and error == ""
+    assert tree == space.tree_of(child)

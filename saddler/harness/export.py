@@ -19,8 +19,9 @@ from typing import Any
 from evodag.models import Node
 from evodag.store import EvoDAG
 from saddler.errors import DiskFullError, HarnessError
+from saddler.files import remove_path
 from saddler.harness.space import HarnessSpace
-from saddler.scoring import pass_at_1
+from saddler.scoring import node_score, recorded_score_kind
 
 STAGE = ".saddler-export.tmp"
 
@@ -60,7 +61,8 @@ def export_harness(
             shutil.rmtree(stage)
         stage.mkdir(parents=True)
         try:
-            info = _write(space, store, run.id, node, base_commit, name, stage)
+            kind = recorded_score_kind(run.config, run.inputs)  # the score node.test_mean is in
+            info = _write(space, store, run.id, node, base_commit, name, kind, stage)
         except BaseException:
             shutil.rmtree(stage, ignore_errors=True)  # the previous export stays as it was
             raise
@@ -77,7 +79,7 @@ def export_harness(
 
 
 def _write(
-    space: HarnessSpace, store: EvoDAG, run_id: int, node: Node, base: str, name: str, out: Path
+    space: HarnessSpace, store: EvoDAG, run_id: int, node: Node, base: str, name: str, kind: str, out: Path
 ) -> dict[str, Any]:
     space.export_tree(node.commit, out / "harness")
     patch_path = out / f"{name}.patch"
@@ -85,7 +87,7 @@ def _write(
     bundle_path = out / f"{name}.bundle"
     space.bundle(node.commit, bundle_path)
     added, removed = space.numstat(base, node.commit)
-    test = pass_at_1(store.rollouts(run_id, node_id=node.id, split="test"))
+    test = node_score(store.rollouts(run_id, node_id=node.id, split="test"), kind)
     info: dict[str, Any] = {
         "run_id": run_id,
         "node_id": node.id,
@@ -115,8 +117,8 @@ def _swap_in(stage: Path, dest: Path, interrupted: set[str]) -> None:
     old = _listed(dest / "EXPORT.json") | {n for n in interrupted if "/" not in n}
     new = sorted(p.name for p in stage.iterdir())
     for item in sorted((old | set(new)) - {"EXPORT.json"}):
-        _remove(dest / item)
-    _remove(dest / "EXPORT.json")
+        remove_path(dest / item)
+    remove_path(dest / "EXPORT.json")
     for item in sorted(new, key=lambda n: n == "EXPORT.json"):
         os.replace(stage / item, dest / item)
     stage.rmdir()
@@ -130,10 +132,3 @@ def _listed(export_json: Path) -> set[str]:
         return set()
     names = {info.get(k) for k in ("harness_dir", "patch", "bundle")} if isinstance(info, dict) else set()
     return {n for n in names if isinstance(n, str) and n and "/" not in n and n not in (".", "..")}
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)

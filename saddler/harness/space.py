@@ -336,18 +336,9 @@ class HarnessSpace(TransplantMixin):
 
     # -- validation and export -------------------------------------------------------------------------
 
-    def validate(self, worktree: Path, parent_commit: str) -> list[str]:
-        """Structure-rule problems of the worktree's content (empty = valid)."""
-        tracked = git(["diff", "--no-renames", "--name-only", "-z", parent_commit], worktree).stdout
-        untracked = git(["ls-files", "--others", "--exclude-standard", "-z"], worktree).stdout
-        changed = sorted({p for p in (tracked + "\0" + untracked).split("\0") if p})
-        return check_structure(
-            Path(worktree), self.config.structure, changed, lambda rel: self.read_file(parent_commit, rel)
-        )
-
     def validate_commit(self, worktree: Path, parent_commit: str, commit: str) -> list[str]:
-        """`validate` of a worktree just committed as `commit` by `commit_worktree` (its files are that commit's):
-        the changed paths come from the remembered parent→commit stat instead of asking git again."""
+        """Structure-rule problems (empty = valid) of a worktree just committed as `commit` by `commit_worktree`
+        (its files are that commit's): the changed paths come from the remembered parent→commit stat."""
         return check_structure(
             Path(worktree),
             self.config.structure,

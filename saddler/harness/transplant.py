@@ -1,4 +1,4 @@
-"""Moving a change between candidates: `apply_patch` in a worktree, `cherry_pick` and `revert` on a private index.
+"""Moving a change between candidates: `cherry_pick` and `revert`, applied on a private index (no worktree).
 
 Mixed into `HarnessSpace` (which provides `repo_dir`, `git_dir`, `clock`, `resolve`, `tree_of` and the sha caches).
 A conflict is data (`GitResult.ok` false with the files named), never an exception.
@@ -23,7 +23,7 @@ class GitResult:
 
 
 class TransplantMixin:
-    """Applying diffs and transplanting edges; see the module docstring."""
+    """Transplanting edges; see the module docstring."""
 
     repo_dir: Path
     git_dir: Path
@@ -37,34 +37,6 @@ class TransplantMixin:
     def tree_of(self, commit: str) -> str:  # provided by HarnessSpace
         raise NotImplementedError
 
-    # -- applying changes ------------------------------------------------------------------------------
-
-    def apply_patch(self, worktree: Path, diff: str) -> GitResult:
-        """`git apply --3way` the diff in the worktree (not committed).
-
-        On failure the worktree is reset to its HEAD (uncommitted edits and untracked files are dropped)
-        and `error` names the conflicting files or git's complaint."""
-        if not diff.strip():
-            return GitResult(False, error="empty patch")
-        patch = diff if diff.endswith("\n") else diff + "\n"
-        three = git(["apply", "--3way", "--whitespace=nowarn", "-"], worktree, check=False, input=patch)
-        if three.returncode == 0:
-            return GitResult(True)
-        unmerged = git(["diff", "--name-only", "--diff-filter=U", "-z"], worktree, check=False).stdout
-        conflicts = sorted({p for p in unmerged.split("\0") if p})
-        self._reset(worktree)
-        if conflicts:
-            return GitResult(False, error="conflict in: " + ", ".join(conflicts))
-        plain = git(["apply", "--whitespace=nowarn", "-"], worktree, check=False, input=patch)
-        if plain.returncode == 0:
-            return GitResult(True)
-        self._reset(worktree)
-        return GitResult(False, error="patch does not apply: " + (plain.stderr or three.stderr).strip()[-600:])
-
-    def _reset(self, worktree: Path) -> None:
-        git(["reset", "-q", "--hard", "HEAD"], worktree)
-        git(["clean", "-q", "-fd"], worktree)
-
     def cherry_pick(self, onto: str, edge_parent: str, edge_child: str, message: str) -> GitResult:
         """Apply the change edge_parent→edge_child onto `onto` with a 3-way merge; commit on success."""
         return self._transplant(onto, edge_parent, edge_child, message, "cherry-pick")
@@ -74,7 +46,7 @@ class TransplantMixin:
         return self._transplant(onto, edge_child, edge_parent, message, "revert")
 
     def _transplant(self, onto: str, a: str, b: str, message: str, what: str) -> GitResult:
-        """a→b applied onto `onto` as `apply_patch` in a clean worktree would, but on a private index."""
+        """a→b applied onto `onto` as `git apply --3way` in a clean worktree would, but on a private index."""
         diff = git(["diff", "--no-renames", "--binary", "--full-index", a, b], self.repo_dir).stdout
         if not diff.strip():
             return GitResult(False, error=f"{what}: {a[:12]}..{b[:12]} changes nothing")

@@ -41,9 +41,9 @@ def _in_run_folder(root: Path, rel: str, skip: Path | None) -> bool:
     return any((parent / "evodag.sqlite").is_file() for parent in path.parents if parent.is_relative_to(root))
 
 
-def carry_uncommitted(source: Path, clone: Path, files: list[str], *, clock: Clock | None = None) -> str:
-    """Copy the working-tree state of `files` from `source` into `clone` (a deleted file is deleted), commit it,
-    and return the new commit's sha."""
+def carry_uncommitted(source: Path, clone: Path, files: list[str], *, clock: Clock | None = None) -> None:
+    """Copy the working-tree state of `files` from `source` into `clone` (a deleted file is deleted) and commit
+    it: the clone's HEAD is then the baseline."""
     for rel in files:
         src, dst = Path(source) / rel, Path(clone) / rel
         if dst.is_symlink() or dst.is_file():
@@ -57,4 +57,3 @@ def carry_uncommitted(source: Path, clone: Path, files: list[str], *, clock: Clo
     git(["add", "-A", "--", *files], clone)
     message = f"saddler: baseline includes {len(files)} uncommitted file(s) of {Path(source).name}"
     git(["commit", "-q", "--no-verify", "--allow-empty", "-m", message], clone, clock=clock)
-    return git(["rev-parse", "HEAD"], clone).stdout.strip()

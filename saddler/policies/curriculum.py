@@ -83,7 +83,10 @@ class CurriculumSampler:
 
     def probabilities(self, state: SamplerState) -> dict[str, float]:
         """The probability of pulling each arm next."""
-        arms = self.arms(state)
+        return self._probabilities(self.arms(state), state)
+
+    def _probabilities(self, arms: dict[str, list[str]], state: SamplerState) -> dict[str, float]:
+        """`probabilities` from the `arms` of `state`, already computed."""
         return softmax(arm_values(arms, dict(state.tries)), self.temperature)
 
     def _draws(self, state: SamplerState, failing: set[str]) -> list[str]:
@@ -106,7 +109,7 @@ class CurriculumSampler:
         if not arms:
             return epoch, draws[:k]
         rng = random.Random(f"{self.seed}:curriculum:{index}")
-        probs = self.probabilities(state)
+        probs = self._probabilities(arms, state)
         names = sorted(probs)
         arm = rng.choices(names, weights=[probs[n] for n in names])[0]
         n_draw = min(len(draws), k - 1, max(1, round(k * self.unseen_share))) if self.unseen_share > 0 else 0

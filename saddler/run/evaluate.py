@@ -90,7 +90,6 @@ class Evaluator:
         self.bench_fp = benchmark.fingerprint()
         self.model_fp = benchmark.model_fingerprint()
         self.executed_count = 0
-        self._trees: dict[str, str] = {}
         self._snapshots: Path | None = None
 
     def evaluate(self, node: Node, tasks: list[Task], split: str, seeds: list[int]) -> list[RolloutRow]:
@@ -112,13 +111,9 @@ class Evaluator:
         order = {t.id: i for i, t in enumerate(tasks)}
         return sorted(first + third, key=lambda r: (order[r.task_id], r.repetition))
 
-    def _tree(self, commit: str) -> str:
-        if commit not in self._trees:
-            self._trees[commit] = self.space.tree_of(commit)
-        return self._trees[commit]
-
     def _plan(self, node: Node, task: Task, split: str, rep: int, seed: int) -> _Planned:
-        key = rollout_cache_key(self._tree(node.commit), task.id, split, seed, rep, self.bench_fp, self.model_fp)
+        tree = self.space.tree_of(node.commit)  # remembered by the space: node commits are full shas
+        key = rollout_cache_key(tree, task.id, split, seed, rep, self.bench_fp, self.model_fp)
         return _Planned(task, rep, seed, key)
 
     def _evaluate(self, node: Node, split: str, plan: list[_Planned]) -> list[RolloutRow]:
@@ -173,7 +168,7 @@ class Evaluator:
 
     def _execute(self, node: Node, split: str, misses: list[_Planned], rows: dict[str, RolloutRow]) -> None:
         harness_dir = self._snapshot(node.commit)
-        tree = self._tree(node.commit)
+        tree = self.space.tree_of(node.commit)
         by_key = {item.key: item for item in misses}
         jobs = [
             RolloutJob(

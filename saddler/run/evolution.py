@@ -13,6 +13,7 @@ from collections import defaultdict
 
 from evodag.models import Node
 from evodag.store import EvoDAG
+from saddler.policies.ranking import KEPT
 from saddler.run.outcomes import failing_tasks
 from saddler.sessions.schema import EdgeInfo, EvolutionRequest, EvolutionResult, NodeInfo
 
@@ -31,7 +32,10 @@ def tried_actions(store: EvoDAG, run_id: int, before_iteration: int) -> list[str
     ]
 
 
-KEPT = ("baseline", "accepted", "neutral")
+def lineage_edge_ids(store: EvoDAG, node_id: int) -> list[int]:
+    """Ids of the edges from the root down to `node_id`, root first."""
+    ids = [n.id for n in store.lineage(node_id)[1:]]
+    return [e.id for e in (store.edge_into(i) for i in ids) if e is not None]
 
 
 def allowed_bases(nodes: list[Node], bases: str) -> list[int]:
@@ -81,8 +85,7 @@ def build_request(
     lineage_edges: dict[int, list[int]] = {}
     failing: dict[int, list[str]] = {}
     for node in {current.id: current, best.id: best}.values():
-        ids = [n.id for n in store.lineage(node.id)[1:]]
-        lineage_edges[node.id] = [e.id for e in (store.edge_into(i) for i in ids) if e is not None]
+        lineage_edges[node.id] = lineage_edge_ids(store, node.id)
         failing[node.id] = failing_tasks(store.rollouts(node_id=node.id, split="train"))
     return EvolutionRequest(
         run_dir=run_dir,
@@ -111,7 +114,7 @@ def build_request(
     )
 
 
-def answer_error(store: EvoDAG, run_id: int, request: EvolutionRequest, result: EvolutionResult) -> str:
+def answer_error(store: EvoDAG, request: EvolutionRequest, result: EvolutionResult) -> str:
     """Why the answer cannot be carried out ('' when it can): the base must be a node of this run that evolution
     may start from; cherry-pick / revert need edges of this run, each listed once; a revert undoes edges on the
     base's lineage, a cherry-pick brings edges that are not on it yet."""
@@ -126,7 +129,7 @@ def answer_error(store: EvoDAG, run_id: int, request: EvolutionRequest, result: 
         return ""
     if not result.edge_ids:
         return f"a {result.action} needs edge_ids: the edges to apply, in order"
-    lineage = {e.id for e in (store.edge_into(n.id) for n in store.lineage(base.node_id)[1:]) if e is not None}
+    lineage = set(lineage_edge_ids(store, base.node_id))
     seen: set[int] = set()
     for edge_id in result.edge_ids:
         edge = next((e for e in request.edges if e.edge_id == edge_id), None)

@@ -72,7 +72,7 @@ def _answer(ctx: RunContext, it: Iteration, request: EvolutionRequest, current: 
                 reason = failed
                 continue
             return _fallback(result, current, f"evolution failed ({failed})")
-        error = evolution.answer_error(ctx.store, ctx.run_id, request, result)
+        error = evolution.answer_error(ctx.store, request, result)
         if not error:
             return result
         ctx.store.log_event(

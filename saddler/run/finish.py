@@ -103,16 +103,14 @@ def finish_run(
 
 def _outcome(ctx: RunContext, reason: str, base: Node, best: Node, report: Path | None) -> RunOutcome:
     scale = ctx.benchmark.metric
+    base_rows, best_rows = (ctx.store.rollouts(ctx.run_id, node_id=n.id, split="test") for n in (base, best))
     metrics: tuple[float | None, float | None] = (None, None)
     if scale is not None:
-        metrics = tuple(  # type: ignore[assignment]
-            metric_mean(ctx.store.rollouts(ctx.run_id, node_id=n.id, split="test"), scale) for n in (base, best)
-        )
+        metrics = (metric_mean(base_rows, scale), metric_mean(best_rows, scale))
 
     def test(node: Node) -> tuple[float, float] | None:
         return None if node.test_mean is None else (node.test_mean, node.test_std or 0.0)
 
-    base_rows, best_rows = (ctx.store.rollouts(ctx.run_id, node_id=n.id, split="test") for n in (base, best))
     delta_ci = paired_bootstrap_ci(base_rows, best_rows, ctx.score_kind, seed=ctx.cfg.seed)
 
     return RunOutcome(
@@ -152,7 +150,7 @@ def finished_outcome(ctx: RunContext) -> RunOutcome:
         export_harness(ctx.space, ctx.store, run.best_node_id, ctx.paths.best)
     if not all((ctx.paths.root / name).is_file() for name in ("report.md", "results.tsv", "progress.png")):
         write_artifacts(ctx)
-    best = ctx.store.get_node(run.best_node_id) if run.best_node_id is not None else ctx.best()
+    best = ctx.best()  # the same best_node_id as `run` (nothing above records another)
     base = ctx.store.get_node(run.baseline_node_id) if run.baseline_node_id is not None else best
     report = ctx.paths.report if ctx.paths.report.is_file() else None
     return _outcome(ctx, run.termination_reason or "finished", base, best, report)

@@ -20,6 +20,7 @@ from typing import Any
 import tomli_w
 
 from saddler.errors import ConfigError, HarnessError, RunStateError
+from saddler.files import remove_path
 from saddler.runlock import run_lock
 
 __all__ = ["RunPaths", "init_run", "merge_overrides", "render_run_toml", "run_lock"]
@@ -193,7 +194,7 @@ def init_run(
             changed = True
             for child in paths.root.iterdir():
                 if child.name != ".lock":
-                    _remove(child)
+                    remove_path(child)
             HarnessSpace.create(source, paths.harness(), paths.worktrees, clock=lambda: 946684800, uncommitted=dirty)
             paths.config.write_text(render_run_toml(run), encoding="utf-8")
     except BaseException:
@@ -201,7 +202,7 @@ def init_run(
             shutil.rmtree(paths.root, ignore_errors=True)
         elif changed:
             for child in paths.root.iterdir():
-                _remove(child)
+                remove_path(child)
         raise
     if dirty and say is not None:
         say(f"included {len(dirty)} uncommitted file(s) of {source} in the run's baseline commit: {_listing(dirty)}")
@@ -266,10 +267,3 @@ def _holds_a_run(paths: RunPaths) -> bool:
         return "run" in tomllib.loads(paths.config.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
         return False
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)

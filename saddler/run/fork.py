@@ -25,15 +25,8 @@ from saddler.harness.gitcmd import git
 from saddler.harness.space import KEEP_PREFIX, HarnessSpace
 from saddler.policies import make_ranking
 from saddler.run.context import resolve_score_kind
-from saddler.run.folder import RunPaths, render_run_toml, run_lock
+from saddler.run.folder import RunPaths, merge_overrides, render_run_toml, run_lock
 from saddler.run.inputs import changes, fingerprint
-
-
-def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in overrides.items():
-        out[key] = _merge(out.get(key) or {}, value) if isinstance(value, dict) else value
-    return out
 
 
 def fork_run(source: Path, dest: Path, from_iteration: int, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -54,7 +47,8 @@ def fork_run(source: Path, dest: Path, from_iteration: int, overrides: dict[str,
 
 
 def _fork(src: RunPaths, new: RunPaths, src_cfg: RunConfig, n: int, overrides: dict[str, Any]) -> dict[str, Any]:
-    run_table = _merge(read_toml(src.config)["run"], {**overrides, "name": new.root.name})
+    run_table = read_toml(src.config)["run"]
+    merge_overrides(run_table, {**overrides, "name": new.root.name})
     new.config.write_text(render_run_toml(run_table), encoding="utf-8")
     cfg = load_run_config(new.root)
     old_root = f"{src.root}/"

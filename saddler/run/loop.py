@@ -87,7 +87,8 @@ class Optimizer:
             if reason:
                 break
             pending = iterations[-1] if iterations and iterations[-1].finished_at is None else None
-            self._iteration(ctx, len(done) + 1, pending, self._current(ctx, done, baseline), state.stall_count)
+            current = self._current(ctx, done, baseline)
+            self._iteration(ctx, iterations, len(done) + 1, pending, current, state.stall_count)
         if reason == "paused":
             return self._paused(ctx)
         return finish_run(ctx, baseline, reason, self.say, self.plotter)
@@ -134,10 +135,19 @@ class Optimizer:
         return ctx.store.get_node(last.parent_id) if last.parent_id is not None else baseline
 
     # one iteration --------------------------------------------------------------------------------
-    def _iteration(self, ctx: RunContext, number: int, pending: Iteration | None, current: Node, stalls: int) -> None:
+    def _iteration(
+        self,
+        ctx: RunContext,
+        iterations: list[Iteration],
+        number: int,
+        pending: Iteration | None,
+        current: Node,
+        stalls: int,
+    ) -> None:
+        """Iteration `number`; `iterations` are the run's iterations as `_state` just read them."""
         store, cfg = ctx.store, ctx.cfg
         if pending is None:  # a resumed iteration keeps the batch and phase it stored
-            state = sampler_state(store, ctx.run_id, number, current, ctx.sampler.adaptive)
+            state = sampler_state(store, iterations, number, current, ctx.sampler.adaptive)
             epoch, batch = ctx.sampler.batch(number - 1, state)
             phase = ctx.phases.phase(state.shown, len(state.seen))
             exploration = bool(cfg.loop.plateau_threshold) and stalls >= cfg.loop.plateau_threshold

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from saddler.config import (
 from saddler.errors import ConfigError, SaddlerError, UnknownNameError
 from saddler.harness import components
 from saddler.harness.gitcmd import git, is_repo_root
+from saddler.policies.phases import NONE, make_phase_schedule
 from saddler.sessions.prompts import TEMPLATES
 from saddler.sessions.registry import BACKENDS
 
@@ -184,13 +186,17 @@ def check_harness(harness: HarnessConfig, files: list[str], cfg: RunConfig | Non
 
 
 def _phases(cfg: RunConfig | None) -> list[tuple[str, tuple[str, ...]]]:
-    """(phase, editable kinds) for every phase the schedule goes through."""
-    both = ("capability", "steering")
-    if cfg is None or cfg.policies.phases == "none":
-        return [("none", both)]
-    steering = both if cfg.policies.steering_allows_capability else ("steering",)
-    first = [("capability", ("capability",))] if cfg.policies.capability_epochs > 0 else []
-    return [*first, ("steering", steering)]
+    """(phase, editable kinds) for every phase the run's schedule goes through, in order. The schedule is the
+    one the run makes, on a train split of one task: which phases it visits is the same for any non-empty split."""
+    if cfg is None:
+        schedule = make_phase_schedule(NONE, 1, 1.0, False)
+    else:
+        pol = cfg.policies
+        schedule = make_phase_schedule(
+            pol.phases, 1, pol.capability_epochs, pol.steering_allows_capability, pol.phase_transition
+        )
+    first, last = schedule.phase(0, 0), schedule.phase(math.ceil(schedule.capability_epochs), 1)
+    return [(phase, tuple(sorted(schedule.allowed_kinds(phase)))) for phase in dict.fromkeys((first, last))]
 
 
 # -- a folder ---------------------------------------------------------------------------------------------

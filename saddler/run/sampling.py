@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from evodag.models import Node
+from evodag.models import Iteration, Node
 from evodag.queries import lineage_train_outcomes
 from evodag.store import EvoDAG
 from saddler.policies.sampler import SamplerState
@@ -18,9 +18,12 @@ FRUITLESS = ("rejected", "invalid", "no_patch")
 """Decisions after which a shown task counts one more try: something was attempted and nothing was kept."""
 
 
-def sampler_state(store: EvoDAG, run_id: int, number: int, reference: Node, with_failures: bool) -> SamplerState:
-    """The state before iteration `number` (1-based), with the failures of `reference` if `with_failures`."""
-    earlier = [it for it in store.iterations(run_id=run_id) if it.number < number]
+def sampler_state(
+    store: EvoDAG, iterations: list[Iteration], number: int, reference: Node, with_failures: bool
+) -> SamplerState:
+    """The state before iteration `number` (1-based), from the run's `iterations` as the store holds them now,
+    with the failures of `reference` if `with_failures`."""
+    earlier = [it for it in iterations if it.number < number]
     last_shown: dict[str, int] = {}
     tries: Counter[str] = Counter()
     for it in sorted(earlier, key=lambda i: (i.number, i.id)):
