@@ -41,12 +41,6 @@ def pass_at_1(rows: Iterable[RolloutRow], kind: str = "pass_rate") -> dict[str, 
     return {"mean": _r(score.mean), "std": _r(score.std), "runs": score.runs}
 
 
-def score_kind(config: dict[str, Any]) -> str:
-    """The per-task score a run used (runs made before the setting existed used `pass_rate` for dev/test)."""
-    kind = (config.get("policies") or {}).get("score", "pass_rate")
-    return kind if kind in scoring.SCORE_KINDS else "pass_rate"
-
-
 def described_metric(store: EvoDAG, run_id: int) -> MetricScale | None:
     """The benchmark's own metric as the run recorded it at its start, or None."""
     for ev in store.events(run_id=run_id, kind="benchmark.described"):
@@ -287,7 +281,7 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
     candidates = sorted((n for n in all_nodes if n.status != "baseline"), key=lambda n: (n.iteration, n.id))
     statuses = Counter(n.status for n in candidates)
     iterations = store.iterations(run.id)
-    kind = score_kind(run.config)
+    kind = scoring.recorded_score_kind(run.config, run.inputs)
     base_rows = store.rollouts(run.id, node_id=base.id, split="test") if base else []
     best_rows = store.rollouts(run.id, node_id=best.id, split="test") if best else []
     test_base, test_best = pass_at_1(base_rows, kind), pass_at_1(best_rows, kind)
