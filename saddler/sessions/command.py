@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from saddler.benchmark import Benchmark
     from saddler.config import SessionConfig
 
-ROLES: tuple[Role, ...] = ("diagnosis_patch", "reflection", "evolution")
 ARG_LIMIT = 100_000  # bytes; Linux refuses one argv element over 128 KiB (MAX_ARG_STRLEN)
 _AUTH = re.compile(
     r"invalid api key|invalid x-api-key|authentication[_ ]?(?:failed|error)|unauthorized|\b401\b|not logged in|"
@@ -85,13 +84,8 @@ class CommandBackend(common.LLMSessionBackend):
                 f"sessions.command: unknown placeholder(s) {', '.join(sorted('{' + u + '}' for u in unknown))}; "
                 f"available: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
             )
-        for role in ROLES:
-            effort = config.for_role(role).effort
-            if effort and self.preset is not None and effort not in self.preset.efforts:
-                raise ConfigError(
-                    f"sessions effort {effort!r} ({role}) is not one {self.preset.name} accepts: "
-                    f"{', '.join(self.preset.efforts)}"
-                )
+        if self.preset is not None:
+            common.check_efforts(config, self.preset.efforts, self.preset.name)
         self.last_argv: list[str] = []
         self.last_stdin: str | None = None
         self.last_program = ""
@@ -107,10 +101,6 @@ class CommandBackend(common.LLMSessionBackend):
             and self.config.allow_web_search_on_plateau
             and "{allowed_tools}" in self.template
         )
-
-    def policy(self, request: common.Request) -> guard.BashPolicy:
-        check = (request.check_command if isinstance(request, DiagnosisRequest) else "") or self.config.check_command
-        return guard.BashPolicy(check)
 
     def tool_limits(self, role: Role, request: common.Request) -> str:
         """What the agent may touch, stated up front in its prompt (true for this template and sandbox)."""
@@ -138,14 +128,7 @@ class CommandBackend(common.LLMSessionBackend):
     def claude_tools(self, role: Role, request: common.Request) -> tuple[list[str], list[str]]:
         """Built-in tools (`--tools`) and permission rules (`--allowedTools`) for Claude-style templates."""
         writes = role == "diagnosis_patch" or self.channel == "file"
-        tools = ["Read", "Glob", "Grep", "Bash"] + (["Edit", "Write"] if writes else [])
-        if self.web_search(role, request):
-            tools += ["WebSearch", "WebFetch"]
-        policy = self.policy(request)
-        allowed = [t for t in tools if t != "Bash"] + [f"Bash({p}:*)" for p in policy.prefixes()]
-        if policy.check_command.strip():
-            allowed.append(f"Bash({policy.check_command.strip()})")
-        return tools, allowed
+        return guard.claude_tools(writes, self.web_search(role, request), self.policy(request))
 
     def values(self, role: Role, request: common.Request, prompt: str, files: dict[str, Path]) -> dict[str, str]:
         """The placeholder values of one session (`files`: prompt, result, schema, system_prompt paths)."""
