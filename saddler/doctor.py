@@ -61,7 +61,7 @@ def run_checks(
         checks += sdk_checks(env, version, required=backend == "claude")
     if backend == "command" and config is not None:
         if config.sessions.command.strip():
-            checks += command_checks(config.sessions, env, which, version, bwrap, required=True)
+            checks += command_checks(config.sessions, env, which, version, bwrap)
         else:
             checks.append(Check("command", False, True, "sessions.command is empty: set a preset (claude, codex, pi)"))
     if backend is None:

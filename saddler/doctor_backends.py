@@ -135,9 +135,7 @@ def guard_check() -> Check:
     return Check("sandbox", True, True, "saddler's guard hook refuses edits outside the worktree and unlisted Bash")
 
 
-def command_checks(
-    sessions: Any, env: Mapping[str, str], which: Which, version: Runner, bwrap: Probe, *, required: bool
-) -> list[Check]:
+def command_checks(sessions: Any, env: Mapping[str, str], which: Which, version: Runner, bwrap: Probe) -> list[Check]:
     """The `command` backend as configured: its CLI, flags, key and sandbox."""
     from saddler.errors import ConfigError
     from saddler.sessions.presets import flags_of, preset_of, resolve_command, sandbox_of
@@ -145,25 +143,23 @@ def command_checks(
     try:
         template, _ = resolve_command(sessions)
     except ConfigError as exc:
-        return [Check("command", False, required, str(exc))]
+        return [Check("command", False, True, str(exc))]
     preset = preset_of(sessions)
     executable = shlex.split(template)[0]
-    checks = [tool_check(executable, which, version, required=required)]
+    checks = [tool_check(executable, which, version, required=True)]
     if preset is not None and checks[0].ok:
-        flags = flags_check(executable, preset.help_argv, flags_of(template), preset.hidden_flags)
-        checks.append(Check(flags.name, flags.ok, required, flags.detail))
+        checks.append(flags_check(executable, preset.help_argv, flags_of(template), preset.hidden_flags))
     if preset is not None:
-        checks.append(key_check(preset.key_variables, env, required=required))
+        checks.append(key_check(preset.key_variables, env, required=True))
     if sandbox_of(sessions) == "bwrap":
         ok, why = bwrap()
         who = preset.name if preset else executable
         detail = f"{why}: {who} runs confined to the worktree" if ok else f"{why}; {who} would not start"
-        checks.append(Check("sandbox", ok, required, detail))
+        checks.append(Check("sandbox", ok, True, detail))
     elif preset is not None and "{settings}" in template:
-        guard = guard_check()
-        checks.append(Check(guard.name, guard.ok, required, guard.detail))
+        checks.append(guard_check())
     elif preset is not None and preset.own_sandbox:
-        checks.append(Check("sandbox", True, required, preset.touches))
+        checks.append(Check("sandbox", True, True, preset.touches))
     elif preset is not None:
         unconfined = f'none: {preset.name} may write anywhere your user can (sessions.sandbox = "none")'
         checks.append(Check("sandbox", True, False, unconfined))
