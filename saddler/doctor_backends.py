@@ -34,15 +34,21 @@ class Check:
         return asdict(self)
 
 
-def help_text(argv: list[str], timeout_s: float = 20.0) -> str | None:
-    """The whole output of `argv` (a `--help`), or None when it cannot run or fails."""
+def run_ok(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[str] | None:
+    """`argv` run with stdin closed and its output captured, or None when it cannot run, times out or fails."""
     try:
         proc = subprocess.run(
             argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return f"{proc.stdout}\n{proc.stderr}" if proc.returncode == 0 else None
+    return proc if proc.returncode == 0 else None
+
+
+def help_text(argv: list[str], timeout_s: float = 20.0) -> str | None:
+    """The whole output of `argv` (a `--help`), or None when it cannot run or fails."""
+    proc = run_ok(argv, timeout_s)
+    return None if proc is None else f"{proc.stdout}\n{proc.stderr}"
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
