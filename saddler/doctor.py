@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -24,6 +23,7 @@ from saddler.doctor_backends import (
     Runner,
     command_checks,
     preset_overview,
+    run_ok,
     sdk_checks,
     tool_check,
 )
@@ -36,12 +36,9 @@ __all__ = ["Check", "healthy", "run_checks", "version_of"]
 
 def version_of(argv: list[str]) -> str | None:
     """First output line of `argv` (e.g. `tool --version`), or None when it cannot run (10 s limit)."""
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    text = (proc.stdout.strip() or proc.stderr.strip()).splitlines()
-    return text[0].strip() if proc.returncode == 0 and text else None
+    proc = run_ok(argv, 10)
+    text = (proc.stdout.strip() or proc.stderr.strip()).splitlines() if proc is not None else []
+    return text[0].strip() if text else None
 
 
 def run_checks(
@@ -61,7 +58,7 @@ def run_checks(
         checks += sdk_checks(env, version, required=backend == "claude")
     if backend == "command" and config is not None:
         if config.sessions.command.strip():
-            checks += command_checks(config.sessions, env, which, version, bwrap, required=True)
+            checks += command_checks(config.sessions, env, which, version, bwrap)
         else:
             checks.append(Check("command", False, True, "sessions.command is empty: set a preset (claude, codex, pi)"))
     if backend is None:

@@ -34,15 +34,21 @@ class Check:
         return asdict(self)
 
 
-def help_text(argv: list[str], timeout_s: float = 20.0) -> str | None:
-    """The whole output of `argv` (a `--help`), or None when it cannot run or fails."""
+def run_ok(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[str] | None:
+    """`argv` run with stdin closed and its output captured, or None when it cannot run, times out or fails."""
     try:
         proc = subprocess.run(
             argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return f"{proc.stdout}\n{proc.stderr}" if proc.returncode == 0 else None
+    return proc if proc.returncode == 0 else None
+
+
+def help_text(argv: list[str], timeout_s: float = 20.0) -> str | None:
+    """The whole output of `argv` (a `--help`), or None when it cannot run or fails."""
+    proc = run_ok(argv, timeout_s)
+    return None if proc is None else f"{proc.stdout}\n{proc.stderr}"
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -135,9 +141,7 @@ def guard_check() -> Check:
     return Check("sandbox", True, True, "saddler's guard hook refuses edits outside the worktree and unlisted Bash")
 
 
-def command_checks(
-    sessions: Any, env: Mapping[str, str], which: Which, version: Runner, bwrap: Probe, *, required: bool
-) -> list[Check]:
+def command_checks(sessions: Any, env: Mapping[str, str], which: Which, version: Runner, bwrap: Probe) -> list[Check]:
     """The `command` backend as configured: its CLI, flags, key and sandbox."""
     from saddler.errors import ConfigError
     from saddler.sessions.presets import flags_of, preset_of, resolve_command, sandbox_of
@@ -145,25 +149,23 @@ def command_checks(
     try:
         template, _ = resolve_command(sessions)
     except ConfigError as exc:
-        return [Check("command", False, required, str(exc))]
+        return [Check("command", False, True, str(exc))]
     preset = preset_of(sessions)
     executable = shlex.split(template)[0]
-    checks = [tool_check(executable, which, version, required=required)]
+    checks = [tool_check(executable, which, version, required=True)]
     if preset is not None and checks[0].ok:
-        flags = flags_check(executable, preset.help_argv, flags_of(template), preset.hidden_flags)
-        checks.append(Check(flags.name, flags.ok, required, flags.detail))
+        checks.append(flags_check(executable, preset.help_argv, flags_of(template), preset.hidden_flags))
     if preset is not None:
-        checks.append(key_check(preset.key_variables, env, required=required))
+        checks.append(key_check(preset.key_variables, env, required=True))
     if sandbox_of(sessions) == "bwrap":
         ok, why = bwrap()
         who = preset.name if preset else executable
         detail = f"{why}: {who} runs confined to the worktree" if ok else f"{why}; {who} would not start"
-        checks.append(Check("sandbox", ok, required, detail))
+        checks.append(Check("sandbox", ok, True, detail))
     elif preset is not None and "{settings}" in template:
-        guard = guard_check()
-        checks.append(Check(guard.name, guard.ok, required, guard.detail))
+        checks.append(guard_check())
     elif preset is not None and preset.own_sandbox:
-        checks.append(Check("sandbox", True, required, preset.touches))
+        checks.append(Check("sandbox", True, True, preset.touches))
     elif preset is not None:
         unconfined = f'none: {preset.name} may write anywhere your user can (sessions.sandbox = "none")'
         checks.append(Check("sandbox", True, False, unconfined))

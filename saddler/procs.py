@@ -25,26 +25,27 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
 
-def become_subreaper() -> bool:
-    """Make this process the reaper of its descendants' orphans (Linux >= 3.4); False where unsupported."""
+def _prctl(option: int, arg: int) -> bool | None:
+    """`prctl(option, arg)`: whether it succeeded, or None where there is no prctl (not Linux)."""
     try:
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+        return int(ctypes.CDLL(None, use_errno=True).prctl(option, arg, 0, 0, 0)) == 0
     except (OSError, AttributeError):
-        return False
+        return None
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its descendants' orphans (Linux >= 3.4); False where unsupported."""
+    return bool(_prctl(PR_SET_CHILD_SUBREAPER, 1))
 
 
 def die_with_parent() -> bool:
     """SIGKILL this process when the thread that started it exits (Linux); False where unsupported. If the
     parent is already gone (the race before the call), exit at once."""
     parent = os.getppid()
-    try:
-        import ctypes
-
-        ok = int(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
+    ok = _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if ok is None:
         return False
     if os.getppid() != parent:
         os._exit(1)
@@ -233,7 +234,7 @@ def supervise(argv: list[str]) -> int:
     watched = {signal.SIGCHLD, *STOP_SIGNALS}
     signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     become_subreaper()
-    _parent_death_signal(signal.SIGUSR1)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGUSR1)  # its parent-death signal
     if os.getppid() != parent:  # the parent died before the signal was armed
         return 128 + signal.SIGUSR1
     child = os.fork()
@@ -260,13 +261,6 @@ def supervise(argv: list[str]) -> int:
         os.kill(os.getpid(), -code)
         return 128 - code
     return code
-
-
-def _parent_death_signal(signum: int) -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
 
 
 def _wait_child_or_stop(child: int, watched: set[signal.Signals]) -> int | None:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from evodag.models import RolloutRow
 from saddler.benchmark import Task
 from saddler.policies.acceptance import TaskOutcome
-from saddler.sessions.schema import TaskEvidence, TaskTransition
+from saddler.sessions.schema import TaskEvidence, TaskTransition, transition_category
 
 
 def split_seeds(run_seed: int, split: str, count: int) -> list[int]:
@@ -61,18 +61,10 @@ def evidence(rows: Iterable[RolloutRow], tasks: dict[str, Task]) -> list[TaskEvi
     return out
 
 
-_BY_PASSES = {
-    (False, True): "fixed",
-    (True, False): "regressed",
-    (False, False): "still_failing",
-    (True, True): "still_passing",
-}
-
-
 def measured_transitions(before: Iterable[RolloutRow], after: Iterable[RolloutRow]) -> dict[str, str]:
     """Task -> category, for every task measured on both nodes (a task passes by majority of its repetitions)."""
     b, a = task_outcomes(before), task_outcomes(after)
-    return {task: _BY_PASSES[(b[task].passed, a[task].passed)] for task in sorted(set(b) & set(a))}
+    return {task: transition_category(b[task].passes, a[task].passes) for task in sorted(set(b) & set(a))}
 
 
 def transitions(before: Iterable[RolloutRow], after: Iterable[RolloutRow]) -> list[TaskTransition]:

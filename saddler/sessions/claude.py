@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from saddler.errors import AuthenticationError, BackendError, ConfigError
+from saddler.errors import AuthenticationError, BackendError
 from saddler.sessions import common, guard
+from saddler.sessions.presets import PRESETS
 from saddler.sessions.prompts import render, render_system
 from saddler.sessions.schema import (
     DiagnosisRequest,
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
 MIN_SDK_VERSION = "0.1.76"
-EFFORTS = ("low", "medium", "high", "xhigh", "max")
+EFFORTS = PRESETS["claude"].efforts
 _TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 _AUTH_TEXT = re.compile(
     r"invalid api key|authentication[_ ]failed|not logged in|please run /login|invalid x-api-key|"
@@ -93,12 +94,7 @@ class ClaudeBackend(common.LLMSessionBackend):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(config, benchmark=benchmark, run_dir=run_dir, seed=seed, sleep=sleep, clock=clock)
-        for role in ("diagnosis_patch", "reflection", "evolution"):
-            effort = config.for_role(role).effort
-            if effort and effort not in EFFORTS:
-                raise ConfigError(
-                    f"sessions effort {effort!r} ({role}) is not one Claude accepts: {', '.join(EFFORTS)}"
-                )
+        common.check_efforts(config, EFFORTS, "Claude")
         self.transport_factory = transport_factory
         self.last_options: ClaudeAgentOptions | None = None
 
@@ -112,10 +108,6 @@ class ClaudeBackend(common.LLMSessionBackend):
             and self.config.allow_web_search_on_plateau
         )
 
-    def policy(self, request: common.Request) -> guard.BashPolicy:
-        check = (request.check_command if isinstance(request, DiagnosisRequest) else "") or self.config.check_command
-        return guard.BashPolicy(check)
-
     def build_options(self, role: Role, request: common.Request) -> ClaudeAgentOptions:
         """The SDK options of one session (cwd, tools, hook, model, limits, structured output)."""
         from claude_agent_sdk import ClaudeAgentOptions, HookMatcher
@@ -128,12 +120,7 @@ class ClaudeBackend(common.LLMSessionBackend):
             worktree = Path(request.worktree)
             protected = request.component_globs.get("protected", ["saddler.toml"])
         policy = self.policy(request)
-        tools = ["Read", "Glob", "Grep", "Bash"] + (["Edit", "Write"] if editing else [])
-        if self.web_search(role, request):
-            tools += ["WebSearch", "WebFetch"]
-        allowed = [t for t in tools if t != "Bash"] + [f"Bash({p}:*)" for p in policy.prefixes()]
-        if policy.check_command.strip():
-            allowed.append(f"Bash({policy.check_command.strip()})")
+        tools, allowed = guard.claude_tools(editing, self.web_search(role, request), policy)
         bin_dir = str(Path(sys.executable).parent)
         return ClaudeAgentOptions(
             system_prompt=render_system(role, self.config.prompts, self.run_dir),

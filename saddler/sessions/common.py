@@ -13,13 +13,15 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from pydantic import ValidationError
 
 from saddler.benchmark import Benchmark
 from saddler.config import SessionConfig
+from saddler.errors import ConfigError
 from saddler.harness.gitcmd import git
+from saddler.sessions import guard
 from saddler.sessions.schema import (
     DiagnosisRequest,
     DiagnosisResult,
@@ -156,6 +158,16 @@ def changed_files(worktree: Path) -> list[str]:
     return sorted(set(paths))
 
 
+def check_efforts(config: SessionConfig, efforts: tuple[str, ...], accepter: str) -> None:
+    """Raise `ConfigError` when a role's effort is set to a value outside `efforts` (what `accepter` takes)."""
+    for role in get_args(Role):
+        effort = config.for_role(role).effort
+        if effort and effort not in efforts:
+            raise ConfigError(
+                f"sessions effort {effort!r} ({role}) is not one {accepter} accepts: {', '.join(efforts)}"
+            )
+
+
 def transcript_path(run_dir: Path, iteration: int, role: str, attempt: int = 0) -> Path:
     """`run_dir/sessions/<iteration>-<role>.jsonl` (`<iteration>-<role>-<attempt>.jsonl` for a retry), its folder
     created: each paid attempt keeps its own transcript."""
@@ -237,6 +249,11 @@ class LLMSessionBackend:
 
     def _session(self, role: Role, request: Request) -> Result:
         raise NotImplementedError
+
+    def policy(self, request: Request) -> guard.BashPolicy:
+        """The Bash policy of a session: the request's check command (diagnosis), else the configured one."""
+        check = (request.check_command if isinstance(request, DiagnosisRequest) else "") or self.config.check_command
+        return guard.BashPolicy(check)
 
     def _with_retries(
         self,

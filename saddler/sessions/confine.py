@@ -7,6 +7,7 @@ Its own process tree lives in a new PID namespace and dies with bwrap, which die
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
@@ -29,9 +30,11 @@ def bwrap_argv(
     return wrapped
 
 
+@functools.lru_cache(maxsize=8)
 def bwrap_works(which: Callable[[str], str | None] = shutil.which, timeout_s: float = 10.0) -> tuple[bool, str]:
     """Whether bubblewrap is installed and can create its namespaces here (containers may forbid it), with
-    what was found: `(True, "bubblewrap 0.8.0")` or `(False, why)`."""
+    what was found: `(True, "bubblewrap 0.8.0")` or `(False, why)`. Probed once per process (every confined
+    session asks)."""
     path = which(BWRAP)
     if path is None:
         return False, "bwrap not found on PATH (install bubblewrap)"

@@ -165,6 +165,19 @@ def describe_limits(editing: bool, policy: BashPolicy, *, web: bool = False) -> 
     return f"Your tools: {files}{'; WebSearch and WebFetch' if web else ''}. {policy.describe()}"
 
 
+def claude_tools(writes: bool, web: bool, policy: BashPolicy) -> tuple[list[str], list[str]]:
+    """Claude's built-in tools for a session (`tools`: Read, Glob, Grep, Bash, plus Edit and Write when it `writes`,
+    WebSearch and WebFetch with `web`) and its permission rules (`allowed_tools`: those tools, Bash only under
+    `policy`)."""
+    tools = ["Read", "Glob", "Grep", "Bash"] + (["Edit", "Write"] if writes else [])
+    if web:
+        tools += ["WebSearch", "WebFetch"]
+    allowed = [t for t in tools if t != "Bash"] + [f"Bash({p}:*)" for p in policy.prefixes()]
+    if policy.check_command.strip():
+        allowed.append(f"Bash({policy.check_command.strip()})")
+    return tools, allowed
+
+
 def bash_denial(command: str, policy: BashPolicy) -> str | None:
     """Why a Bash command must be refused under `policy`, or None."""
     return policy.refusal(command)

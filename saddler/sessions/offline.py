@@ -35,6 +35,7 @@ from saddler.sessions.schema import (
     ReflectionResult,
     SessionStats,
     TaskTransition,
+    transition_category,
 )
 
 
@@ -162,14 +163,7 @@ class OfflineBackend:
 
     @staticmethod
     def _task_lesson(t: TaskTransition, touched: set[str]) -> LessonOut:
-        before = sum(t.before) * 2 > len(t.before)
-        after = sum(t.after) * 2 > len(t.after)
-        category = {
-            (False, True): "fixed",
-            (True, False): "regressed",
-            (False, False): "still_failing",
-            (True, True): "still_passing",
-        }[(before, after)]
+        category = transition_category(t.before, t.after)
         consistent = len(set(t.before)) <= 1 and len(set(t.after)) <= 1
         if category == "fixed":
             where = set(t.before_failure_files)

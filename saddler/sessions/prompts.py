@@ -27,6 +27,7 @@ from saddler.sessions.schema import (
     Role,
     TaskTransition,
     result_schema,
+    transition_category,
 )
 
 TEMPLATES = ("system", "diagnosis_patch", "diagnosis_patch_explore", "reflection", "evolution")
@@ -239,13 +240,7 @@ def format_evidence(req: DiagnosisRequest) -> str:
 def measured_category(t: TaskTransition) -> str:
     """The category the loop measured and recorded on the edge (`TaskTransition.category`); for a request built
     without one, the same rule: a task passes by majority of its repetitions (ties fail)."""
-    if t.category:
-        return t.category
-    was = sum(t.before) * 2 > len(t.before)
-    now = sum(t.after) * 2 > len(t.after)
-    return {(False, True): "fixed", (True, False): "regressed", (False, False): "still_failing"}.get(
-        (was, now), "still_passing"
-    )
+    return t.category or transition_category(t.before, t.after)
 
 
 def _transition_rows(req: ReflectionRequest) -> list[str]:

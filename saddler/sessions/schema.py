@@ -6,6 +6,7 @@ an LLM backend parses its structured output into them. Cost and transcript go in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -104,6 +105,20 @@ class TaskTransition(_Model):
     after_trace_paths: list[str] = Field(default_factory=list)
     before_trace_paths: list[str] = Field(default_factory=list)
     category: str = ""  # measured by the loop (majority over repetitions): fixed | regressed | still_failing | ...
+
+
+_BY_PASSES: dict[tuple[bool, bool], Category] = {
+    (False, True): "fixed",
+    (True, False): "regressed",
+    (False, False): "still_failing",
+    (True, True): "still_passing",
+}
+
+
+def transition_category(before: Sequence[bool], after: Sequence[bool]) -> Category:
+    """A task's category from its passes per repetition before and after a change: it passes by majority of its
+    repetitions (ties, and no repetitions, count as failed)."""
+    return _BY_PASSES[(sum(before) * 2 > len(before), sum(after) * 2 > len(after))]
 
 
 class ReflectionRequest(_Model):
