@@ -47,11 +47,10 @@ def build_argv(template: str, values: dict[str, str]) -> list[str]:
     return [fill(word, values, source="sessions.command") for word in words]
 
 
-def parse_usage(stdout: str, objects: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Turns, tokens and cost from an agent's JSON / JSONL output (claude, codex, pi shapes); zeros if absent.
-    `objects`: the output's `json_objects`, when the caller has them already."""
+def parse_usage(stdout: str) -> dict[str, Any]:
+    """Turns, tokens and cost from an agent's JSON / JSONL output (claude, codex, pi shapes); zeros if absent."""
     usage: dict[str, Any] = {"turns": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "final": None}
-    for obj in json_objects(stdout) if objects is None else objects:
+    for obj in json_objects(stdout):
         kind = obj.get("type")
         if "total_cost_usd" in obj or kind == "result":  # claude -p --output-format json
             u = obj.get("usage") or {}
@@ -104,12 +103,13 @@ def json_objects(stdout: str) -> list[dict[str, Any]]:
     return objects
 
 
-def final_message(stdout: str, objects: list[dict[str, Any]] | None = None) -> Any:
+def final_message(stdout: str) -> Any:
     """The agent's final answer in a CLI's output: `claude -p --output-format json`'s `structured_output` (else its
     `result`), the last `agent_message` item of `codex exec --json`, the last assistant message of
-    `pi --mode json`; the whole output when it is none of these. `objects`: as for `parse_usage`."""
+    `pi --mode json`; the whole output when it is none of these."""
+    objects = json_objects(stdout)
     answer: Any = None
-    for obj in json_objects(stdout) if objects is None else objects:
+    for obj in objects:
         kind = obj.get("type")
         if kind == "result" and ("structured_output" in obj or "result" in obj):
             structured = obj.get("structured_output")

@@ -17,11 +17,10 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from saddler.agentcli import final_message, json_objects, parse_usage
+from saddler.agentcli import final_message, parse_usage
 from saddler.errors import AuthenticationError, BackendError, ConfigError
 from saddler.procs import ProcessRun, run_process_group
 from saddler.sessions import common, confine, guard
@@ -52,16 +51,6 @@ _AUTH = re.compile(
 )
 _TRANSIENT = re.compile(r"rate.?limit|overloaded|\b429\b|\b529\b|\b503\b|econnreset|temporarily unavailable", re.I)
 _FAILED_SUBTYPES = {"error_max_turns": "max_turns", "error_max_budget_usd": "budget"}
-
-
-@dataclass(frozen=True)
-class SessionSetup:
-    """What one session's prompt, files and argv are built from, worked out once per session."""
-
-    files: dict[str, Path]  # prompt, result, schema, system: beside the transcript
-    policy: guard.BashPolicy
-    web: bool  # whether the agent may search the web (`web_search`)
-    schema: dict[str, Any]  # the role's result schema
 
 
 class CommandBackend(common.LLMSessionBackend):
@@ -113,20 +102,11 @@ class CommandBackend(common.LLMSessionBackend):
             and "{allowed_tools}" in self.template
         )
 
-    def setup(self, role: Role, request: common.Request, files: dict[str, Path] | None = None) -> SessionSetup:
-        """The session's files (`session_files` unless given), Bash policy, web search and result schema."""
-        return SessionSetup(
-            files=self.session_files(role, request) if files is None else files,
-            policy=self.policy(request),
-            web=self.web_search(role, request),
-            schema=result_schema(role),
-        )
-
-    def tool_limits(self, role: Role, setup: SessionSetup) -> str:
+    def tool_limits(self, role: Role, request: common.Request) -> str:
         """What the agent may touch, stated up front in its prompt (true for this template and sandbox)."""
         editing = role == "diagnosis_patch"
         if "{settings}" in self.template:
-            return guard.describe_limits(editing, setup.policy, web=setup.web)
+            return guard.describe_limits(editing, self.policy(request), web=self.web_search(role, request))
         where = "the worktree (your working directory)" if editing else "nothing: this session only reads"
         if self.preset is not None and self.preset.name == "codex":
             mode = "workspace-write" if editing else "read-only"
@@ -145,36 +125,35 @@ class CommandBackend(common.LLMSessionBackend):
             "The diff of the worktree is checked after the session and a violating patch is discarded."
         )
 
+    def claude_tools(self, role: Role, request: common.Request) -> tuple[list[str], list[str]]:
+        """Built-in tools (`--tools`) and permission rules (`--allowedTools`) for Claude-style templates."""
+        writes = role == "diagnosis_patch" or self.channel == "file"
+        return guard.claude_tools(writes, self.web_search(role, request), self.policy(request))
+
     def values(self, role: Role, request: common.Request, prompt: str, files: dict[str, Path]) -> dict[str, str]:
         """The placeholder values of one session (`files`: prompt, result, schema, system_prompt paths)."""
-        system = render_system(role, self.config.prompts, self.run_dir)
-        return self._values(role, request, prompt, self.setup(role, request, files), system)
-
-    def _values(
-        self, role: Role, request: common.Request, prompt: str, setup: SessionSetup, system: str
-    ) -> dict[str, str]:
         cfg = self.config.for_role(role)
-        files = setup.files
         editing = isinstance(request, DiagnosisRequest)
         worktree = Path(request.worktree) if isinstance(request, DiagnosisRequest) else None
         protected = request.component_globs.get("protected", []) if isinstance(request, DiagnosisRequest) else []
+        policy = self.policy(request)
         spec = {
             "worktree": str(worktree) if worktree else "",
             "protected": protected,
-            "check": setup.policy.check_command,
+            "check": policy.check_command,
             "writable": [str(files["result"])] if self.channel == "file" else [],
         }
         hook = {"type": "command", "command": guard.hook_command(spec)}
         settings = {"hooks": {"PreToolUse": [{"matcher": "", "hooks": [hook]}]}}
-        writes = role == "diagnosis_patch" or self.channel == "file"
-        tools, allowed = guard.claude_tools(writes, setup.web, setup.policy)  # Claude-style templates' tool lists
+        tools, allowed = self.claude_tools(role, request)
+        system = render_system(role, self.config.prompts, self.run_dir)
         fallback = cfg.fallback_model if cfg.fallback_model and cfg.fallback_model != cfg.model else ""
         inline = prompt if len(prompt.encode("utf-8")) <= ARG_LIMIT else by_reference(files["prompt"])
         values = {
             "prompt": inline,
             "prompt_file": str(files["prompt"]),
             "result_file": str(files["result"]),
-            "schema": json.dumps(setup.schema, sort_keys=True),
+            "schema": json.dumps(result_schema(role), sort_keys=True),
             "schema_file": str(files["schema"]),
             "system_prompt": system,
             "system_prompt_file": str(files["system"]),
@@ -196,22 +175,22 @@ class CommandBackend(common.LLMSessionBackend):
         return values
 
     def session_files(self, role: Role, request: common.Request) -> dict[str, Path]:
-        return files_beside(common.transcript_path(self.run_dir, request.iteration, role, request.attempt))
+        base = common.transcript_path(self.run_dir, request.iteration, role, request.attempt).with_suffix("")
+        return {
+            "prompt": Path(f"{base}.prompt.md"),
+            "result": Path(f"{base}.result.json"),
+            "schema": Path(f"{base}.schema.json"),
+            "system": Path(f"{base}.system.md"),
+        }
 
     def argv_for(self, role: Role, request: common.Request, prompt: str) -> tuple[list[str], str | None]:
         """The agent's argv for one session (wrapped in bubblewrap when confined) and its stdin text, writing the
         prompt, schema and system prompt files it refers to."""
-        return self._argv(role, request, prompt, self.setup(role, request))
-
-    def _argv(
-        self, role: Role, request: common.Request, prompt: str, setup: SessionSetup
-    ) -> tuple[list[str], str | None]:
-        files = setup.files
+        files = self.session_files(role, request)
         files["prompt"].write_text(prompt, encoding="utf-8")
-        files["schema"].write_text(json.dumps(strict_schema(setup.schema), indent=2), encoding="utf-8")
-        system = render_system(role, self.config.prompts, self.run_dir)
-        files["system"].write_text(system, encoding="utf-8")
-        argv, stdin_file = command_argv(self.template, self._values(role, request, prompt, setup, system))
+        files["schema"].write_text(json.dumps(strict_schema(result_schema(role)), indent=2), encoding="utf-8")
+        files["system"].write_text(render_system(role, self.config.prompts, self.run_dir), encoding="utf-8")
+        argv, stdin_file = command_argv(self.template, self.values(role, request, prompt, files))
         if not argv:
             raise ConfigError("sessions.command is empty after filling its placeholders")
         self.last_program = argv[0]
@@ -241,18 +220,18 @@ class CommandBackend(common.LLMSessionBackend):
     def _session(self, role: Role, request: common.Request) -> common.Result:
         cfg = self.config.for_role(role)
         transcript_file = common.transcript_path(self.run_dir, request.iteration, role, request.attempt)
-        setup = self.setup(role, request, files_beside(transcript_file))
-        files = setup.files
+        files = self.session_files(role, request)
+        web = self.web_search(role, request)
         prompt = render(
             role,
             request,
             self.config.prompts,
             result_file=str(files["result"]) if self.channel == "file" else None,
-            web_search=setup.web,
+            web_search=web,
             base_dir=self.run_dir,
-            tool_limits=self.tool_limits(role, setup),
+            tool_limits=self.tool_limits(role, request),
         )
-        argv, stdin = self._argv(role, request, prompt, setup)
+        argv, stdin = self.argv_for(role, request, prompt)
         self.last_argv, self.last_stdin = argv, stdin
         if shutil.which(self.last_program) is None:
             raise BackendError(f"agent CLI {self.last_program!r} not found on PATH; install it or fix sessions.command")
@@ -293,8 +272,7 @@ class CommandBackend(common.LLMSessionBackend):
     def _conclude(
         self, role: Role, request: common.Request, run: ProcessRun, result_file: Path, stats: SessionStats
     ) -> common.Result:
-        objects = json_objects(run.stdout)  # parsed once for the usage and, without a result file, the answer
-        usage = parse_usage(run.stdout, objects)
+        usage = parse_usage(run.stdout)
         stats.turns += usage["turns"]
         stats.tokens_in += usage["tokens_in"]
         stats.tokens_out += usage["tokens_out"]
@@ -317,23 +295,12 @@ class CommandBackend(common.LLMSessionBackend):
             if not answered:
                 stats.error = (run.stderr.strip() or run.stdout.strip())[-500:]
                 return common.failed_result(role, request, stats, f"exit_{run.returncode}")
-        payload: Any = result_file.read_text(encoding="utf-8") if answered else final_message(run.stdout, objects)
+        payload: Any = result_file.read_text(encoding="utf-8") if answered else final_message(run.stdout)
         try:
             return common.parse_result(role, drop_nulls(common.extract_json(payload)), stats)
         except common.OutputError as exc:
             stats.error = str(exc)
             return common.failed_result(role, request, stats, "unparsable_output")
-
-
-def files_beside(transcript: Path) -> dict[str, Path]:
-    """A session's prompt, result, schema and system prompt files, named after its transcript."""
-    base = transcript.with_suffix("")
-    return {
-        "prompt": Path(f"{base}.prompt.md"),
-        "result": Path(f"{base}.result.json"),
-        "schema": Path(f"{base}.schema.json"),
-        "system": Path(f"{base}.system.md"),
-    }
 
 
 def by_reference(prompt_file: Path) -> str:
