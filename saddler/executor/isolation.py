@@ -34,10 +34,11 @@ from saddler.executor.environment import (
     scrubbed_env,
     sweep_stale_private_dirs,
 )
-from saddler.executor.reaper import TAIL_BYTES, kill_rollout, tail_of, wait_exit
+from saddler.executor.reaper import TAIL_BYTES, kill_rollout, tail_of
 from saddler.executor.sandbox import Sandbox, bwrap_argv, resolve_sandbox
 from saddler.executor.workspace import HarnessCopies, RolloutFolder, remove_tree
 from saddler.executor.zygote_client import Zygote, ZygoteDied
+from saddler.procs import wait_exit
 
 __all__ = ["TAIL_BYTES", "IsolatedRunner"]
 _Active = tuple[int | None, tuple[str, ...], int | None, tuple[int, ...]]  # (pgid, markers, root, spared pids)
