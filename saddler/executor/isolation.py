@@ -37,7 +37,7 @@ from saddler.executor.environment import (
 from saddler.executor.reaper import TAIL_BYTES, kill_rollout, tail_of
 from saddler.executor.sandbox import Sandbox, bwrap_argv, resolve_sandbox
 from saddler.executor.workspace import HarnessCopies, RolloutFolder, remove_tree
-from saddler.executor.zygote_client import Zygote, ZygoteDied
+from saddler.executor.zygote_client import Zygote, ZygoteDied, server_key
 from saddler.procs import wait_exit
 
 __all__ = ["TAIL_BYTES", "IsolatedRunner"]
@@ -180,7 +180,7 @@ class IsolatedRunner:
 
     def _take_zygote(self, job: RolloutJob, env: dict[str, str]) -> Zygote | None:
         """An idle fork server for the job's benchmark, or a new one; None when none can start (spawn instead)."""
-        key = (job.benchmark, json.dumps(job.benchmark_options, sort_keys=True), env.get("PYTHONPATH", ""))
+        key = server_key(job.benchmark, job.benchmark_options, env)
         with self._lock:
             for i, zygote in enumerate(self._idle):
                 if zygote.key == key:
@@ -193,7 +193,7 @@ class IsolatedRunner:
         home = str(exchange or self._home)
         zenv = {**env, "HOME": home, "TMPDIR": home, "TMP": home, "TEMP": home}
         try:
-            return Zygote(job.benchmark, job.benchmark_options, zenv, MARKER_VAR, home, wrapper, exchange, key)
+            return Zygote(job.benchmark, job.benchmark_options, zenv, MARKER_VAR, home, wrapper, exchange)
         except ZygoteDied:
             if exchange is not None:
                 remove_tree(exchange)
