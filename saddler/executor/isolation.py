@@ -29,6 +29,7 @@ from saddler.executor.base import RolloutJob
 from saddler.executor.child import EXIT_OOM
 from saddler.executor.environment import (
     MARKER_VAR,
+    home_env,
     private_base,
     private_prefix,
     scrubbed_env,
@@ -83,7 +84,7 @@ class IsolatedRunner:
         """Run `job` isolated; never raises for anything the rollout does. A set `cancel` kills it."""
         timeout = float(job.extra.get("timeout_s", self.config.timeout_s))
         marker = uuid.uuid4().hex
-        env = scrubbed_env(self.config, job.benchmark, Path("/nonexistent"), marker)
+        env = scrubbed_env(self.config, job.benchmark, marker)
         zygote = None
         if self.mode == "fork" and job.extra.get("isolation", "fork") == "fork":
             zygote = self._take_zygote(job, env)
@@ -92,7 +93,7 @@ class IsolatedRunner:
         healthy = True  # the fork server can serve again (False when the rollout broke it)
         try:
             folder.prepare(job, self._copies)
-            env.update(HOME=str(folder.home), TMPDIR=str(folder.home), TMP=str(folder.home), TEMP=str(folder.home))
+            env.update(home_env(str(folder.home)))
             start = time.monotonic()
             outcome = None
             if zygote is not None:
@@ -191,7 +192,7 @@ class IsolatedRunner:
             exchange = Path(tempfile.mkdtemp(prefix=private_prefix() + "x", dir=private_base()))
             wrapper = bwrap_argv(exchange, network=self.sandbox.network, chdir=exchange, as_pid_1=True)
         home = str(exchange or self._home)
-        zenv = {**env, "HOME": home, "TMPDIR": home, "TMP": home, "TEMP": home}
+        zenv = {**env, **home_env(home)}
         try:
             return Zygote(job.benchmark, job.benchmark_options, zenv, MARKER_VAR, home, wrapper, exchange)
         except ZygoteDied:
