@@ -95,10 +95,9 @@ class IsolatedRunner:
             folder.prepare(job, self._copies)
             env.update(home_env(str(folder.home)))
             start = time.monotonic()
-            outcome = None
             if zygote is not None:
                 outcome, healthy = self._forked(zygote, env, marker, folder, timeout, cancel)
-            if outcome is None:
+            else:
                 outcome = self._spawned(env, marker, folder, timeout, cancel)
             rc, timed_out = outcome
             result = self._result(job, rc, timed_out, timeout, time.monotonic() - start, folder)
