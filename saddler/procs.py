@@ -1,4 +1,5 @@
-"""Processes: the one runner for external commands, process trees from /proc, subreapers, dying with a parent.
+"""Processes: the one runner for external commands, process trees from /proc, subreapers, dying with a parent,
+waiting for an exit without polling.
 
 Stdlib only (`ctypes` on demand), so rollout children, the fork server and benchmark plugins may import it.
 `run_process_group` is how saddler runs every external program it waits for (CLI agents, eval commands,
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -60,6 +62,25 @@ def is_running(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(b")", 1)[-1].split()[0] not in (b"Z", b"X")
+
+
+def wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Wait up to `timeout` s for `proc` to exit; True if it did. Wakes the moment it exits (a pidfd),
+    where `Popen.wait(timeout)` would poll with sleeps of up to 50 ms."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        try:
+            proc.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(timeout * 1000))
+    finally:
+        os.close(fd)
 
 
 def descendants(root: int) -> list[int]:

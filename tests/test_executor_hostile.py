@@ -274,3 +274,21 @@ def test_a_tree_is_copied_from_memory_so_a_later_plant_changes_nothing(
     copies.copy(source, "tree-a", tmp_path / "c2")
     assert (tmp_path / "c2" / "policy.txt").read_text() == "first"
     assert not (tmp_path / "c2" / "extra.py").exists()
+
+
+def test_a_tree_too_big_to_keep_is_read_once_then_copied_from_its_snapshot(
+    tmp_path: Path, make_harness: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from saddler.executor import workspace
+
+    reads: list[Path] = []
+    read_tree = workspace.read_tree
+    monkeypatch.setattr(workspace, "read_tree", lambda root: reads.append(root) or read_tree(root))
+    source = make_harness(tmp_path / "snapshot", "first")
+    copies = workspace.HarnessCopies(max_bytes=1)
+    copies.copy(source, "tree-a", tmp_path / "c1")
+    (source / "policy.txt").write_text("planted")
+    copies.copy(source, "tree-a", tmp_path / "c2")
+    assert reads == [source]
+    assert (tmp_path / "c1" / "policy.txt").read_text() == "first"
+    assert (tmp_path / "c2" / "policy.txt").read_text() == "planted"

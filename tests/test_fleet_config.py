@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,8 @@ from typer.testing import CliRunner
 from evodag.store import EvoDAG
 from saddler.cli.app import app
 from saddler.errors import ConfigError
-from saddler.modes.fleet.config import FleetPaths, parse_fleet
+from saddler.files import atomic_path
+from saddler.modes.fleet.config import RESOLVED, FleetPaths, parse_fleet
 from saddler.modes.fleet.detect import Detection, detect_eval_command
 from saddler.modes.fleet.loop import FleetRun, init_fleet
 from saddler.modes.fleet.results import read_results
@@ -246,3 +248,18 @@ def test_codex_falls_back_to_the_fallback_model(
         assert [(s.model, s.outcome) for s in store.sessions()] == [("sonnet", "exit_1"), ("haiku", "exit_0")]
     prompts = [json.loads(x) for x in paths.session_log(1).read_text().splitlines() if '"saddler.prompt"' in x]
     assert [p["model"] for p in prompts] == ["sonnet", "haiku"]
+
+
+def test_a_root_inside_the_workdir_keeps_a_half_written_init_file_out_of_git(
+    tmp_path: Path, fleet_setup: Callable[..., Path]
+) -> None:
+    fleet_json = fleet_setup()
+    work = tmp_path / "my-project"
+    init_fleet(work / "fleet", fleet_json)
+    with pytest.raises(KeyboardInterrupt), atomic_path(work / "fleet" / RESOLVED) as tmp:
+        raise KeyboardInterrupt
+    tmp.write_text("{", encoding="utf-8")  # what a kill between the write and the rename leaves
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored", "-uall"], cwd=work, capture_output=True, text=True
+    )
+    assert f"!! fleet/{tmp.name}" in status.stdout.splitlines()

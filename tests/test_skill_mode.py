@@ -15,12 +15,13 @@ from typer.testing import CliRunner
 from evodag.store import EvoDAG
 from saddler.cli.app import app
 from saddler.errors import ConfigError
+from saddler.files import atomic_path
 from saddler.modes.skill.apply import apply_best
 from saddler.modes.skill.default_strategy import OfflineMutator
 from saddler.modes.skill.loop import SkillRun
 from saddler.modes.skill.mutator import Mutation, MutationState
 from saddler.modes.skill.program import SkillOptions
-from saddler.modes.skill.workspace import report_from_files
+from saddler.modes.skill.workspace import SkillWorkspace, report_from_files
 from saddler.reporting.figures import build_report
 from saddler.reporting.results_tsv import result_rows
 
@@ -371,3 +372,14 @@ def test_force_at_least_one_iteration(tmp_path: Path, skill_repo: Callable[..., 
     assert log["iterations"][0]["hypothesis"] == 'Make "Fast Mode" required'
     assert log["iterations"][0]["decision"] in ("KEEP", "NEUTRAL")
     assert "- **Required:** A single file review uses Fast Mode." in forced.best_text
+
+
+def test_a_log_write_left_half_done_by_a_kill_is_archived_with_its_run(tmp_path: Path) -> None:
+    ws = SkillWorkspace(tmp_path / "w")
+    ws.root.mkdir()
+    ws.write_log({"iterations": []})
+    with pytest.raises(KeyboardInterrupt), atomic_path(ws.log_path) as tmp:
+        raise KeyboardInterrupt
+    tmp.write_text("{", encoding="utf-8")  # what a kill between the write and the rename leaves
+    archive = ws.prepare()
+    assert archive is not None and sorted(p.name for p in archive.iterdir()) == sorted([tmp.name, ws.log_path.name])

@@ -81,13 +81,17 @@ def child_pythonpath(benchmark: str, inherited: str | None) -> str:
     return os.pathsep.join(seen)
 
 
-def scrubbed_env(config: ExecutorConfig, benchmark: str, private_dir: Path, marker: str) -> dict[str, str]:
-    """The child's whole environment: allow-listed names only, private HOME/TMPDIR, marker, PYTHONPATH."""
+def scrubbed_env(config: ExecutorConfig, benchmark: str, marker: str) -> dict[str, str]:
+    """The child's environment: allow-listed names only, marker, PYTHONPATH; its private HOME/TMPDIR are added
+    by the caller once the folder exists (`home_env`)."""
     env = {name: os.environ[name] for name in config.env_allow if name in os.environ}
     env.setdefault("PATH", os.defpath)
-    private = str(private_dir)
-    env.update(HOME=private, TMPDIR=private, TMP=private, TEMP=private)
     env["PYTHONPATH"] = child_pythonpath(benchmark, env.get("PYTHONPATH"))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env[MARKER_VAR] = marker
     return env
+
+
+def home_env(home: str) -> dict[str, str]:
+    """HOME and the temp-folder variables (TMPDIR, TMP, TEMP), all pointing at the private folder `home`."""
+    return {"HOME": home, "TMPDIR": home, "TMP": home, "TEMP": home}

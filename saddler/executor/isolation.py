@@ -29,15 +29,17 @@ from saddler.executor.base import RolloutJob
 from saddler.executor.child import EXIT_OOM
 from saddler.executor.environment import (
     MARKER_VAR,
+    home_env,
     private_base,
     private_prefix,
     scrubbed_env,
     sweep_stale_private_dirs,
 )
-from saddler.executor.reaper import TAIL_BYTES, kill_rollout, tail_of, wait_exit
+from saddler.executor.reaper import TAIL_BYTES, kill_rollout, tail_of
 from saddler.executor.sandbox import Sandbox, bwrap_argv, resolve_sandbox
 from saddler.executor.workspace import HarnessCopies, RolloutFolder, remove_tree
-from saddler.executor.zygote_client import Zygote, ZygoteDied
+from saddler.executor.zygote_client import Zygote, ZygoteDied, server_key
+from saddler.procs import wait_exit
 
 __all__ = ["TAIL_BYTES", "IsolatedRunner"]
 _Active = tuple[int | None, tuple[str, ...], int | None, tuple[int, ...]]  # (pgid, markers, root, spared pids)
@@ -82,7 +84,7 @@ class IsolatedRunner:
         """Run `job` isolated; never raises for anything the rollout does. A set `cancel` kills it."""
         timeout = float(job.extra.get("timeout_s", self.config.timeout_s))
         marker = uuid.uuid4().hex
-        env = scrubbed_env(self.config, job.benchmark, Path("/nonexistent"), marker)
+        env = scrubbed_env(self.config, job.benchmark, marker)
         zygote = None
         if self.mode == "fork" and job.extra.get("isolation", "fork") == "fork":
             zygote = self._take_zygote(job, env)
@@ -91,12 +93,11 @@ class IsolatedRunner:
         healthy = True  # the fork server can serve again (False when the rollout broke it)
         try:
             folder.prepare(job, self._copies)
-            env.update(HOME=str(folder.home), TMPDIR=str(folder.home), TMP=str(folder.home), TEMP=str(folder.home))
+            env.update(home_env(str(folder.home)))
             start = time.monotonic()
-            outcome = None
             if zygote is not None:
                 outcome, healthy = self._forked(zygote, env, marker, folder, timeout, cancel)
-            if outcome is None:
+            else:
                 outcome = self._spawned(env, marker, folder, timeout, cancel)
             rc, timed_out = outcome
             result = self._result(job, rc, timed_out, timeout, time.monotonic() - start, folder)
@@ -179,7 +180,7 @@ class IsolatedRunner:
 
     def _take_zygote(self, job: RolloutJob, env: dict[str, str]) -> Zygote | None:
         """An idle fork server for the job's benchmark, or a new one; None when none can start (spawn instead)."""
-        key = (job.benchmark, json.dumps(job.benchmark_options, sort_keys=True), env.get("PYTHONPATH", ""))
+        key = server_key(job.benchmark, job.benchmark_options, env)
         with self._lock:
             for i, zygote in enumerate(self._idle):
                 if zygote.key == key:
@@ -190,9 +191,9 @@ class IsolatedRunner:
             exchange = Path(tempfile.mkdtemp(prefix=private_prefix() + "x", dir=private_base()))
             wrapper = bwrap_argv(exchange, network=self.sandbox.network, chdir=exchange, as_pid_1=True)
         home = str(exchange or self._home)
-        zenv = {**env, "HOME": home, "TMPDIR": home, "TMP": home, "TEMP": home}
+        zenv = {**env, **home_env(home)}
         try:
-            return Zygote(job.benchmark, job.benchmark_options, zenv, MARKER_VAR, home, wrapper, exchange, key)
+            return Zygote(job.benchmark, job.benchmark_options, zenv, MARKER_VAR, home, wrapper, exchange)
         except ZygoteDied:
             if exchange is not None:
                 remove_tree(exchange)

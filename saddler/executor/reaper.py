@@ -1,4 +1,4 @@
-"""Finding and killing every process of a rollout, and waiting for one without polling.
+"""Finding and killing every process of a rollout.
 
 A rollout's processes are the descendants of the subreaper holding it (its fork server, or the spawned
 child while it lives), its process group, and anything else carrying its marker variable in its initial
@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
-import subprocess
 import time
 from collections.abc import Collection
 from pathlib import Path
@@ -63,25 +61,6 @@ def kill_rollout(
     while dying and time.monotonic() < deadline:
         time.sleep(0.002)
         dying = [pid for pid in dying if is_running(pid)]
-
-
-def wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
-    """Wait up to `timeout` s for `proc` to exit; True if it did. Wakes the moment it exits (a pidfd),
-    where `Popen.wait(timeout)` would poll with sleeps of up to 50 ms."""
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        try:
-            proc.wait(timeout=timeout)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
-    try:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        return bool(poller.poll(timeout * 1000))
-    finally:
-        os.close(fd)
 
 
 def tail_of(path: Path, limit: int = TAIL_BYTES) -> str:

@@ -58,11 +58,13 @@ def read_tree(root: Path) -> tuple[list[_Entry], int] | None:
 
 class HarnessCopies:
     """Private copies of harness trees, one per rollout; thread-safe. Trees are kept in memory (least recently
-    used first out) up to `MAX_CACHED_BYTES`, keyed by (tree, snapshot folder)."""
+    used first out) up to `MAX_CACHED_BYTES`, keyed by (tree, snapshot folder). A tree found too big to keep is
+    remembered, so later rollouts copy it from its snapshot without reading it into memory again."""
 
     def __init__(self, max_bytes: int = MAX_CACHED_BYTES) -> None:
         self.max_bytes = max_bytes
         self._trees: OrderedDict[tuple[str, str], tuple[list[_Entry], int]] = OrderedDict()
+        self._too_big: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
     def copy(self, source: Path, tree: str, dest: Path) -> None:
@@ -91,8 +93,11 @@ class HarnessCopies:
             if key in self._trees:
                 self._trees.move_to_end(key)
                 return self._trees[key]
+            if key in self._too_big:
+                return None
             loaded = read_tree(source)
             if loaded is None or loaded[1] > self.max_bytes:
+                self._too_big.add(key)
                 return None
             self._trees[key] = loaded
             while sum(size for _, size in self._trees.values()) > self.max_bytes:

@@ -44,16 +44,21 @@ def ns_pids(pid: int) -> list[int]:
     return []
 
 
+def server_key(spec: str, options: dict[str, Any], env: dict[str, str]) -> tuple[str, ...]:
+    """What makes two fork servers interchangeable: the benchmark, its options and the PYTHONPATH it imported under."""
+    return (spec, json.dumps(options, sort_keys=True), env.get("PYTHONPATH", ""))
+
+
 class Zygote:
     """One fork server for benchmark `spec` built with `options`, started with environment `env`
     (inside `wrapper`, a bubblewrap argv prefix, when given; `exchange` is then its only writable folder)."""
 
     def __init__(
         self, spec: str, options: dict[str, Any], env: dict[str, str], marker_var: str, cwd: str,
-        wrapper: list[str] | None = None, exchange: Path | None = None, key: tuple[str, ...] | None = None,
+        wrapper: list[str] | None = None, exchange: Path | None = None,
     ) -> None:  # fmt: skip
         self.marker = uuid.uuid4().hex
-        self.key = key or (spec, json.dumps(options, sort_keys=True), env.get("PYTHONPATH", ""))
+        self.key = server_key(spec, options, env)
         self.exchange = exchange
         argv = [sys.executable, "-P", "-m", "saddler.executor.zygote", spec, json.dumps(options)]
         try:

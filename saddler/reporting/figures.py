@@ -49,20 +49,30 @@ def described_metric(store: EvoDAG, run_id: int) -> MetricScale | None:
     return None
 
 
-def _metric_summary(store: EvoDAG, run_id: int, base: Node | None, best: Node | None) -> dict[str, Any] | None:
+def _metric_summary(
+    store: EvoDAG,
+    run_id: int,
+    base: Node | None,
+    best: Node | None,
+    test_rows: tuple[list[RolloutRow], list[RolloutRow]],
+) -> dict[str, Any] | None:
+    """The benchmark's own metric, baseline against best, on test (`test_rows`: their test rollouts) and dev."""
     scale = described_metric(store, run_id)
     if scale is None:
         return None
 
-    def mean(node: Node | None, split: str) -> float | None:
+    def mean(node: Node | None, rows: list[RolloutRow]) -> float | None:
         if node is None:
             return None
-        value = scoring.metric_mean(store.rollouts(run_id, node_id=node.id, split=split), scale)
+        value = scoring.metric_mean(rows, scale)
         return None if value is None else round(value, 9)
 
+    def dev_rows(node: Node | None) -> list[RolloutRow]:
+        return store.rollouts(run_id, node_id=node.id, split="dev") if node else []
+
     out: dict[str, Any] = {"name": scale.name, "direction": scale.direction}
-    for split in ("test", "dev"):
-        b, f = mean(base, split), mean(best, split)
+    for split, (base_rows, best_rows) in (("test", test_rows), ("dev", (dev_rows(base), dev_rows(best)))):
+        b, f = mean(base, base_rows), mean(best, best_rows)
         out[split] = {"baseline": b, "final": f, "delta": None if b is None or f is None else round(f - b, 9)}
     return out
 
@@ -84,11 +94,6 @@ def lineage(nodes: dict[int, Node], node_id: int) -> list[Node]:
         chain.append(nodes[current])
         current = nodes[current].parent_id
     return chain[::-1]
-
-
-def best_node_id(store: EvoDAG, run_id: int) -> int | None:
-    """The run's best node as its loop recorded it (`runs.best_node_id`, the ranking policy's pick), or None."""
-    return store.get_run(run_id).best_node_id
 
 
 def _dev_delta(nodes: dict[int, Node], node: Node) -> float | None:
@@ -123,9 +128,10 @@ def _mutation(nodes: dict[int, Node], node: Node) -> dict[str, Any]:
     }
 
 
-def _per_task(store: EvoDAG, run_id: int, chain: list[Node], base_id: int, best_id: int) -> list[dict[str, Any]]:
-    base_rows = store.rollouts(run_id, node_id=base_id, split="test")
-    best_rows = store.rollouts(run_id, node_id=best_id, split="test")
+def _per_task(
+    store: EvoDAG, chain: list[Node], base_rows: list[RolloutRow], best_rows: list[RolloutRow]
+) -> list[dict[str, Any]]:
+    """Per test task, baseline against best (`base_rows`, `best_rows`: their test rollouts) and where it changed."""
     groups: dict[str, str] = {}
     tally: dict[tuple[int, str], list[bool]] = defaultdict(list)
     for which, rows in ((0, base_rows), (1, best_rows)):
@@ -275,7 +281,7 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
     base_id = run.baseline_node_id
     if base_id is None:
         base_id = next((n.id for n in all_nodes if n.status == "baseline"), None)
-    best_id = best_node_id(store, run.id) or base_id
+    best_id = run.best_node_id or base_id  # the loop's record of its ranking policy's pick
     base, best = nodes.get(base_id or -1), nodes.get(best_id or -1)
     chain = lineage(nodes, best.id) if best else []
     candidates = sorted((n for n in all_nodes if n.status != "baseline"), key=lambda n: (n.iteration, n.id))
@@ -313,7 +319,7 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
             },
             "dev": {"baseline": dev_base, "final": dev_best, "delta": _delta(dev_base["mean"], dev_best["mean"])},
             "score": kind,
-            "metric": _metric_summary(store, run.id, base, best),
+            "metric": _metric_summary(store, run.id, base, best, (base_rows, best_rows)),
         },
         "counts": {
             "iterations": len(iterations),
@@ -330,7 +336,7 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
             "lineage": [_mutation(nodes, n) for n in chain[1:]],
             "accepted": [_mutation(nodes, n) for n in candidates if n.status == "accepted"],
         },
-        "per_task": _per_task(store, run.id, chain, base.id, best.id) if base and best else [],
+        "per_task": _per_task(store, chain, base_rows, best_rows) if base and best else [],
         "failed_mutations": _failed(store, run.id, candidates),
         "patch_kinds": _patch_stats(candidates),
         "cost": _cost(store, run.id, wall),

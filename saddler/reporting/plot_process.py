@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import select
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from saddler.procs import wait_exit
 
 PLOT_NAME = "progress.png"
 WAIT_S = 120.0  # a plot takes well under a second; beyond this the caller draws it itself
@@ -66,7 +66,7 @@ class PlotProcess:
         proc = self._proc
         if proc is None or not self._asked:
             return False
-        code = _wait_exit(proc, timeout)
+        code = proc.wait() if wait_exit(proc, timeout) else None
         if code is None:
             self.close()
             self.failure = f"no answer within {timeout:g} s"
@@ -88,23 +88,6 @@ class PlotProcess:
                 proc.kill()
             proc.wait()
         self._stderr.close()
-
-
-def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
-    """The exit code of `proc`, or None when it still runs after `timeout` seconds. Woken by the exit itself (a
-    pidfd) where Linux offers one: `Popen.wait(timeout)` polls with sleeps of up to 50 ms."""
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        try:
-            return proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-    try:
-        ready, _, _ = select.select([pidfd], [], [], timeout)
-    finally:
-        os.close(pidfd)
-    return proc.wait() if ready else None
 
 
 def main() -> int:

@@ -16,7 +16,6 @@ from typing import Any
 from evodag.models import Run
 from evodag.store import EvoDAG
 from saddler.control import PAUSED, STOP_REQUESTED, RunControls
-from saddler.reporting.figures import best_node_id
 
 LAST_DECISIONS = 5
 
@@ -47,8 +46,7 @@ def status_snapshot(store: EvoDAG, run_dir: Path, run_id: int | None = None) -> 
     loop = run.config.get("loop", {})
     current = store.current_iteration(run.id)
     iterations = store.iterations(run.id)
-    best_id = best_node_id(store, run.id)
-    best = store.get_node(best_id) if best_id is not None else None
+    best = store.get_node(run.best_node_id) if run.best_node_id is not None else None
     base = store.get_node(run.baseline_node_id) if run.baseline_node_id is not None else None
     by_split = Counter(r.split for r in store.rollouts(run.id))
     optimizer, rollouts = store.session_cost(run.id), store.rollout_cost(run.id)

@@ -227,10 +227,6 @@ class FleetPaths:
         return self.root / ".agent.pid"
 
     @property
-    def lock(self) -> Path:
-        return self.root / ".lock"
-
-    @property
     def db(self) -> Path:
         return self.root / "evodag.sqlite"
 

@@ -147,7 +147,7 @@ class FleetRun:
         back on the best kept commit, dropping whatever the interrupted experiment left (committed or not)."""
         wd = self.paths.workdir
         self._restore_rows(store, run_id)
-        moved = run_git(["rev-parse", "HEAD"], wd) != best.commit or bool(run_git(["status", "--porcelain"], wd))
+        moved = not self._at(best.commit)
         current = store.current_iteration(run_id)
         if current is not None and current.finished_at is None:
             for node in store.nodes(run_id, status="pending"):
@@ -193,15 +193,19 @@ class FleetRun:
             results.parent.mkdir(parents=True, exist_ok=True)
             results.write_bytes(rows)
 
+    def _at(self, commit: str) -> bool:
+        """True when the workdir is on `commit` with nothing changed."""
+        wd = self.paths.workdir
+        return run_git(["rev-parse", "HEAD"], wd) == commit and not run_git(["status", "--porcelain"], wd)
+
     def _session(self, store: EvoDAG, run_id: int, n: int, parent: Node, prompt: str, search: bool) -> SessionRun:
         """The agent's session (recorded with its cost); for codex and pi, a failed session that changed nothing
         is retried once with config.fallback_model (claude falls back by itself)."""
-        cfg, wd = self.spec.config, self.paths.workdir
+        cfg = self.spec.config
         session = run_session(self.paths, n, prompt, search)
         self._record_session(store, run_id, n, parent, session, cfg.model)
         failed = session.returncode not in (0, None) and not session.stopped
-        untouched = run_git(["rev-parse", "HEAD"], wd) == parent.commit and not run_git(["status", "--porcelain"], wd)
-        if failed and untouched and retries_with_fallback(cfg):
+        if failed and retries_with_fallback(cfg) and self._at(parent.commit):
             self.say(f"iter {n}: the {cfg.model} session failed (exit {session.returncode}); retrying with "
                      f"fallback_model {cfg.fallback_model}")  # fmt: skip
             session = run_session(self.paths, n, prompt, search, model=cfg.fallback_model, append=True)

@@ -12,6 +12,7 @@ from typing import Any
 from evodag.errors import UnknownRunError
 from evodag.store import EvoDAG
 from saddler.errors import ConfigError, RunStateError
+from saddler.files import write_text_atomic
 from saddler.harness.gitcmd import git
 from saddler.modes.fleet import results as tsv
 from saddler.modes.fleet.agent import FLEET_ENV
@@ -31,7 +32,7 @@ ROOT_FILES = (  # the fleet root's own files: excluded (anchored) when the root 
     ".agent.pid",
     ".lock",
     RESOLVED,
-    RESOLVED + ".tmp",
+    f".{RESOLVED}.tmp-*",  # its temporary file while written (`write_text_atomic`)
     "evodag.sqlite",
     "evodag.sqlite-*",
     "saddler.toml",
@@ -100,9 +101,7 @@ def init_fleet(run_dir: Path, fleet_json: Path | None = None, *, bench_target: s
         found.update(_metric_of(paths, command, spec.problem.metric_direction))
     if spec.problem.protected is None:
         found["protected"] = eval_files(command, paths.workdir)
-    tmp = root / (RESOLVED + ".tmp")
-    tmp.write_text(json.dumps(found, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(root / RESOLVED)
+    write_text_atomic(root / RESOLVED, json.dumps(found, indent=2, ensure_ascii=False) + "\n")
     paths = FleetPaths(root, spec, base=fleet_json.parent, found=found)
     tsv.ensure_results(paths.results)
     paths.logs.mkdir(parents=True, exist_ok=True)

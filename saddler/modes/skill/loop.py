@@ -11,7 +11,6 @@ The original skill folder is never written before that: the workspace keeps its 
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -156,8 +155,7 @@ class SkillRun(IterationMixin):
         if log is None:
             self.ws.prepare()
             program = load_program(self.ws.root)
-            start_run(self.ws, self, program, self.evaluate, self.mutator.name, self.say, self.clock)
-            log = json.loads(self.ws.log_path.read_text(encoding="utf-8"))
+            log = start_run(self.ws, self, program, self.evaluate, self.mutator.name, self.say, self.clock)
         program = load_program(self.ws.root)
         space = HarnessSpace(self.ws.root / "repo", self.ws.root / "worktrees")
         space.prune()

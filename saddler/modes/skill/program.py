@@ -109,6 +109,12 @@ def parse_program(text: str) -> Program:
 
 
 _REFERENCES = ("assertion", "assertion_id", "eval", "eval_name")
+_DESCRIPTIONS = ("pattern", "description", "issue", "summary", "message", "title")  # first one set describes it
+
+
+def _description(item: Any) -> str:
+    """An issue object's description (its first `_DESCRIPTIONS` key that is set), else ""."""
+    return next((str(item[k]) for k in _DESCRIPTIONS if item.get(k)), "") if isinstance(item, dict) else ""
 
 
 def _issue_text(item: Any) -> str:
@@ -116,8 +122,7 @@ def _issue_text(item: Any) -> str:
     if isinstance(item, str):
         return item
     if isinstance(item, dict):
-        text = next((str(item[k]) for k in ("pattern", "description", "issue", "summary", "message", "title")
-                     if item.get(k)), "")  # fmt: skip
+        text = _description(item)
         refs = [str(item[k]) for k in _REFERENCES if isinstance(item.get(k), str | int) and str(item[k])]
         if not text and not refs:
             return json.dumps(item, ensure_ascii=False, sort_keys=True)
@@ -140,9 +145,9 @@ def load_program(workspace: Path) -> Program:
             raise ConfigError(f"{vpath}: expected an object with capability_issues / api_issues lists")
         program.capability_issues += [_issue_text(i) for i in data.get("capability_issues") or []]
         for item in data.get("api_issues") or []:
-            program.api_issues.append(_issue_text(item))
-            pattern = next((str(item[k]) for k in ("pattern", "description", "issue", "summary", "message", "title")
-                            if isinstance(item, dict) and item.get(k)), _issue_text(item))  # fmt: skip
+            text = _issue_text(item)
+            program.api_issues.append(text)
+            pattern = _description(item) or text
             program.exclusions.append(
                 Exclusion(pattern, "api_issue from verification-results.json: SKILL.md edits cannot fix it")
             )

@@ -39,9 +39,9 @@ def start_run(
     mutator_name: str,
     say: Callable[[str], None],
     clock: Callable[[], str],
-) -> None:
+) -> dict[str, Any]:
     """Measure the baseline of `source` (a `SkillRun`: skill_dir, skill_md, name, opts, suite) into a fresh
-    staging folder and move the result into the workspace (the log last)."""
+    staging folder and move the result into the workspace (the log last); the log as written."""
     opts: SkillOptions = source.opts
     stage = ws.new_stage()
     original = source.skill_md.read_text(encoding="utf-8")
@@ -66,11 +66,13 @@ def start_run(
         SkillRecorder(store, space, run_id, mutator_name).baseline(space.baseline_commit(), results, rate)
         failing = [k for k, ok in wsp.flat(results).items() if not ok]
         say(BASELINE_REPORT.format(rate=f"{rate:.4f}", failing=", ".join(failing) or "none"))
-        stage.write_log({
+        log: dict[str, Any] = {
             "skill_name": source.name, "skill_path": str(source.skill_md), "started_at": started,
             "completed_at": None, "config": config["loop"], "baseline_pass_rate": round(rate, 4),
             "final_pass_rate": round(rate, 4), "total_iterations": 0, "kept_mutations": 0,
             "discarded_mutations": 0, "termination_reason": None, "iterations": [],
             "program_md_used": program.used,
-        })  # fmt: skip
+        }  # fmt: skip
+        stage.write_log(log)
     ws.finish_start()
+    return log

@@ -28,12 +28,13 @@ from benchmarks.skill_evals.agent import AgentOutput
 from benchmarks.skill_evals.evals import LEVELS, EvalSuite
 from benchmarks.skill_evals.grading import CaseResult, RunGrade
 from saddler.errors import RunStateError
+from saddler.files import atomic_path
 from saddler.modes.skill.mutator import Mutation
 from saddler.modes.skill.program import STRATEGY_LABELS
 
 RUN_FILES = (  # what a run (or `saddler report W`) writes into a workspace; only these are ever archived
-    "autoresearch-log.json*", "iteration-*", "repo", "worktrees", "evodag.sqlite*", "saddler.toml", "report.md",
-    "logs", "results.tsv", "progress.png", "export",
+    "autoresearch-log.json*", ".autoresearch-log.json.tmp-*", "iteration-*", "repo", "worktrees", "evodag.sqlite*",
+    "saddler.toml", "report.md", "logs", "results.tsv", "progress.png", "export",
 )  # fmt: skip
 STAGE = ".start"
 LOG_NAME = "autoresearch-log.json"
@@ -183,9 +184,8 @@ class SkillWorkspace:
 
     def write_log(self, log: dict[str, Any]) -> None:
         """autoresearch-log.json, replaced atomically (a kill never leaves half a log)."""
-        tmp = self.log_path.with_name(LOG_NAME + ".tmp")
-        write_json(tmp, log)
-        os.replace(tmp, self.log_path)
+        with atomic_path(self.log_path) as tmp:
+            write_json(tmp, log)
 
     def load_results(self, n: int, suite: EvalSuite) -> list[CaseResult] | None:
         """Iteration n's grading as written by `write_evals` (outputs, per-run grades, final verdicts), or None
