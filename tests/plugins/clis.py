@@ -24,25 +24,42 @@ from saddler.sessions.command import CommandBackend
 
 FAKES = Path(__file__).resolve().parents[1] / "fake_clis"
 RUNS = Path(__file__).resolve().parents[2] / ".test-runs"
+# where the run folders go when the checkout itself lies under /tmp (a fresh clone in `mktemp -d`)
+ELSEWHERE = (Path.home() / ".cache" / "saddler-test-runs", Path("/var/tmp/saddler-test-runs"))
 KEYS = {"ANTHROPIC_API_KEY": "sk-ant-fake", "OPENAI_API_KEY": "sk-fake"}
 
 
 @pytest.fixture
 def outside() -> Iterator[Path]:
-    """A fresh folder outside /tmp (under the repository's `.test-runs/`), removed afterwards."""
-    path = RUNS / uuid.uuid4().hex[:12]
+    """A fresh folder outside /tmp (under the repository's `.test-runs/`, or, for a checkout under /tmp, the
+    user's cache folder or /var/tmp), removed afterwards."""
+    path = _outside_tmp() / uuid.uuid4().hex[:12]
     path.mkdir(parents=True)
-    assert not str(path.resolve()).startswith("/tmp/")
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
 
+def _outside_tmp() -> Path:
+    for base in (RUNS, *ELSEWHERE):
+        if str(base.resolve()).startswith("/tmp/"):
+            continue
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        return base
+    pytest.fail(f"no writable folder outside /tmp among {RUNS}, {', '.join(map(str, ELSEWHERE))}")
+
+
 def install_fakes(bin_dir: Path) -> None:
-    """`claude`, `codex` and `pi` executables in `bin_dir` running the fakes with this Python."""
-    bin_dir.mkdir(parents=True, exist_ok=True)
+    """`claude`, `codex` and `pi` executables in `bin_dir` running the fakes with this Python. The fakes are
+    copied beside them: a confined agent sees its executable's folder, but not a checkout under /tmp."""
+    fakes = bin_dir / "fake_clis"
+    shutil.copytree(FAKES, fakes, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+    shutil.copy2(FAKES.parent / "fake_agent.py", bin_dir)  # what fake_clis/brain.py imports from its parent
     for name in ("claude", "codex", "pi"):
         script = bin_dir / name
-        script.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKES / (name + ".py")} "$@"\n', encoding="utf-8")
+        script.write_text(f'#!/bin/sh\nexec {sys.executable} {fakes / (name + ".py")} "$@"\n', encoding="utf-8")
         script.chmod(0o755)
 
 
