@@ -165,3 +165,14 @@ def test_stop_then_resume_leaves_only_the_current_best_in_best(
         ["EXPORT.json", "harness", final["patch"], final["bundle"]]
     )
     assert dag_signature(run) == dag_signature(reference)
+
+
+def test_a_plot_draft_left_by_a_killed_run_is_removed(tmp_path: Path, make_run: Callable[..., Path]) -> None:
+    """The plot helper draws while test is evaluated; a run killed then can leave its half-written draft behind
+    (the helper outlives it). The next start removes it and the finished folder holds only progress.png."""
+    run = make_run(tmp_path / "run", loop={"max_iterations": 1, "test_runs": 1})
+    assert _saddler("run", str(run), "-q", fault="finish:1").returncode == -9
+    stray = run / ".progress.png.draft-999999"
+    stray.write_bytes(b"\x89PNG half")
+    assert _saddler("run", str(run), "-q").returncode == 0
+    assert sorted(p.name for p in run.glob("*progress.png*")) == ["progress.png"]

@@ -1,9 +1,10 @@
 """The progress plot: best dev score so far, and each iteration's batch score before/after, against rollouts.
 
-x = cumulative rollouts at an event = the number of the run's rollout rows with id <= the last rollout id
-involved in it (for a dev evaluation: the node's dev rollouts; for an iteration: the first evaluation of the
-candidate and of its parent on the iteration's batch). An iteration without a batch score on its candidate
-(invalid, no patch) shows its parent's batch score, computed from the rollouts as acceptance does.
+x = cumulative search rollouts at an event = the number of the run's train and dev rollout rows with id <= the last
+rollout id involved in it (for a dev evaluation: the node's dev rollouts; for an iteration: the first evaluation of
+the candidate and of its parent on the iteration's batch). Test rollouts are not search progress and are not
+counted, so the plot is final, and can be drawn, before test is evaluated. An iteration without a batch score on its
+candidate (invalid, no patch) shows its parent's batch score, computed from the rollouts as acceptance does.
 matplotlib is imported lazily; the figure draws on its own Agg canvas (no pyplot: no figure manager to close, no
 backend switched for the whole process, and a shorter import).
 """
@@ -56,7 +57,7 @@ def progress_series(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
     """The plot's data: {"name", "total", "dev": [(x, dev, best_so_far, node)], "batch": [(x, before, after,
     decision, iteration)]}, each list ordered by x."""
     run = store.get_run(run_id)
-    rows = store.rollouts(run.id)
+    rows = [row for row in store.rollouts(run.id) if row.split != "test"]
     ids = sorted(r.id for r in rows)
     by_node: dict[tuple[int, str], list[RolloutRow]] = defaultdict(list)
     for row in rows:
@@ -143,7 +144,7 @@ def plot_progress(store: EvoDAG, path: Path, run_id: int | None = None) -> Path:
     if data["batch"]:
         bottom.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     bottom.set_ylabel("batch score")
-    bottom.set_xlabel("cumulative rollouts")
+    bottom.set_xlabel("cumulative search rollouts (train + dev)")
     bottom.grid(alpha=0.3)
     values = [v for p in data["dev"] for v in p[1:3]] + [v for b in data["batch"] for v in b[1:3] if v is not None]
     lo, hi = min([0.0, *values]), max([1.0, *values])

@@ -4,10 +4,10 @@ the end of the run.
 Importing matplotlib costs about half a second of CPU, the drawing a quarter. `saddler run` starts a
 `PlotProcess` first thing: a child interpreter imports matplotlib and the plot module while the optimizer imports
 and opens the run (single-threaded: the machine's other core is idle then), then waits on its stdin. It is the
-work the run would otherwise do at its end, at the same priority, only earlier. When test is evaluated,
+work the run would otherwise do at its end, at the same priority, only earlier. When the search ends,
 `start(db, png, run_id)` hands it the request (one JSON line) and `wait()` collects the answer: the child opens
 the store read-only and writes the PNG with `saddler.reporting.plot.plot_progress`, the same code as in-process,
-so the file is the same, while the run exports the best harness and writes the report.
+so the file is the same, while the run evaluates test (the plot shows no test rollout) and exports the best harness.
 
 Whatever goes wrong in the child (it died, it failed, it timed out) `wait()` says False and the caller draws in
 its own process instead, as before: the plot is never lost and a real fault (a full disk) surfaces as it always

@@ -74,7 +74,7 @@ def finish_run(
     ctx: RunContext, baseline: Node, reason: str, say: Callable[[str], None], plotter: PlotProcess | None = None
 ) -> RunOutcome:
     """Test-evaluate the baseline and the recorded best node, export the best, write the report. With `plotter`
-    the progress plot is drawn by that helper process while the export and the report are written."""
+    the progress plot is drawn by that helper process while test is evaluated and the best exported."""
     from saddler.harness.export import export_harness
 
     store = ctx.store
@@ -83,13 +83,14 @@ def finish_run(
         f"search over ({reason}); best node n{best.id} (dev {best.dev_mean}); evaluating baseline and best on test "
         f"× {len(ctx.test_seeds)}"
     )
-    base = evaluate_test(ctx, store.get_node(baseline.id))
-    best = base if best.id == base.id else evaluate_test(ctx, best)
-    fault_point("finish", str(ctx.paths.best))
     draft = ctx.paths.root / f".{PLOT_NAME}.draft-{os.getpid()}"
+    drawing = False
     try:
-        # what the plot shows (rollouts, dev scores, iterations) is final once test is evaluated
+        # what the plot shows (search rollouts, dev scores, iterations) is final: it is drawn while test runs
         drawing = plotter is not None and plotter.start(ctx.paths.db, draft, ctx.run_id)
+        base = evaluate_test(ctx, store.get_node(baseline.id))
+        best = base if best.id == base.id else evaluate_test(ctx, best)
+        fault_point("finish", str(ctx.paths.best))
         export_harness(ctx.space, store, best.id, ctx.paths.best)
         store.update_run(ctx.run_id, status="finished", termination_reason=reason, finished_at=store.clock())
         drawn = plotter is not None and drawing and plotter.wait()
@@ -97,6 +98,8 @@ def finish_run(
             say(f"the plot helper process failed ({plotter.failure}); drawing the plot here")
         report = write_artifacts(ctx, drawn=draft if drawn else None)
     finally:
+        if plotter is not None and drawing:
+            plotter.close()  # interrupted while it draws: it must not write the draft after it is removed
         draft.unlink(missing_ok=True)
     return _outcome(ctx, reason, base, best, report)
 
