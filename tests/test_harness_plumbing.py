@@ -83,6 +83,7 @@ def test_cherry_pick_runs_on_a_private_index_without_a_worktree(
     tool = edit(space, base, {"tools/search.py": "def search(q):\n    return [q, q]\n"})
     other = edit(space, base, {"prompts/system.md": "Be brief.\n"})
     index_before = (space.git_dir / "index").read_bytes()
+    worktrees_before = sorted(space.worktrees_dir.iterdir())  # the one `edit` left parked for reuse
     git_calls.clear()
     result = space.cherry_pick(other, base, tool, "pick")
     assert result.ok and result.commit is not None
@@ -90,7 +91,7 @@ def test_cherry_pick_runs_on_a_private_index_without_a_worktree(
     assert not any(c[0] == "worktree" for c in git_calls)
     assert (space.git_dir / "index").read_bytes() == index_before  # the repository's own index is untouched
     assert not list(space.git_dir.glob("saddler-index-*"))
-    assert list(space.worktrees_dir.iterdir()) == []
+    assert sorted(space.worktrees_dir.iterdir()) == worktrees_before
 
 
 def test_snapshot_costs_one_archive_per_tree(tmp_path: Path, space: HarnessSpace, git_calls: list[list[str]]) -> None:
@@ -224,7 +225,9 @@ def test_a_removed_worktree_is_gone_at_once_and_deleted_off_the_calling_thread(
         real(path, *args, **kwargs)
 
     monkeypatch.setattr(shutil, "rmtree", recording)
+    kept = space.worktree(space.baseline_commit(), "kept")
     wt = space.worktree(space.baseline_commit(), "gone")
+    space.remove_worktree(kept)  # parked for reuse: the next one removed is deleted
     space.remove_worktree(wt)
     assert not wt.exists() and "gone" not in git_in("worktree", "list", cwd=space.repo_dir)
     space.prune()  # waits for the background deletion

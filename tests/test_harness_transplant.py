@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from saddler.harness.plumbing import apply_on_index
 from saddler.harness.space import HarnessSpace
+from saddler.harness.spare import SPARE_NAME
 
 
 @pytest.fixture
@@ -46,11 +47,13 @@ def content(space: HarnessSpace, commit: str, path: str) -> str | None:
 
 @pytest.fixture
 def only_main_worktree(git_in: Callable[..., str]) -> Callable[[HarnessSpace], bool]:
-    """`only_main_worktree(space)`: no worktree is left besides the clone itself."""
+    """`only_main_worktree(space)`: no worktree is left besides the clone itself (and the one `edit` parked for
+    reuse, `saddler.harness.spare`: no cherry-pick or revert makes one)."""
 
     def check(space: HarnessSpace) -> bool:
         out = git_in("worktree", "list", "--porcelain", cwd=space.repo_dir)
-        return sum(line.startswith("worktree ") for line in out.splitlines()) == 1
+        listed = [line for line in out.splitlines() if line.startswith("worktree ")]
+        return len([line for line in listed if not line.endswith(f"/{SPARE_NAME}")]) == 1
 
     return check
 
@@ -150,7 +153,7 @@ def test_cherry_pick_conflict_returns_the_file(
     assert result.error == "cherry-pick: conflict in: prompts/system.md"
     assert git_in("for-each-ref", "--format=%(refname)", cwd=space.repo_dir) == refs_before
     assert only_main_worktree(space)
-    assert list(space.worktrees_dir.iterdir()) == []
+    assert [p.name for p in space.worktrees_dir.iterdir()] == [SPARE_NAME]
 
 
 def test_cherry_pick_of_an_empty_or_contained_edge(space: HarnessSpace, edit: Callable[..., str]) -> None:

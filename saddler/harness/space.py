@@ -41,6 +41,7 @@ from saddler.harness.plumbing import (
     stripspace,
     update_refs,
 )
+from saddler.harness.spare import SpareWorktree
 from saddler.harness.structure import check_structure
 from saddler.harness.transplant import GitResult, TransplantMixin
 from saddler.harness.trash import Trash
@@ -80,6 +81,7 @@ class HarnessSpace(TransplantMixin):
         self.git_dir = (self.repo_dir / common).resolve()
         self.worktrees_dir.mkdir(parents=True, exist_ok=True)
         self._trash = Trash(self.git_dir / "saddler-trash")
+        self._spare = SpareWorktree(self.git_dir, self.worktrees_dir, self._trash)
         self._commits: set[str] = set()  # full shas known to name commits
         self._trees: dict[str, str] = {}  # commit sha -> tree sha
         self._baseline: str | None = None
@@ -187,13 +189,16 @@ class HarnessSpace(TransplantMixin):
     # -- worktrees -------------------------------------------------------------------------------------
 
     def worktree(self, commit: str, name: str) -> Path:
-        """A fresh isolated worktree at `commit` (detached) named `name`; replaces a stale one."""
+        """An isolated worktree at `commit` (detached, clean: exactly the commit's files) named `name`; replaces a
+        stale one. It is the last removed one, checked out again, when that one can be reused."""
         if not _NAME.fullmatch(name):
             raise HarnessError(f"worktree name {name!r} must be one path segment of letters, digits, '.', '_', '-'")
         sha = self.resolve(commit)
         path = self.worktrees_dir / name
         self._forget(path)
-        git(["worktree", "add", "-q", "--detach", str(path), sha], self.repo_dir)
+        if not self._spare.take(path, sha):
+            drop_dead_worktree_entries(self.git_dir)  # a spare that could not be reused went with its entry
+            git(["worktree", "add", "-q", "--detach", str(path), sha], self.repo_dir)
         return path
 
     def snapshot(self, commit: str, root: Path) -> Path:
@@ -218,11 +223,14 @@ class HarnessSpace(TransplantMixin):
         return dest
 
     def remove_worktree(self, path: Path) -> None:
-        """Delete a worktree folder and its registration (no error when it is already gone)."""
-        self._forget(Path(path))
+        """Take a worktree away (no error when it is already gone): it is kept for the next `worktree` when it can
+        be (`saddler.harness.spare`), else deleted with its registration."""
+        if not self._spare.park(Path(path)):
+            self._forget(Path(path))
 
     def prune(self) -> None:
-        """Remove every candidate worktree and run `git worktree prune` (safe after a crash)."""
+        """Remove every candidate worktree, the kept one too, and run `git worktree prune` (safe after a crash)."""
+        self._spare.forget()
         self._trash.empty()
         for child in self.worktrees_dir.iterdir():
             if child.is_dir() and not child.is_symlink():
