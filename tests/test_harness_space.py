@@ -302,3 +302,28 @@ def test_export_tree_and_bundle(
     assert git_in("symbolic-ref", "HEAD", cwd=clone).strip() == "refs/heads/main"
     assert git_in("rev-list", "--count", "HEAD", cwd=clone).strip() == "2"
     assert (clone / "tools" / "search.py").read_text() == "best = True\n"
+
+
+def test_the_staged_change_is_the_commits_diff_without_asking_git_again(
+    space: HarnessSpace, git_in: Callable[..., str], git_calls: list[list[str]]
+) -> None:
+    """`worktree_change` then `commit_worktree(tree=)`: the diff and stat of parent -> commit are the staged ones,
+    byte for byte what `git diff` prints for the pair (added, deleted, binary, mode, CRLF and non-UTF-8 lines)."""
+    base = space.baseline_commit()
+    wt = space.worktree(base, "c1")
+    (wt / "loop.py").write_bytes(b"def run(task):\r\n    return '\xff caf\xc3\xa9'\r\n")
+    (wt / "skills" / "demo" / "SKILL.md").unlink()
+    (wt / "logo.bin").write_bytes(bytes(range(256)))
+    (wt / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (wt / "run.sh").chmod(0o755)
+    staged = space.worktree_change(wt)
+    sha = space.commit_worktree(wt, "rich change", tree=staged.tree)
+    assert sha is not None and staged.head == base
+    git_calls.clear()
+    text, stat = space.diff(base, sha), space.diff_stat(base, sha)
+    assert git_calls == []
+    fresh = HarnessSpace(space.repo_dir, space.worktrees_dir)  # remembers nothing: asks git
+    assert fresh.diff(base, sha) == text and fresh.diff_stat(base, sha) == stat
+    assert staged.patch == text.encode("utf-8", "surrogateescape")
+    assert stat.files == ["logo.bin", "loop.py", "run.sh", "skills/demo/SKILL.md"]
+    assert "GIT binary patch" in text and "new file mode 100755" in text

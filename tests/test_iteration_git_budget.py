@@ -46,11 +46,11 @@ def test_a_patched_attempt_spends_nine_git_processes(ctx: RunContext, git_calls:
     git_calls.clear()
     second = _patch(ctx, 2, first)
     assert [c[0] for c in git_calls] == [
-        "worktree",  # a fresh worktree of the parent
+        "checkout", "clean",  # the last attempt's worktree, made exactly the parent (a third of `worktree add`)
         "apply",  # the offline session's edit
-        "add", "write-tree", "diff",  # the session's change, staged, as stored for a resume
+        "add", "write-tree",  # the session's change, staged
+        "diff",  # parent -> staged: the change stored for a resume, and the edge's diff and changed files / lines
         "commit-tree", "update-ref",  # the candidate commit (not staged again) and its keep ref
-        "diff",  # parent -> candidate: the edge's text diff and the changed files / lines, one process
         "diff",  # baseline -> candidate: the node's lines changed
     ]  # fmt: skip
     assert ctx.store.edge_into(second.id) is not None
@@ -63,5 +63,6 @@ def test_the_first_attempt_on_the_baseline_needs_one_diff_less(ctx: RunContext, 
     ctx.space.tree_of(baseline.commit)  # the evaluation before the diagnosis asked for it
     git_calls.clear()
     _patch(ctx, 1, baseline)
-    assert [c[0] for c in git_calls].count("diff") == 2  # parent and baseline are one commit: one numstat
-    assert len(git_calls) == 8
+    assert [c[0] for c in git_calls].count("diff") == 1  # parent and baseline are one commit: the staged diff
+    assert [c[0] for c in git_calls][:1] == ["worktree"]  # the run's first worktree is added
+    assert len(git_calls) == 7

@@ -29,7 +29,6 @@ from saddler.harness.gitcmd import (
     configure_run_repo,
     drop_dead_worktree_entries,
     git,
-    git_bytes,
     is_repo_root,
 )
 from saddler.harness.plumbing import (
@@ -50,6 +49,7 @@ BASELINE_REF = "refs/saddler/baseline"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _SHA = re.compile(r"[0-9a-f]{40}")
 _SKIP_COPY = shutil.ignore_patterns(".git", "__pycache__", "*.pyc")
+_DIFF_ARGS = ("--no-color", "--no-ext-diff", "--no-renames", "--binary", "--numstat", "-z", "-p")  # binary: full index
 _MEMO = 256  # remembered diff texts / stats per space (a diff is asked for 2-3 times right after it is made)
 
 
@@ -59,10 +59,13 @@ __all__ = ["BASELINE_REF", "KEEP_PREFIX", "GitResult", "HarnessSpace", "StagedCh
 
 @dataclass(frozen=True)
 class StagedChange:
-    """A worktree's edit, staged: its tree and its binary-safe diff against the worktree's HEAD."""
+    """A worktree's edit, staged: its tree and its binary-safe diff against the worktree's HEAD `head`, which is
+    `diff(head, c)` of the commit `c` made of it, with its `stat`."""
 
     tree: str
     patch: bytes
+    head: str
+    stat: DiffStat
 
 
 class HarnessSpace(TransplantMixin):
@@ -87,6 +90,7 @@ class HarnessSpace(TransplantMixin):
         self._baseline: str | None = None
         self._stats: OrderedDict[tuple[str, str], DiffStat] = OrderedDict()
         self._diffs: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._staged: dict[tuple[str, str], StagedChange] = {}  # (head, tree) -> the diff of the change staged
 
     @classmethod
     def create(
@@ -265,16 +269,24 @@ class HarnessSpace(TransplantMixin):
         update_refs(path, {"HEAD": sha, KEEP_PREFIX + sha: sha})
         self._commits.add(sha)
         self._trees[sha] = tree
+        staged = self._staged.pop((head, tree), None)
+        if staged is not None:  # the staged diff is head -> sha's: git is not asked again
+            self._remember(self._diffs, (head, sha), staged.patch.decode("utf-8", "surrogateescape"))
+            self._remember(self._stats, (head, sha), staged.stat)
         return sha
 
     def worktree_change(self, path: Path) -> StagedChange:
         """Everything changed in the worktree against its HEAD (untracked files included), staged: `patch` is a
         binary-safe diff of it, what a diagnosis session did, stored so a resumed run can re-create it with
         `apply_change`; `tree` is what `commit_worktree(path, message, tree=tree)` commits."""
+        path = Path(path)
         git(["add", "-A"], path)
         tree = git(["write-tree"], path).stdout.strip()
-        patch = git_bytes(["diff", "--cached", "--binary", "--full-index", "--no-renames", "--no-color", "HEAD"], path)
-        return StagedChange(tree, patch)
+        head = _worktree_head(path)
+        stat, text = parse_numstat_patch(git(["diff", "--cached", *_DIFF_ARGS, head], path).stdout)
+        change = StagedChange(tree, text.encode("utf-8", "surrogateescape"), head, stat)
+        self._staged = {(head, tree): change}  # only the latest: a commit follows its staging at once
+        return change
 
     def apply_change(self, path: Path, change: bytes) -> None:
         """Re-create a stored `worktree_change` in a fresh worktree of the same commit (raises `HarnessError` when
@@ -300,8 +312,7 @@ class HarnessSpace(TransplantMixin):
 
     def _diff_and_stat(self, a: str, b: str) -> tuple[str, DiffStat]:
         """The text diff and the numstat of a→b from one `git diff --numstat -p` (both remembered)."""
-        args = ["diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", "--numstat", "-z", "-p", a, b]
-        stat, text = parse_numstat_patch(git(args, self.repo_dir).stdout)
+        stat, text = parse_numstat_patch(git(["diff", *_DIFF_ARGS, a, b], self.repo_dir).stdout)
         return self._remember(self._diffs, (a, b), text), self._remember(self._stats, (a, b), stat)
 
     def changed_files(self, a: str, b: str) -> list[str]:
