@@ -201,3 +201,12 @@ def update(conn: sqlite3.Connection, table: str, row_id: int, values: dict[str, 
     if values:
         sets = ", ".join(f'"{c}" = ?' for c in values)
         conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", (*values.values(), row_id))
+
+
+MAX_PARAMS = 500  # bound parameters per `IN (...)` query, well under SQLite's limit (999 before 3.32)
+
+
+def chunks(values: list[str], size: int = MAX_PARAMS) -> Iterator[list[str]]:
+    """`values` in consecutive slices of at most `size` (what one `IN (...)` query may bind)."""
+    for start in range(0, len(values), size):
+        yield values[start : start + size]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from evodag import codec
 from evodag.base import StoreBase
-from evodag.connection import insert, update
+from evodag.connection import chunks, insert, update
 from evodag.errors import EvoDAGError
 from evodag.models import ATTRIBUTIONS, LESSON_CATEGORIES, Iteration, Lesson, SessionRow
 
@@ -163,6 +164,16 @@ class RecordsMixin(StoreBase):
         """The payload stored under `cache_key`, or None."""
         row = self.conn.execute("SELECT payload FROM rollout_cache WHERE cache_key = ?", (cache_key,)).fetchone()
         return None if row is None else codec.cache_payload(cache_key, row[0])
+
+    def cache_get_many(self, cache_keys: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """`cache_get` of many keys at once: key -> payload; keys with no payload are absent."""
+        found: dict[str, dict[str, Any]] = {}
+        for chunk in chunks(sorted(set(cache_keys))):
+            marks = ", ".join("?" for _ in chunk)
+            sql = f"SELECT cache_key, payload FROM rollout_cache WHERE cache_key IN ({marks})"
+            for key, payload in self.conn.execute(sql, chunk):
+                found[key] = codec.cache_payload(key, payload)
+        return found
 
     def cache_put(self, cache_key: str, payload: dict[str, Any]) -> None:
         """Store (or replace) the payload under `cache_key`."""

@@ -8,7 +8,7 @@ from typing import Any
 
 from evodag import codec
 from evodag.base import StoreBase
-from evodag.connection import insert
+from evodag.connection import chunks, insert
 from evodag.errors import EvoDAGError
 from evodag.models import DISPOSITIONS, SPLITS, RolloutRow
 
@@ -75,6 +75,18 @@ class RolloutsMixin(StoreBase):
         if not cache_key:
             return None
         return self._one(RolloutRow, "cache_key = ? AND cache_key != '' ORDER BY id", (cache_key,))  # partial index
+
+    def find_rollouts(self, cache_keys: Iterable[str]) -> dict[str, RolloutRow]:
+        """`find_rollout` of many keys at once: key -> its earliest stored rollout; keys found nowhere are absent."""
+        found: dict[str, RolloutRow] = {}
+        decode = codec.decoder(RolloutRow)
+        for chunk in chunks(sorted({k for k in cache_keys if k})):
+            marks = ", ".join("?" for _ in chunk)
+            sql = f"SELECT {codec.select_list(RolloutRow)} FROM rollouts WHERE cache_key IN ({marks}) ORDER BY id"
+            for raw in self.conn.execute(sql, chunk):
+                row = decode(raw)
+                found.setdefault(row.cache_key, row)
+        return found
 
     def _stat(self, column: str, run_id: int | None) -> Any:
         if run_id is None:

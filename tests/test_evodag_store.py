@@ -399,3 +399,28 @@ def test_memory_store_is_in_memory_and_writes_no_file(tmp_path: Path, monkeypatc
     with EvoDAG(":memory:") as fresh:
         assert fresh.nodes() == []
     assert list(tmp_path.iterdir()) == []
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(["k1", "k2", "k3", "", "absent"]), max_size=8), st.integers(0, 3))
+def test_many_key_lookups_answer_as_the_one_key_lookups(keys: list[str], extra_rows: int) -> None:
+    """`find_rollouts` / `cache_get_many` (one query per 500 keys, what an evaluation asks before running) give,
+    for every key, what `find_rollout` / `cache_get` give; keys found nowhere are absent."""
+    with tempfile.TemporaryDirectory() as tmp, EvoDAG(Path(tmp) / "evodag.sqlite") as s:
+        run, root = _root(s)
+        other = s.add_node(run, "b" * 40, root, 1, "capability", "capability", "o")
+        base = dict(run_id=run, task_id="t", split="train", seed=1, repetition=0, disposition="success")
+        for i, key in enumerate(["k1", "k2", "k1", "k2"][: 1 + extra_rows]):
+            node = root if i % 2 == 0 else other.id
+            s.add_rollout(**base, node_id=node, score=i / 4, passed=bool(i % 2), cache_key=key)
+        s.cache_put("k3", {"score": 0.5})
+        s.cache_put("", {"score": 0.25})
+        many = s.find_rollouts(keys)
+        assert many == {k: row for k in keys if (row := s.find_rollout(k)) is not None}
+        payloads = s.cache_get_many(keys)
+        assert payloads == {k: p for k in keys if (p := s.cache_get(k)) is not None}
+    with tempfile.TemporaryDirectory() as tmp, EvoDAG(Path(tmp) / "evodag.sqlite") as s:
+        keys = [f"key-{i}" for i in range(1200)]  # beyond SQLite's bound-parameter limit in one query
+        for key in keys[::100]:
+            s.cache_put(key, {"k": key})
+        assert sorted(s.cache_get_many(keys)) == sorted(keys[::100])

@@ -118,12 +118,13 @@ class Evaluator:
 
     def _evaluate(self, node: Node, split: str, plan: list[_Planned]) -> list[RolloutRow]:
         own = {r.cache_key: r for r in self.store.rollouts(run_id=self.run_id, node_id=node.id, split=split)}
+        known = self._known([item.key for item in plan if item.key not in own])
         rows: dict[str, RolloutRow] = {}
         misses: dict[str, _Planned] = {}
         for item in plan:
             if item.key in rows or item.key in misses:
                 continue
-            row = own.get(item.key) or self._reuse(node, split, item)
+            row = own.get(item.key) or self._reuse(node, split, item, known.get(item.key))
             if row is not None:
                 rows[item.key] = row
             else:
@@ -135,21 +136,28 @@ class Evaluator:
             self._execute(node, split, list(misses.values()), rows)
         return [rows[item.key] for item in plan]
 
-    def _reuse(self, node: Node, split: str, item: _Planned) -> RolloutRow | None:
-        """Copy a known rollout with the same key for this node, or None if it is nowhere."""
-        found = self.store.find_rollout(item.key)
-        fields: dict[str, Any] | None = None
-        if found is not None:
+    def _known(self, keys: list[str]) -> dict[str, RolloutRow | dict[str, Any]]:
+        """What is known of each key, in the order `_evaluate` trusts it: a stored rollout (any node, any run of this
+        store), else this store's cache payload (a fork's copy of its source's other rollouts), else the shared
+        cross-run cache's; keys known nowhere are absent. Three queries at most, whatever the number of keys."""
+        known: dict[str, RolloutRow | dict[str, Any]] = dict(self.store.find_rollouts(keys))
+        for cache in (self.store, self.cache_store):
+            rest = [key for key in keys if key not in known]
+            if cache is not None and rest:
+                known.update(cache.cache_get_many(rest))
+        return known
+
+    def _reuse(
+        self, node: Node, split: str, item: _Planned, found: RolloutRow | dict[str, Any] | None
+    ) -> RolloutRow | None:
+        """Copy `found` (what `_known` says of the item's key) as this node's rollout, or None when nothing is."""
+        if found is None:
+            return None
+        if isinstance(found, RolloutRow):
             fields = {name: getattr(found, name) for name in _COPIED}
         else:
-            payload = self.store.cache_get(item.key)  # a fork's copy of its source's other rollouts
-            if payload is None and self.cache_store is not None:
-                payload = self.cache_store.cache_get(item.key)
-            if payload is not None:
-                fields = {name: payload[name] for name in _COPIED if name in payload}
-                fields.setdefault("trace_path", None)
-        if fields is None:
-            return None
+            fields = {name: found[name] for name in _COPIED if name in found}
+            fields.setdefault("trace_path", None)
         return self.store.add_rollout(**self._identity(node, split, item), **fields, cost=0.0)
 
     def _identity(self, node: Node, split: str, item: _Planned) -> dict[str, Any]:
