@@ -7,7 +7,8 @@ that counts, without changing what runs:
 
 - rollout time: wall time inside `Executor.run` (the isolated rollouts, their fork servers and the per-rollout
   isolation set-up; everything the executor does for a batch),
-- git: every `git` subprocess started through `subprocess.run` (count and seconds),
+- git: every `git` subprocess started through `subprocess.run` (count and seconds), and the long-lived ones
+  (`saddler.harness.gitbatch`, counted as they start; their requests are in the time of their callers),
 - SQLite: time inside the public `EvoDAG` methods (outermost calls only), split by whether it overlapped the
   rollouts (a rollout's row is stored the moment it lands, while the other workers keep running).
 
@@ -74,6 +75,15 @@ def _probe(run_dir: str, out: str, started: float) -> int:
             counters.add(f"git:{sub}", 1)
 
     subprocess.run = counted_run  # type: ignore[assignment]
+    from saddler.harness import gitcmd
+
+    real_pipe = gitcmd.git_pipe
+
+    def counted_pipe(args: Any, *rest: Any, **kwargs: Any) -> Any:
+        counters.add("git_long_lived", 1)
+        return real_pipe(args, *rest, **kwargs)
+
+    gitcmd.git_pipe = counted_pipe  # type: ignore[assignment]
 
     from evodag.store import EvoDAG
     from saddler.executor.local import LocalExecutor
@@ -248,6 +258,7 @@ def main() -> int:
         print(f"executor_jobs: {int(stats.get('executor_jobs', 0))}")
         print(f"git_calls: {int(stats.get('git_calls', 0))}")
         print(f"git_s: {stats.get('git_s', 0.0):.2f}")
+        print(f"git_long_lived: {int(stats.get('git_long_lived', 0))} (--stdin/--batch processes, many requests each)")
         print(f"sqlite_calls: {int(stats.get('sqlite_calls', 0))}")
         print(f"sqlite_s: {stats.get('sqlite_s', 0.0):.2f}")
         print(f"sqlite_in_rollouts_s: {stats.get('sqlite_in_rollouts_s', 0.0):.2f} (overlaps the rollouts)")

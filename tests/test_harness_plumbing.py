@@ -40,7 +40,7 @@ def edit(write_files: Callable[[Path, dict[str, str]], None]) -> Callable[..., s
     return commit
 
 
-def test_commit_costs_four_git_processes_and_nothing_when_unchanged(
+def test_commit_costs_three_git_processes_and_nothing_when_unchanged(
     space: HarnessSpace, git_calls: list[list[str]], git_in: Callable[..., str]
 ) -> None:
     wt = space.worktree(space.baseline_commit(), "c1")
@@ -50,7 +50,7 @@ def test_commit_costs_four_git_processes_and_nothing_when_unchanged(
     (wt / "loop.py").write_text("changed\n")
     git_calls.clear()
     sha = space.commit_worktree(wt, "changed")
-    assert [c[0] for c in git_calls] == ["add", "write-tree", "commit-tree", "update-ref"]
+    assert [c[0] for c in git_calls] == ["add", "write-tree", "commit-tree"]  # refs: the long-lived update-ref
     assert sha is not None and git_in("rev-parse", "HEAD", cwd=wt).strip() == sha
     assert git_in("rev-parse", f"refs/saddler/c/{sha}", cwd=space.repo_dir).strip() == sha
 
@@ -87,7 +87,7 @@ def test_cherry_pick_runs_on_a_private_index_without_a_worktree(
     git_calls.clear()
     result = space.cherry_pick(other, base, tool, "pick")
     assert result.ok and result.commit is not None
-    assert [c[0] for c in git_calls] == ["diff", "read-tree", "apply", "write-tree", "commit-tree", "update-ref"]
+    assert [c[0] for c in git_calls] == ["diff", "read-tree", "apply", "write-tree", "commit-tree"]
     assert not any(c[0] == "worktree" for c in git_calls)
     assert (space.git_dir / "index").read_bytes() == index_before  # the repository's own index is untouched
     assert not list(space.git_dir.glob("saddler-index-*"))
@@ -152,7 +152,7 @@ def test_a_staged_change_is_committed_without_staging_it_again(
     assert b"tools/new.py" in change.patch and change.tree == git_in("write-tree", cwd=wt).strip()
     git_calls.clear()
     sha = space.commit_worktree(wt, "staged", tree=change.tree)
-    assert [c[0] for c in git_calls] == ["commit-tree", "update-ref"]
+    assert [c[0] for c in git_calls] == ["commit-tree"]
     again = space.worktree(base, "again")
     write_files(again, {"loop.py": "def run(task):\n    return [task]\n", "tools/new.py": "N = 1\n"})
     assert space.commit_worktree(again, "staged") == sha  # the commit staging it again would have made

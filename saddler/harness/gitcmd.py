@@ -15,6 +15,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 from saddler.errors import DiskFullError, HarnessError
 
@@ -69,7 +70,7 @@ def git(
         raw.stderr.decode("utf-8", "surrogateescape"),
     )
     if proc.returncode != 0:
-        _raise_if_disk_full(proc.stderr, args, cwd)
+        raise_if_disk_full(proc.stderr, args, cwd)
         if check:
             raise HarnessError(f"git {' '.join(args)} failed in {cwd} (exit {proc.returncode}): {_tail(proc.stderr)}")
     return proc
@@ -80,7 +81,7 @@ _WRITE_FAILED = re.compile(r"unable to (write|create)|write error|could not (wri
 NEARLY_FULL_BYTES = 1 << 20
 
 
-def _raise_if_disk_full(stderr: str, args: Sequence[str], cwd: Path) -> None:
+def raise_if_disk_full(stderr: str, args: Sequence[str], cwd: Path) -> None:
     """A full disk is a fault even where a failing git is data (a conflict): it must not become an invalid node.
     git does not always say why a write failed ("unable to write file x"), so a failed write on a file system
     with less than 1 MiB left counts as a full disk too."""
@@ -96,12 +97,24 @@ def _free_bytes(path: Path) -> int:
         return NEARLY_FULL_BYTES
 
 
+def git_pipe(args: Sequence[str], cwd: Path, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
+    """Start a long-lived `git <args>` (a `--stdin` / `--batch` mode) with binary pipes on stdin and stdout and its
+    stderr into the caller's file `stderr` (a pipe nobody reads could block it), in git's environment; see
+    `saddler.harness.gitbatch`."""
+    try:
+        return subprocess.Popen(
+            ["git", *args], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=git_env()
+        )
+    except FileNotFoundError as exc:
+        raise HarnessError(f"cannot run git in {cwd}: {exc}; install git and check the folder exists") from exc
+
+
 def git_bytes(args: Sequence[str], cwd: Path) -> bytes:
     """Run `git <args>` and return raw stdout (archives, binary diffs); raises `HarnessError` on failure."""
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, env=git_env(), check=False)
     if proc.returncode != 0:
         stderr = proc.stderr.decode("utf-8", "replace")
-        _raise_if_disk_full(stderr, args, cwd)
+        raise_if_disk_full(stderr, args, cwd)
         raise HarnessError(f"git {' '.join(args)} failed in {cwd} (exit {proc.returncode}): {_tail(stderr)}")
     return proc.stdout
 
@@ -140,6 +153,19 @@ def configure_run_repo(repo_dir: Path, source: str) -> None:
     exclude.parent.mkdir(parents=True, exist_ok=True)
     with exclude.open("a", encoding="utf-8") as fh:
         fh.write("# saddler: never commit interpreter caches\n__pycache__/\n*.pyc\n")
+
+
+def worktree_admin_dir(worktree: Path) -> Path | None:
+    """The admin entry (`<git_dir>/worktrees/<id>`) a linked worktree's `.git` file points to; None for anything
+    else (no such file, a main repository's `.git` folder, an entry without `gitdir`)."""
+    try:
+        pointer = (Path(worktree) / ".git").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    if not pointer.startswith("gitdir: "):
+        return None
+    admin = (Path(worktree) / pointer[len("gitdir: ") :]).resolve()
+    return admin if (admin / "gitdir").is_file() else None
 
 
 def drop_dead_worktree_entries(git_dir: Path) -> None:

@@ -116,12 +116,6 @@ def commit_tree(repo_dir: Path, tree: str, parent: str, message: str, clock: Clo
     return git(["commit-tree", tree, "-p", parent, "-m", text], repo_dir, clock=clock).stdout.strip()
 
 
-def update_refs(cwd: Path, updates: dict[str, str]) -> None:
-    """Set several refs in one transaction (`update-ref --stdin`); in a worktree `HEAD` is that worktree's."""
-    lines = "".join(f"update {ref} {sha}\n" for ref, sha in updates.items())
-    git(["update-ref", "--no-deref", "--stdin"], cwd, input=lines)
-
-
 def extract_tree(repo_dir: Path, treeish: str, dest: Path) -> None:
     """Write the files of `treeish` (no .git) into the existing folder `dest` with one `git archive`."""
     data = git_bytes(["archive", "--format=tar", treeish], repo_dir)

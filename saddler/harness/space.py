@@ -24,12 +24,14 @@ from typing import TypeVar
 from saddler.config import HarnessConfig, parse_saddler_file
 from saddler.errors import ConfigError, HarnessError
 from saddler.harness import components
+from saddler.harness.gitbatch import RefWriter
 from saddler.harness.gitcmd import (
     Clock,
     configure_run_repo,
     drop_dead_worktree_entries,
     git,
     is_repo_root,
+    worktree_admin_dir,
 )
 from saddler.harness.plumbing import (
     KEEP_PREFIX,
@@ -38,7 +40,6 @@ from saddler.harness.plumbing import (
     extract_tree,
     parse_numstat_patch,
     stripspace,
-    update_refs,
 )
 from saddler.harness.spare import SpareWorktree
 from saddler.harness.structure import check_structure
@@ -85,6 +86,7 @@ class HarnessSpace(TransplantMixin):
         self.worktrees_dir.mkdir(parents=True, exist_ok=True)
         self._trash = Trash(self.git_dir / "saddler-trash")
         self._spare = SpareWorktree(self.git_dir, self.worktrees_dir, self._trash)
+        self._refs = RefWriter(self.repo_dir)
         self._commits: set[str] = set()  # full shas known to name commits
         self._trees: dict[str, str] = {}  # commit sha -> tree sha
         self._baseline: str | None = None
@@ -173,7 +175,7 @@ class HarnessSpace(TransplantMixin):
 
     def keep(self, sha: str) -> None:
         """Keep `sha` reachable forever with `refs/saddler/c/<sha>`."""
-        git(["update-ref", KEEP_PREFIX + sha, sha], self.repo_dir)
+        self._refs.update({KEEP_PREFIX + sha: sha})
         self._commits.add(sha)
 
     def tree_of(self, commit: str) -> str:
@@ -250,6 +252,11 @@ class HarnessSpace(TransplantMixin):
             self._trash.discard(path)  # gone at once; its files are deleted in the background
         drop_dead_worktree_entries(self.git_dir)
 
+    def close(self) -> None:
+        """End the long-lived git process this space keeps (`saddler.harness.gitbatch`); using the space again
+        starts another. Nothing is lost by not calling it: the process ends with this one."""
+        self._refs.close()
+
     # -- commits and diffs -----------------------------------------------------------------------------
 
     def commit_worktree(self, path: Path, message: str, *, tree: str | None = None) -> str | None:
@@ -266,7 +273,9 @@ class HarnessSpace(TransplantMixin):
         if not stripspace(message):
             raise HarnessError("commit message is empty; give the commit a message")
         sha = commit_tree(self.repo_dir, tree, head, message, self.clock)
-        update_refs(path, {"HEAD": sha, KEEP_PREFIX + sha: sha})
+        admin = worktree_admin_dir(path)
+        head_ref = {f"worktrees/{admin.name}/HEAD": sha} if admin is not None else {}
+        self._refs.update({**head_ref, KEEP_PREFIX + sha: sha})  # the worktree's HEAD moves to it, and it is kept
         self._commits.add(sha)
         self._trees[sha] = tree
         staged = self._staged.pop((head, tree), None)

@@ -17,7 +17,7 @@ import os
 import threading
 from pathlib import Path
 
-from saddler.harness.gitcmd import git
+from saddler.harness.gitcmd import git, worktree_admin_dir
 from saddler.harness.trash import Trash
 
 SPARE_NAME = ".spare"  # not a valid candidate worktree name (those start with a letter or digit)
@@ -39,7 +39,7 @@ class SpareWorktree:
         """Keep `worktree` (no longer used by anyone) for `take`; False when it was not kept (another is parked,
         or it is not an idle worktree of this repository): the caller deletes it."""
         with self._lock:
-            admin = _admin_dir(worktree)
+            admin = worktree_admin_dir(worktree)
             if self._parked or admin is None or admin.parent != self._admin_root or not _idle(admin):
                 return False
             self._parked = _move(worktree, self.path)
@@ -67,18 +67,6 @@ class SpareWorktree:
             self._parked = False
 
 
-def _admin_dir(worktree: Path) -> Path | None:
-    """The worktree's admin entry (`<git_dir>/worktrees/<id>`) its `.git` file points to; None when it has none."""
-    try:
-        pointer = (worktree / ".git").read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    if not pointer.startswith("gitdir: "):
-        return None
-    admin = (worktree / pointer[len("gitdir: ") :]).resolve()
-    return admin if (admin / "gitdir").is_file() else None
-
-
 def _idle(admin: Path) -> bool:
     """Nothing in the admin entry but what git keeps for a worktree at rest."""
     return all(entry.name in _IDLE_ENTRIES for entry in admin.iterdir())
@@ -86,7 +74,7 @@ def _idle(admin: Path) -> bool:
 
 def _move(src: Path, dest: Path) -> bool:
     """What `git worktree move src dest` does, without a process; False (nothing moved) when `src` is no worktree."""
-    admin = _admin_dir(src)
+    admin = worktree_admin_dir(src)
     if admin is None:
         return False
     try:

@@ -1,6 +1,7 @@
 """Moving a change between candidates: `cherry_pick` and `revert`, applied on a private index (no worktree).
 
-Mixed into `HarnessSpace` (which provides `repo_dir`, `git_dir`, `clock`, `resolve`, `tree_of` and the sha caches).
+Mixed into `HarnessSpace` (which provides `repo_dir`, `git_dir`, `clock`, `resolve`, `tree_of`, `diff`, `keep` and the
+sha caches).
 A conflict is data (`GitResult.ok` false with the files named), never an exception.
 """
 
@@ -9,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from saddler.harness.gitcmd import Clock, git
-from saddler.harness.plumbing import KEEP_PREFIX, apply_on_index, commit_tree, update_refs
+from saddler.harness.gitcmd import Clock
+from saddler.harness.plumbing import apply_on_index, commit_tree
 
 
 @dataclass
@@ -37,6 +38,12 @@ class TransplantMixin:
     def tree_of(self, commit: str) -> str:  # provided by HarnessSpace
         raise NotImplementedError
 
+    def diff(self, a: str, b: str) -> str:  # provided by HarnessSpace
+        raise NotImplementedError
+
+    def keep(self, sha: str) -> None:  # provided by HarnessSpace
+        raise NotImplementedError
+
     def cherry_pick(self, onto: str, edge_parent: str, edge_child: str, message: str) -> GitResult:
         """Apply the change edge_parent→edge_child onto `onto` with a 3-way merge; commit on success."""
         return self._transplant(onto, edge_parent, edge_child, message, "cherry-pick")
@@ -47,7 +54,7 @@ class TransplantMixin:
 
     def _transplant(self, onto: str, a: str, b: str, message: str, what: str) -> GitResult:
         """a→b applied onto `onto` as `git apply --3way` in a clean worktree would, but on a private index."""
-        diff = git(["diff", "--no-renames", "--binary", "--full-index", a, b], self.repo_dir).stdout
+        diff = self.diff(a, b)  # binary-safe, full index lines: what `git apply --3way` needs
         if not diff.strip():
             return GitResult(False, error=f"{what}: {a[:12]}..{b[:12]} changes nothing")
         onto = self.resolve(onto)
@@ -57,7 +64,6 @@ class TransplantMixin:
         if tree == self.tree_of(onto):
             return GitResult(False, error=f"{what}: nothing left to change on {onto[:12]}")
         sha = commit_tree(self.repo_dir, tree, onto, message, self.clock)
-        update_refs(self.repo_dir, {KEEP_PREFIX + sha: sha})
-        self._commits.add(sha)
+        self.keep(sha)
         self._trees[sha] = tree
         return GitResult(True, commit=sha)

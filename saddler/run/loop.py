@@ -69,6 +69,7 @@ class Optimizer:
             finally:
                 ctx.executor.close()
                 ctx.space.prune()
+                ctx.space.close()
 
     def _run(self, ctx: RunContext) -> RunOutcome:
         if ctx.store.get_run(ctx.run_id).status == "finished":

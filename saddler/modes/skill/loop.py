@@ -217,6 +217,7 @@ class SkillRun(IterationMixin):
             run_id, status="finished", termination_reason=reason, finished_at=self.clock(), best_node_id=best.node_id
         )
         space.prune()
+        space.close()
         left = [k for k, ok in wsp.flat(best.results).items() if not ok]
         self.say(stop_message(reason, self.opts, program, left))
         base, final = log["baseline_pass_rate"], log["final_pass_rate"]
