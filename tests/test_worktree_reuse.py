@@ -126,3 +126,37 @@ def test_a_new_space_on_the_same_folders_does_not_trust_a_parked_worktree(space:
     again.prune()
     second = again.worktree(space.baseline_commit(), "it2-a0")
     assert _registered(again) == [str(second)]
+
+
+def test_a_worktree_prepared_in_the_background_is_taken_without_git(
+    space: HarnessSpace, tmp_path: Path, git_calls: list[list[str]]
+) -> None:
+    candidate = _candidate(space)
+    first = space.worktree(space.baseline_commit(), "it1-a0")
+    _mess_up(first)
+    space.remove_worktree(first)
+    space.prepare_worktree(candidate)
+    space._spare.wait()  # the preparation ran while the caller did something else
+    git_calls.clear()
+    second = space.worktree(candidate, "it2-a0")
+    assert git_calls == []
+    space.export_tree(candidate, tmp_path / "expected")
+    assert _files(second) == _files(tmp_path / "expected")
+    assert _git(second, "status", "--porcelain", "--ignored") == ""
+    assert _git(second, "rev-parse", "HEAD").strip() == candidate
+
+
+def test_a_worktree_prepared_for_another_commit_is_checked_out_again(space: HarnessSpace, tmp_path: Path) -> None:
+    candidate = _candidate(space)
+    first = space.worktree(space.baseline_commit(), "it1-a0")
+    space.remove_worktree(first)
+    space.prepare_worktree(candidate)
+    second = space.worktree(space.baseline_commit(), "it2-a0")  # not what was prepared
+    space.export_tree(space.baseline_commit(), tmp_path / "expected")
+    assert _files(second) == _files(tmp_path / "expected")
+    assert _git(second, "rev-parse", "HEAD").strip() == space.baseline_commit()
+    (second / "edit.txt").write_text("x\n")
+    space.remove_worktree(second)
+    space.prepare_worktree(candidate)
+    space.prune()  # waits for the preparation, then deletes the kept worktree
+    assert list(space.worktrees_dir.iterdir()) == []

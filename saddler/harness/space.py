@@ -207,6 +207,11 @@ class HarnessSpace(TransplantMixin):
             git(["worktree", "add", "-q", "--detach", str(path), sha], self.repo_dir)
         return path
 
+    def prepare_worktree(self, commit: str) -> None:
+        """Say that the next `worktree` will be at `commit`: the worktree kept for reuse is checked out there in the
+        background (while the caller waits for something else), so that `worktree` then runs no git."""
+        self._spare.prepare(self.resolve(commit))
+
     def snapshot(self, commit: str, root: Path) -> Path:
         """The files of `commit` (no .git) in `root/<tree sha>`, made once per tree with one `git archive`.
 

@@ -26,45 +26,84 @@ _IDLE_ENTRIES = frozenset({"HEAD", "ORIG_HEAD", "commondir", "gitdir", "index", 
 
 class SpareWorktree:
     """At most one parked worktree of the repository `git_dir` whose worktrees live in `worktrees_dir`; it belongs
-    to this object (a process), never to one made later on the same folders: those prune first."""
+    to this object (a process), never to one made later on the same folders: those prune first.
+
+    `prepare(sha)` checks the parked worktree out at `sha` in a background thread (the loop calls it while the
+    parent's batch is evaluated, when the next diagnosis's parent is known): a `take` of that sha then runs no
+    git at all. Every other call waits for a preparation to finish first."""
 
     def __init__(self, git_dir: Path, worktrees_dir: Path, trash: Trash) -> None:
         self.path = Path(worktrees_dir) / SPARE_NAME
         self._admin_root = Path(git_dir).resolve() / "worktrees"
         self._trash = trash
         self._parked = False
+        self._ready: str | None = None  # the sha the parked worktree is exactly (clean), when known
+        self._job: threading.Thread | None = None
         self._lock = threading.Lock()
 
     def park(self, worktree: Path) -> bool:
         """Keep `worktree` (no longer used by anyone) for `take`; False when it was not kept (another is parked,
         or it is not an idle worktree of this repository): the caller deletes it."""
         with self._lock:
+            self._wait()
             admin = worktree_admin_dir(worktree)
             if self._parked or admin is None or admin.parent != self._admin_root or not _idle(admin):
                 return False
-            self._parked = _move(worktree, self.path)
+            self._parked, self._ready = _move(worktree, self.path), None
             return self._parked
+
+    def prepare(self, sha: str) -> None:
+        """Start checking the parked worktree out clean at `sha` in the background (nothing when none is parked)."""
+        with self._lock:
+            self._wait()
+            if self._parked and self._ready != sha:
+                self._job = threading.Thread(target=self._check_out, args=(sha,), name="saddler-worktree", daemon=True)
+                self._job.start()
 
     def take(self, worktree: Path, sha: str) -> bool:
         """Make `worktree` (a free path) the parked worktree, checked out clean at `sha`; False when none is parked
         or it cannot be reused (then it is deleted and the caller adds a fresh worktree)."""
         with self._lock:
+            self._wait()
             if not self._parked:
                 return False
-            self._parked = False
-            if _move(self.path, worktree):
-                checkout = git(["checkout", "-q", "-f", "--detach", sha], worktree, check=False)
-                if checkout.returncode == 0 and git(["clean", "-q", "-ffdx"], worktree, check=False).returncode == 0:
-                    return True
-                self._trash.discard(worktree)
-            elif self.path.exists():
-                self._trash.discard(self.path)
+            self._parked, ready, self._ready = False, self._ready, None
+            if not _move(self.path, worktree):
+                if self.path.exists():
+                    self._trash.discard(self.path)
+                return False
+            if ready == sha or _check_out(worktree, sha):
+                return True
+            self._trash.discard(worktree)
             return False
 
     def forget(self) -> None:
-        """The parked worktree was deleted (a prune): nothing is parked."""
+        """The parked worktree is to be deleted (a prune): nothing is parked."""
         with self._lock:
-            self._parked = False
+            self._wait()
+            self._parked, self._ready = False, None
+
+    def wait(self) -> None:
+        """Block until a background preparation has finished."""
+        with self._lock:
+            self._wait()
+
+    def _check_out(self, sha: str) -> None:
+        try:
+            self._ready = sha if _check_out(self.path, sha) else None
+        except Exception:  # a fault (a full disk): `take` checks out again and meets it there
+            self._ready = None
+
+    def _wait(self) -> None:
+        if self._job is not None:
+            self._job.join()
+            self._job = None
+
+
+def _check_out(worktree: Path, sha: str) -> bool:
+    """Make `worktree` exactly `sha`: HEAD detached there, no edit, no untracked or ignored file left."""
+    checkout = git(["checkout", "-q", "-f", "--detach", sha], worktree, check=False)
+    return checkout.returncode == 0 and git(["clean", "-q", "-ffdx"], worktree, check=False).returncode == 0
 
 
 def _idle(admin: Path) -> bool:

@@ -165,6 +165,8 @@ class Optimizer:
         else:
             parent = store.get_node(it.parent_id)
         # 2-3. the mini-batch, and the parent on it (cached rollouts are reused)
+        if it.candidate_id is None:
+            ctx.space.prepare_worktree(parent.commit)  # the diagnosis's worktree, made while the batch runs
         before = ctx.eval_batch(parent, batch)
         if it.candidate_id is None and nothing_to_fix(before, ctx.score_kind):
             # nothing to diagnose (AutoSaddler's no_training_failures): no session is paid for
