@@ -11,6 +11,7 @@ import pytest
 from evodag.models import Node
 from evodag.store import EvoDAG
 from saddler.config import load_run_config
+from saddler.harness.diffs import _DIFF_ARGS, _STAT_ARGS
 from saddler.reporting.progress import NullProgress
 from saddler.run import diagnosis
 from saddler.run.context import RunContext, open_context
@@ -45,14 +46,21 @@ def test_a_patched_attempt_spends_eight_git_processes(ctx: RunContext, git_calls
     assert ctx.space.tree_of(first.commit)  # known since the commit: no git
     git_calls.clear()
     second = _patch(ctx, 2, first)
-    assert [c[0] for c in git_calls] == [
+    calls = [c[0] for c in git_calls]
+    assert calls[:5] == [
         "checkout", "clean",  # the last attempt's worktree, made exactly the parent (a third of `worktree add`)
         "apply",  # the offline session's edit
         "add", "write-tree",  # the session's change, staged
-        "diff",  # parent -> staged: the change stored for a resume, and the edge's diff and changed files / lines
-        "commit-tree",  # the candidate commit (not staged again); its keep ref: the space's long-lived update-ref
-        "diff",  # baseline -> candidate: the node's lines changed
     ]  # fmt: skip
+    # side by side: parent -> staged (the change stored for a resume, the edge's diff, changed files and lines) and
+    # baseline -> staged (the node's lines changed)
+    assert sorted(map(tuple, git_calls[5:7])) == sorted(
+        [
+            ("diff", "--cached", *_DIFF_ARGS, first.commit),
+            ("diff", "--cached", *_STAT_ARGS, ctx.space.baseline_commit()),
+        ]
+    )
+    assert calls[7:] == ["commit-tree"]  # the candidate commit (not staged again); its refs: the long-lived update-ref
     assert ctx.store.edge_into(second.id) is not None
     assert ctx.space.diff(first.commit, second.commit) == ctx.store.get_blob(ctx.store.edge_into(second.id).diff_sha)
 

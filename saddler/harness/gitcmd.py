@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -95,6 +96,34 @@ def _free_bytes(path: Path) -> int:
         return shutil.disk_usage(path).free
     except OSError:
         return NEARLY_FULL_BYTES
+
+
+def git_all(calls: Sequence[tuple[Sequence[str], Path]]) -> list[subprocess.CompletedProcess[str]]:
+    """`git(args, cwd)` of every call at once, each waited on by its own thread (for independent reads: the machine
+    runs them side by side); the results in the order of `calls`, the first failure raised."""
+    if len(calls) <= 1:
+        return [git(args, cwd) for args, cwd in calls]
+    results: list[subprocess.CompletedProcess[str] | BaseException | None] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        try:
+            results[i] = git(*calls[i])
+        except BaseException as exc:  # handed to the caller below
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,), name="saddler-git") for i in range(1, len(calls))]
+    for thread in threads:
+        thread.start()
+    run(0)
+    for thread in threads:
+        thread.join()
+    done: list[subprocess.CompletedProcess[str]] = []
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+        assert result is not None
+        done.append(result)
+    return done
 
 
 def git_pipe(args: Sequence[str], cwd: Path, stderr: IO[bytes]) -> subprocess.Popen[bytes]:

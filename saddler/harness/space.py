@@ -1,11 +1,13 @@
 """The git harness space: the run's own clone of a harness, candidate worktrees, commits and diffs.
 
 The user's original repository is never written to. Every candidate is a real commit kept reachable by
-a ref `refs/saddler/c/<sha>`; candidates are edited in isolated worktrees under `worktrees_dir`. Where no one
+a ref `refs/saddler/c/<sha>` (set through one long-lived `git update-ref --stdin`, `saddler.harness.gitbatch`);
+candidates are edited in isolated worktrees under `worktrees_dir`, each made by checking out the last one removed
+again (`saddler.harness.spare`), in the background when the caller says which commit comes next. Where no one
 edits files, no worktree is made: evaluation gets a snapshot of the tree (`snapshot`, one `git archive` per
 tree), cherry-pick and revert run on a private index (`saddler.harness.plumbing`). What a full sha names never
-changes, so its tree, its diffs and its numstat against another sha are asked of git once and remembered.
-Hot paths call the git CLI directly (GitPython leaks processes in long runs).
+changes, so its tree, its diffs and its numstat against another sha are asked of git once and remembered
+(`saddler.harness.diffs`). Hot paths call the git CLI directly (GitPython leaks processes in long runs).
 """
 
 from __future__ import annotations
@@ -15,15 +17,13 @@ import re
 import shutil
 import tempfile
 import tomllib
-from collections import OrderedDict
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TypeVar
 
 from saddler.config import HarnessConfig, parse_saddler_file
 from saddler.errors import ConfigError, HarnessError
 from saddler.harness import components
+from saddler.harness.diffs import DiffsMixin, StagedChange, worktree_head
 from saddler.harness.gitbatch import RefWriter
 from saddler.harness.gitcmd import (
     Clock,
@@ -35,10 +35,8 @@ from saddler.harness.gitcmd import (
 )
 from saddler.harness.plumbing import (
     KEEP_PREFIX,
-    DiffStat,
     commit_tree,
     extract_tree,
-    parse_numstat_patch,
     stripspace,
 )
 from saddler.harness.spare import SpareWorktree
@@ -50,26 +48,12 @@ BASELINE_REF = "refs/saddler/baseline"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _SHA = re.compile(r"[0-9a-f]{40}")
 _SKIP_COPY = shutil.ignore_patterns(".git", "__pycache__", "*.pyc")
-_DIFF_ARGS = ("--no-color", "--no-ext-diff", "--no-renames", "--binary", "--numstat", "-z", "-p")  # binary: full index
-_MEMO = 256  # remembered diff texts / stats per space (a diff is asked for 2-3 times right after it is made)
 
 
-_T = TypeVar("_T")
 __all__ = ["BASELINE_REF", "KEEP_PREFIX", "GitResult", "HarnessSpace", "StagedChange"]
 
 
-@dataclass(frozen=True)
-class StagedChange:
-    """A worktree's edit, staged: its tree and its binary-safe diff against the worktree's HEAD `head`, which is
-    `diff(head, c)` of the commit `c` made of it, with its `stat`."""
-
-    tree: str
-    patch: bytes
-    head: str
-    stat: DiffStat
-
-
-class HarnessSpace(TransplantMixin):
+class HarnessSpace(TransplantMixin, DiffsMixin):
     """One run's harness repository (`repo_dir`) and its candidate worktrees (`worktrees_dir`).
 
     `clock`, when given, fixes commit dates (seconds since the epoch) so the same inputs give the same shas.
@@ -90,9 +74,7 @@ class HarnessSpace(TransplantMixin):
         self._commits: set[str] = set()  # full shas known to name commits
         self._trees: dict[str, str] = {}  # commit sha -> tree sha
         self._baseline: str | None = None
-        self._stats: OrderedDict[tuple[str, str], DiffStat] = OrderedDict()
-        self._diffs: OrderedDict[tuple[str, str], str] = OrderedDict()
-        self._staged: dict[tuple[str, str], StagedChange] = {}  # (head, tree) -> the diff of the change staged
+        DiffsMixin.__init__(self)
 
     @classmethod
     def create(
@@ -272,7 +254,7 @@ class HarnessSpace(TransplantMixin):
         if tree is None:
             git(["add", "-A"], path)
             tree = git(["write-tree"], path).stdout.strip()
-        head = _worktree_head(path)
+        head = worktree_head(path)
         if tree == self.tree_of(head):
             return None
         if not stripspace(message):
@@ -283,24 +265,8 @@ class HarnessSpace(TransplantMixin):
         self._refs.update({**head_ref, KEEP_PREFIX + sha: sha})  # the worktree's HEAD moves to it, and it is kept
         self._commits.add(sha)
         self._trees[sha] = tree
-        staged = self._staged.pop((head, tree), None)
-        if staged is not None:  # the staged diff is head -> sha's: git is not asked again
-            self._remember(self._diffs, (head, sha), staged.patch.decode("utf-8", "surrogateescape"))
-            self._remember(self._stats, (head, sha), staged.stat)
+        self._remember_staged(head, tree, sha)
         return sha
-
-    def worktree_change(self, path: Path) -> StagedChange:
-        """Everything changed in the worktree against its HEAD (untracked files included), staged: `patch` is a
-        binary-safe diff of it, what a diagnosis session did, stored so a resumed run can re-create it with
-        `apply_change`; `tree` is what `commit_worktree(path, message, tree=tree)` commits."""
-        path = Path(path)
-        git(["add", "-A"], path)
-        tree = git(["write-tree"], path).stdout.strip()
-        head = _worktree_head(path)
-        stat, text = parse_numstat_patch(git(["diff", "--cached", *_DIFF_ARGS, head], path).stdout)
-        change = StagedChange(tree, text.encode("utf-8", "surrogateescape"), head, stat)
-        self._staged = {(head, tree): change}  # only the latest: a commit follows its staging at once
-        return change
 
     def apply_change(self, path: Path, change: bytes) -> None:
         """Re-create a stored `worktree_change` in a fresh worktree of the same commit (raises `HarnessError` when
@@ -308,43 +274,6 @@ class HarnessSpace(TransplantMixin):
         if change:
             text = change.decode("utf-8", "surrogateescape")
             git(["apply", "--binary", "--index", "--whitespace=nowarn", "-"], path, input=text)
-
-    def diff(self, a: str, b: str) -> str:
-        """Unified diff from `a` to `b` (binary-safe, no rename detection)."""
-        key = (a, b)
-        if key not in self._diffs:
-            return self._diff_and_stat(a, b)[0]
-        return self._diffs[key]
-
-    def diff_stat(self, a: str, b: str) -> DiffStat:
-        """Changed paths (sorted; a rename shows as both paths) and lines added / removed (binary files count 0
-        lines); the same git process as `diff` of the pair."""
-        key = (a, b)
-        if key not in self._stats:
-            return self._diff_and_stat(a, b)[1]
-        return self._stats[key]
-
-    def _diff_and_stat(self, a: str, b: str) -> tuple[str, DiffStat]:
-        """The text diff and the numstat of a→b from one `git diff --numstat -p` (both remembered)."""
-        stat, text = parse_numstat_patch(git(["diff", *_DIFF_ARGS, a, b], self.repo_dir).stdout)
-        return self._remember(self._diffs, (a, b), text), self._remember(self._stats, (a, b), stat)
-
-    def changed_files(self, a: str, b: str) -> list[str]:
-        """Paths that differ between `a` and `b`, sorted (a rename shows as both paths)."""
-        return list(self.diff_stat(a, b).files)
-
-    def numstat(self, a: str, b: str) -> tuple[int, int]:
-        """(lines added, lines removed) from a to b; binary files count as 0."""
-        stat = self.diff_stat(a, b)
-        return stat.added, stat.removed
-
-    def _remember(self, memo: OrderedDict[tuple[str, str], _T], key: tuple[str, str], value: _T) -> _T:
-        """Store `value` when both ends are full shas (immutable); keep the newest `_MEMO` entries."""
-        if _SHA.fullmatch(key[0]) and _SHA.fullmatch(key[1]):
-            memo[key] = value
-            while len(memo) > _MEMO:
-                memo.popitem(last=False)
-        return value
 
     # -- component map ---------------------------------------------------------------------------------
 
@@ -401,16 +330,3 @@ class HarnessSpace(TransplantMixin):
             (info / "alternates").write_text(f"{self.git_dir / 'objects'}\n", encoding="utf-8")
             git(["update-ref", "refs/heads/main", sha], Path(tmp))
             git(["bundle", "create", str(dest), "HEAD", "main"], Path(tmp))
-
-
-def _worktree_head(worktree: Path) -> str:
-    """The sha a worktree's HEAD is at, read from its admin folder when HEAD is detached (no subprocess)."""
-    try:
-        pointer = (worktree / ".git").read_text(encoding="utf-8").strip()
-        if pointer.startswith("gitdir: "):
-            head = (worktree / pointer[len("gitdir: ") :] / "HEAD").read_text(encoding="utf-8").strip()
-            if _SHA.fullmatch(head):
-                return head
-    except OSError:
-        pass
-    return git(["rev-parse", "HEAD"], worktree).stdout.strip()

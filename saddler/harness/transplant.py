@@ -7,6 +7,7 @@ A conflict is data (`GitResult.ok` false with the files named), never an excepti
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,14 +32,12 @@ class TransplantMixin:
     clock: Clock | None
     _commits: set[str]
     _trees: dict[str, str]
+    diff: Callable[[str, str], str]  # provided by `DiffsMixin` (a stub method here would hide it)
 
     def resolve(self, rev: str) -> str:  # provided by HarnessSpace
         raise NotImplementedError
 
     def tree_of(self, commit: str) -> str:  # provided by HarnessSpace
-        raise NotImplementedError
-
-    def diff(self, a: str, b: str) -> str:  # provided by HarnessSpace
         raise NotImplementedError
 
     def keep(self, sha: str) -> None:  # provided by HarnessSpace
