@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -9,8 +10,21 @@ from pathlib import Path
 import pytest
 
 from saddler.errors import HarnessError
-from saddler.harness.gitbatch import RefWriter
+from saddler.harness.gitbatch import ObjectReader, RefWriter
 from saddler.harness.space import HarnessSpace
+
+
+@pytest.fixture
+def edit(write_files: Callable[[Path, dict[str, str]], None]) -> Callable[..., str]:
+    def commit(space: HarnessSpace, parent: str, files: dict[str, str]) -> str:
+        wt = space.worktree(parent, "edit")
+        write_files(wt, files)
+        sha = space.commit_worktree(wt, f"edit {sorted(files)}")
+        space.remove_worktree(wt)
+        assert sha is not None
+        return sha
+
+    return commit
 
 
 @pytest.fixture
@@ -54,7 +68,7 @@ def test_a_refused_transaction_sets_nothing_says_why_and_the_next_works(space: H
     base = space.baseline_commit()
     writer = RefWriter(space.repo_dir)
     try:
-        with pytest.raises(HarnessError, match=r"update-ref --stdin failed .* refs/test/bad.*invalid"):
+        with pytest.raises(HarnessError, match=r"update-ref --no-deref --stdin failed .* refs/test/bad.*invalid"):
             writer.update({"refs/test/good": base, "refs/test/bad": "0" * 39})
         assert _rev(space.repo_dir, "refs/test/good") == ""
         writer.update({"refs/test/after": base})
@@ -73,3 +87,99 @@ def test_close_ends_the_process_and_a_later_update_starts_another(space: Harness
     writer.update({"refs/test/two": base})
     writer.close()
     assert _rev(space.repo_dir, "refs/test/two") == base
+
+
+def _tree_listing(root: Path) -> dict[str, tuple[str, int, bytes]]:
+    """Every entry under `root`: kind, permission bits and content (a symlink's target)."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel, st = str(path.relative_to(root)), path.lstat()
+        if path.is_symlink():
+            out[rel] = ("link", 0, os.readlink(path).encode())
+        elif path.is_dir():
+            out[rel] = ("dir", st.st_mode & 0o777, b"")
+        else:
+            out[rel] = ("file", st.st_mode & 0o777, path.read_bytes())
+    return out
+
+
+@pytest.fixture
+def odd_tree(space: HarnessSpace, git_in: Callable[..., str]) -> str:
+    """A commit with nested folders, an executable, a symlink, binary and non-UTF-8 names, and a submodule."""
+    wt = space.worktree(space.baseline_commit(), "odd")
+    (wt / "deep" / "er" / "est").mkdir(parents=True)
+    (wt / "deep" / "er" / "est" / "x.txt").write_text("deep\n")
+    (wt / "run.sh").write_text("#!/bin/sh\n")
+    (wt / "run.sh").chmod(0o755)
+    os.symlink("deep/er", wt / "link")
+    (wt / "blob.bin").write_bytes(bytes(range(256)) * 10)
+    (wt / os.fsdecode(b"caf\xe9.txt")).write_text("latin-1 name\n")
+    git_in("add", "-A", cwd=wt)
+    git_in("update-index", "--add", "--cacheinfo", f"160000,{space.baseline_commit()},vendor/sub", cwd=wt)
+    sha = space.commit_worktree(wt, "odd", tree=git_in("write-tree", cwd=wt).strip())
+    space.remove_worktree(wt)
+    assert sha is not None
+    return sha
+
+
+def test_extract_writes_what_git_archive_writes(space: HarnessSpace, odd_tree: str, tmp_path: Path) -> None:
+    from saddler.harness.plumbing import extract_tree
+
+    reader = ObjectReader(space.repo_dir)
+    try:
+        (tmp_path / "fast").mkdir()
+        (tmp_path / "archive").mkdir()
+        assert reader.extract(space.tree_of(odd_tree), tmp_path / "fast")
+        extract_tree(space.repo_dir, odd_tree, tmp_path / "archive")
+        assert _tree_listing(tmp_path / "fast") == _tree_listing(tmp_path / "archive")
+        assert _tree_listing(tmp_path / "fast")["run.sh"][1] == 0o755
+    finally:
+        reader.close()
+
+
+def test_reads_answer_as_git_does(space: HarnessSpace, odd_tree: str, git_in: Callable[..., str]) -> None:
+    reader = ObjectReader(space.repo_dir)
+    try:
+        tree = git_in("rev-parse", f"{odd_tree}^{{tree}}", cwd=space.repo_dir).strip()
+        found = reader.read(f"{odd_tree}^{{tree}}")
+        assert found is not None and found[:2] == (tree, "tree")
+        blob = reader.read(f"{odd_tree}:deep/er/est/x.txt")
+        assert blob is not None and blob[1:] == ("blob", b"deep\n")
+        assert reader.read(f"{odd_tree}:no/such/file") is None
+        assert reader.read("f" * 40) is None
+        with pytest.raises(HarnessError, match="cannot be asked"):
+            reader.read("a\nb")
+    finally:
+        reader.close()
+
+
+def test_a_tree_with_attributes_is_left_to_git_archive(
+    space: HarnessSpace, edit: Callable[..., str], tmp_path: Path
+) -> None:
+    """Line endings, filters and export-ignore come from .gitattributes: such a tree is not extracted raw, and
+    the space's snapshot of it is git archive's (here without the export-ignored file)."""
+    sha = edit(space, space.baseline_commit(), {".gitattributes": "secret.txt export-ignore\n", "secret.txt": "s\n"})
+    reader = ObjectReader(space.repo_dir)
+    try:
+        (tmp_path / "fast").mkdir()
+        assert not reader.extract(space.tree_of(sha), tmp_path / "fast")
+        assert list((tmp_path / "fast").iterdir()) == []
+    finally:
+        reader.close()
+    snap = space.snapshot(sha, tmp_path / "snaps")
+    assert (snap / ".gitattributes").is_file() and not (snap / "secret.txt").exists()
+
+
+def test_the_space_reads_trees_and_files_without_a_process_each(
+    space: HarnessSpace, odd_tree: str, tmp_path: Path, git_calls: list[list[str]]
+) -> None:
+    git_calls.clear()
+    other = HarnessSpace(space.repo_dir, space.worktrees_dir)  # remembers nothing
+    assert other.tree_of(odd_tree) == space.tree_of(odd_tree)
+    assert other.read_file(odd_tree, "deep/er/est/x.txt") == "deep\n"
+    assert other.read_file(odd_tree, "absent.txt") is None
+    assert other.resolve(odd_tree[:12]) == odd_tree
+    snap = other.snapshot(odd_tree, tmp_path / "snaps")
+    assert (snap / "run.sh").is_file()
+    assert [c[0] for c in git_calls] == ["rev-parse"]  # the space's own set-up (its git dir), nothing per read
+    other.close()

@@ -4,10 +4,10 @@ The user's original repository is never written to. Every candidate is a real co
 a ref `refs/saddler/c/<sha>` (set through one long-lived `git update-ref --stdin`, `saddler.harness.gitbatch`);
 candidates are edited in isolated worktrees under `worktrees_dir`, each made by checking out the last one removed
 again (`saddler.harness.spare`), in the background when the caller says which commit comes next. Where no one
-edits files, no worktree is made: evaluation gets a snapshot of the tree (`snapshot`, one `git archive` per
-tree), cherry-pick and revert run on a private index (`saddler.harness.plumbing`). What a full sha names never
-changes, so its tree, its diffs and its numstat against another sha are asked of git once and remembered
-(`saddler.harness.diffs`). Hot paths call the git CLI directly (GitPython leaks processes in long runs).
+edits files, no worktree is made: evaluation gets a snapshot of the tree (`snapshot`, read through one long-lived
+`git cat-file --batch`), cherry-pick and revert run on a private index (`saddler.harness.plumbing`). What a full
+sha names never changes, so its tree, its diffs and its numstat against another sha are asked of git once and
+remembered (`saddler.harness.diffs`). Hot paths call the git CLI directly (GitPython leaks processes in long runs).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from saddler.config import HarnessConfig, parse_saddler_file
 from saddler.errors import ConfigError, HarnessError
 from saddler.harness import components
 from saddler.harness.diffs import DiffsMixin, StagedChange, worktree_head
-from saddler.harness.gitbatch import RefWriter
+from saddler.harness.gitbatch import ObjectReader, RefWriter
 from saddler.harness.gitcmd import (
     Clock,
     configure_run_repo,
@@ -71,6 +71,7 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
         self._trash = Trash(self.git_dir / "saddler-trash")
         self._spare = SpareWorktree(self.git_dir, self.worktrees_dir, self._trash)
         self._refs = RefWriter(self.repo_dir)
+        self._objects = ObjectReader(self.repo_dir)
         self._commits: set[str] = set()  # full shas known to name commits
         self._trees: dict[str, str] = {}  # commit sha -> tree sha
         self._baseline: str | None = None
@@ -148,12 +149,11 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
         """The full sha of a commit-ish; `HarnessError` when it names no commit."""
         if rev in self._commits:
             return rev
-        proc = git(["rev-parse", "--verify", "-q", f"{rev}^{{commit}}"], self.repo_dir, check=False)
-        if proc.returncode != 0:
+        found = self._objects.read(f"{rev}^{{commit}}") if rev.strip() and "\n" not in rev else None
+        if found is None:
             raise HarnessError(f"{rev!r} is not a commit of {self.repo_dir}")
-        sha = proc.stdout.strip()
-        self._commits.add(sha)
-        return sha
+        self._commits.add(found[0])
+        return found[0]
 
     def keep(self, sha: str) -> None:
         """Keep `sha` reachable forever with `refs/saddler/c/<sha>`."""
@@ -163,7 +163,10 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
     def tree_of(self, commit: str) -> str:
         """The tree hash of `commit` (what rollout caches key on)."""
         if commit not in self._trees:
-            tree = git(["rev-parse", f"{commit}^{{tree}}"], self.repo_dir).stdout.strip()
+            found = self._objects.read(f"{commit}^{{tree}}") if commit.strip() and "\n" not in commit else None
+            if found is None:
+                raise HarnessError(f"{commit!r} names no tree of {self.repo_dir}")
+            tree = found[0]
             if not _SHA.fullmatch(commit):
                 return tree
             self._trees[commit] = tree
@@ -171,8 +174,12 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
 
     def read_file(self, commit: str, path: str) -> str | None:
         """The text of `path` at `commit`, or None when the commit has no such file."""
-        proc = git(["cat-file", "-p", f"{commit}:{components.normalize(path)}"], self.repo_dir, check=False)
-        return proc.stdout if proc.returncode == 0 else None
+        name = f"{commit}:{components.normalize(path)}"
+        if "\n" in name:  # cannot be asked of the long-lived reader: one process
+            proc = git(["cat-file", "blob", name], self.repo_dir, check=False)
+            return proc.stdout if proc.returncode == 0 else None
+        found = self._objects.read(name)
+        return found[2].decode("utf-8", "surrogateescape") if found is not None and found[1] == "blob" else None
 
     # -- worktrees -------------------------------------------------------------------------------------
 
@@ -195,7 +202,7 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
         self._spare.prepare(self.resolve(commit))
 
     def snapshot(self, commit: str, root: Path) -> Path:
-        """The files of `commit` (no .git) in `root/<tree sha>`, made once per tree with one `git archive`.
+        """The files of `commit` (no .git) in `root/<tree sha>`, made once per tree (`_extract`).
 
         Read-only by contract: rollouts get their own copy of it, never this folder. It appears complete or
         not at all (built beside it, then renamed), so concurrent callers, threads or processes, are safe."""
@@ -206,7 +213,7 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{tree[:12]}-", dir=dest.parent))
         try:
-            extract_tree(self.repo_dir, tree, tmp)
+            self._extract(tree, tmp)
             os.rename(tmp, dest)
         except OSError:
             if not dest.is_dir():
@@ -240,9 +247,10 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
         drop_dead_worktree_entries(self.git_dir)
 
     def close(self) -> None:
-        """End the long-lived git process this space keeps (`saddler.harness.gitbatch`); using the space again
-        starts another. Nothing is lost by not calling it: the process ends with this one."""
+        """End the long-lived git processes this space keeps (`saddler.harness.gitbatch`); using the space again
+        starts them again. Nothing is lost by not calling it: they end with this process."""
         self._refs.close()
+        self._objects.close()
 
     # -- commits and diffs -----------------------------------------------------------------------------
 
@@ -315,7 +323,13 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
             raise HarnessError(f"export folder {dest} is not empty; remove it or choose another")
         sha = self.resolve(commit)
         dest.mkdir(parents=True, exist_ok=True)
-        extract_tree(self.repo_dir, sha, dest)
+        self._extract(self.tree_of(sha), dest)
+
+    def _extract(self, tree: str, dest: Path) -> None:
+        """The files of `tree` into the empty folder `dest`: read through the long-lived reader, or, when attributes
+        (line endings, filters, export-ignore) apply, written by `git archive` as a checkout would see them."""
+        if (self.git_dir / "info" / "attributes").exists() or not self._objects.extract(tree, dest):
+            extract_tree(self.repo_dir, tree, dest)
 
     def bundle(self, commit: str, dest: Path) -> None:
         """Write a git bundle of `commit`'s history to `dest`; `git clone dest` checks out branch main."""
