@@ -159,8 +159,10 @@ def test_every_python_name_the_docs_give_resolves(docs: dict[str, Doc], name: st
 
 @cache
 def class_members() -> dict[str, set[str]]:
-    """Class name -> the names it defines (methods, class attributes, `self.x` assignments) across the source."""
+    """Class name -> the names it defines (methods, class attributes, `self.x` assignments) across the source,
+    with those of its base classes found there (`HarnessSpace` has what its mixins define)."""
     members: dict[str, set[str]] = {}
+    bases: dict[str, set[str]] = {}
     for f in repo_files():
         if not f.endswith(".py") or f.split("/", 1)[0] not in SOURCE_PACKAGES:
             continue
@@ -168,6 +170,7 @@ def class_members() -> dict[str, set[str]]:
             if not isinstance(node, ast.ClassDef):
                 continue
             names = members.setdefault(node.name, set())
+            bases.setdefault(node.name, set()).update(b.id for b in node.bases if isinstance(b, ast.Name))
             for item in ast.walk(node):
                 if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
                     names.add(item.name)
@@ -176,7 +179,14 @@ def class_members() -> dict[str, set[str]]:
                 elif isinstance(item, ast.Assign):
                     names |= {t.id for t in item.targets if isinstance(t, ast.Name)}
                     names |= {t.attr for t in item.targets if isinstance(t, ast.Attribute)}
-    return members
+
+    def inherited(cls: str, seen: frozenset[str] = frozenset()) -> set[str]:
+        own = set(members.get(cls, set()))
+        for base in bases.get(cls, set()) - seen - {cls}:
+            own |= inherited(base, seen | {cls})
+        return own
+
+    return {cls: inherited(cls) for cls in members}
 
 
 def member_names(doc: Doc) -> list[str]:
@@ -201,6 +211,8 @@ def test_the_checks_catch_drift() -> None:
     assert exists("tests/live/", anchored=True) and exists("saddler/sessions/prompts/*.md", anchored=True)
     assert _resolves("saddler.procs.run_process_group") and not _resolves("saddler.procs.run_everything")
     assert "update_best" in class_members()["RunContext"]
+    assert "worktree_change" in class_members()["HarnessSpace"]  # defined by its mixin DiffsMixin
+    assert "worktree_change" not in class_members()["SpareWorktree"]
 
 
 @cache
