@@ -16,9 +16,11 @@ Prints `overhead_fraction: <x>` = (wall − rollout time) ÷ wall, where wall is
 start to exit (interpreter start-up and imports included), then `wall_s`, `rollout_s`, `git_calls`, `git_s`,
 `sqlite_s` (outside rollouts), `startup_s`, `breakdown: <part>=<s> ...` (the non-rollout seconds of the main parts
 of a run, each with the rollouts it waited for taken out; nested parts are also in their parents) and the demo's
-summary lines (`summary: ...`), which must not change when orchestration gets cheaper. Before measuring it writes the
-packages' bytecode (`bytecode:` line), as the demo's `pip install .` does. The isolation is whatever
-the run's config says (the default unless `--set`).
+summary lines (`summary: ...`), which must not change when orchestration gets cheaper. Work the orchestrator does
+beside the rollouts (the progress plot drawn while test runs, the next diagnosis worktree checked out while a
+batch runs) is outside the fraction's numerator; where the rollouts already keep every core busy it slows them
+instead, so compare `wall_s` as well. Before measuring it writes the packages' bytecode (`bytecode:` line), as the
+demo's `pip install .` does. The isolation is whatever the run's config says (the default unless `--set`).
 """
 
 from __future__ import annotations

@@ -15,19 +15,6 @@ from saddler.harness.space import HarnessSpace
 
 
 @pytest.fixture
-def edit(write_files: Callable[[Path, dict[str, str]], None]) -> Callable[..., str]:
-    def commit(space: HarnessSpace, parent: str, files: dict[str, str]) -> str:
-        wt = space.worktree(parent, "edit")
-        write_files(wt, files)
-        sha = space.commit_worktree(wt, f"edit {sorted(files)}")
-        space.remove_worktree(wt)
-        assert sha is not None
-        return sha
-
-    return commit
-
-
-@pytest.fixture
 def space(tmp_path: Path, source_repo: Callable[..., Path]) -> HarnessSpace:
     return HarnessSpace.create(source_repo(tmp_path / "src"), tmp_path / "run" / "harness", tmp_path / "run" / "wt")
 

@@ -25,21 +25,6 @@ def space(tmp_path: Path, source_repo: Callable[..., Path]) -> HarnessSpace:
     )
 
 
-@pytest.fixture
-def edit(write_files: Callable[[Path, dict[str, str]], None]) -> Callable[..., str]:
-    """`edit(space, parent, files, message="edit")`: commit `files` written over `parent`; returns the commit."""
-
-    def commit(space: HarnessSpace, parent: str, files: dict[str, str], message: str = "edit") -> str:
-        wt = space.worktree(parent, "edit")
-        write_files(wt, files)
-        sha = space.commit_worktree(wt, message)
-        space.remove_worktree(wt)
-        assert sha is not None
-        return sha
-
-    return commit
-
-
 def test_commit_costs_three_git_processes_and_nothing_when_unchanged(
     space: HarnessSpace, git_calls: list[list[str]], git_in: Callable[..., str]
 ) -> None:

@@ -23,21 +23,6 @@ def space(tmp_path: Path, source: Path) -> HarnessSpace:
     return HarnessSpace.create(source, tmp_path / "run" / "harness", tmp_path / "run" / "worktrees")
 
 
-@pytest.fixture
-def edit(write_files: Callable[[Path, dict[str, str]], None]) -> Callable[..., str]:
-    """`edit(space, parent, files, name="edit")`: commit `files` written over `parent` in worktree `name`."""
-
-    def commit(space: HarnessSpace, parent: str, files: dict[str, str], name: str = "edit") -> str:
-        wt = space.worktree(parent, name)
-        write_files(wt, files)
-        sha = space.commit_worktree(wt, f"edit {sorted(files)}")
-        space.remove_worktree(wt)
-        assert sha is not None
-        return sha
-
-    return commit
-
-
 def test_clone_leaves_the_source_untouched(
     tmp_path: Path,
     source: Path,

@@ -26,21 +26,6 @@ def prompt(harness_files: dict[str, str]) -> str:
     return harness_files["prompts/system.md"]
 
 
-@pytest.fixture
-def edit(write_files: Callable[[Path, dict[str, str]], None]) -> Callable[[HarnessSpace, str, dict[str, str]], str]:
-    """`edit(space, parent, files)`: commit `files` written over `parent` in a worktree; returns the commit."""
-
-    def commit(space: HarnessSpace, parent: str, files: dict[str, str]) -> str:
-        wt = space.worktree(parent, "edit")
-        write_files(wt, files)
-        sha = space.commit_worktree(wt, "edit")
-        space.remove_worktree(wt)
-        assert sha is not None
-        return sha
-
-    return commit
-
-
 def content(space: HarnessSpace, commit: str, path: str) -> str | None:
     return space.read_file(commit, path)
 

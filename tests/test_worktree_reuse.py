@@ -60,13 +60,19 @@ def _mess_up(wt: Path) -> None:
     (wt / "pkg" / "__pycache__" / "x.pyc").write_bytes(b"ignored")
 
 
-def test_the_next_worktree_reuses_a_removed_one_and_is_exactly_its_commit(
-    space: HarnessSpace, tmp_path: Path, git_calls: list[list[str]]
-) -> None:
+def _used_and_removed(space: HarnessSpace) -> tuple[str, Path]:
+    """A candidate commit, and a worktree of the baseline a session left messy and the loop then removed."""
     candidate = _candidate(space)
     first = space.worktree(space.baseline_commit(), "it1-a0")
     _mess_up(first)
     space.remove_worktree(first)
+    return candidate, first
+
+
+def test_the_next_worktree_reuses_a_removed_one_and_is_exactly_its_commit(
+    space: HarnessSpace, tmp_path: Path, git_calls: list[list[str]]
+) -> None:
+    candidate, first = _used_and_removed(space)
     assert not first.exists()
     git_calls.clear()
     second = space.worktree(candidate, "it2-a0")
@@ -131,10 +137,7 @@ def test_a_new_space_on_the_same_folders_does_not_trust_a_parked_worktree(space:
 def test_a_worktree_prepared_in_the_background_is_taken_without_git(
     space: HarnessSpace, tmp_path: Path, git_calls: list[list[str]]
 ) -> None:
-    candidate = _candidate(space)
-    first = space.worktree(space.baseline_commit(), "it1-a0")
-    _mess_up(first)
-    space.remove_worktree(first)
+    candidate, _ = _used_and_removed(space)
     space.prepare_worktree(candidate)
     space._spare.wait()  # the preparation ran while the caller did something else
     git_calls.clear()

@@ -91,6 +91,22 @@ def write_files() -> Callable[[Path, dict[str, str]], None]:
     return _write_files
 
 
+@pytest.fixture
+def edit(write_files: Callable[[Path, dict[str, str]], None]) -> Callable[..., str]:
+    """`edit(space, parent, files, message="edit", name="edit")`: commit `files` (a `HarnessSpace`'s) written over
+    `parent` in the worktree `name`, then remove it; returns the commit."""
+
+    def commit(space: Any, parent: str, files: dict[str, str], message: str = "edit", name: str = "edit") -> str:
+        wt = space.worktree(parent, name)
+        write_files(wt, files)
+        sha = space.commit_worktree(wt, message)
+        space.remove_worktree(wt)
+        assert sha is not None
+        return sha
+
+    return commit
+
+
 @pytest.fixture(scope="session")
 def source_repo() -> Callable[..., Path]:
     """`source_repo(root, files=None)`: a user's harness repository at `root` with one commit on branch `main`
