@@ -6,6 +6,7 @@ import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -170,3 +171,48 @@ def test_the_space_reads_trees_and_files_without_a_process_each(
     assert (snap / "run.sh").is_file()
     assert [c[0] for c in git_calls] == ["rev-parse"]  # the space's own set-up (its git dir), nothing per read
     other.close()
+
+
+class _Interrupting:
+    """A pipe end that raises KeyboardInterrupt (Ctrl-C) on its first read, then reads normally."""
+
+    def __init__(self, pipe: Any) -> None:
+        self.pipe, self.fired = pipe, False
+
+    def _maybe(self) -> None:
+        if not self.fired:
+            self.fired = True
+            raise KeyboardInterrupt
+
+    def readline(self) -> bytes:
+        line = self.pipe.readline()  # git has answered: the interrupt leaves the rest of the answer unread
+        self._maybe()
+        return line
+
+    def read(self, n: int) -> bytes:
+        self._maybe()
+        return self.pipe.read(n)
+
+    def close(self) -> None:
+        self.pipe.close()
+
+
+def test_an_interrupted_request_leaves_no_half_answer_for_the_next(space: HarnessSpace, odd_tree: str) -> None:
+    """Ctrl-C between git's answer and its reading must not make the next request read the rest of that answer."""
+    reader, writer = ObjectReader(space.repo_dir), RefWriter(space.repo_dir)
+    try:
+        for long_lived in (reader, writer):
+            proc = long_lived._running()
+            proc.stdout = _Interrupting(proc.stdout)  # type: ignore[assignment]
+        with pytest.raises(KeyboardInterrupt):
+            reader.read(f"{odd_tree}:deep/er/est/x.txt")
+        found = reader.read(f"{odd_tree}:run.sh")
+        assert found is not None and found[1:] == ("blob", b"#!/bin/sh\n")
+        base = space.baseline_commit()
+        with pytest.raises(KeyboardInterrupt):
+            writer.update({"refs/test/first": base})
+        writer.update({"refs/test/second": base})
+        assert _rev(space.repo_dir, "refs/test/second") == base
+    finally:
+        reader.close()
+        writer.close()

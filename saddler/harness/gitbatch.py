@@ -24,6 +24,7 @@ import subprocess
 import tempfile
 import threading
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -57,6 +58,17 @@ class _LongLivedGit:
             self._proc = gitcmd.git_pipe(self.args, self.repo_dir, self._err)
             self._stop = weakref.finalize(self, _stop, self._proc, self._err)
         return self._proc
+
+    @contextlib.contextmanager
+    def _exchange(self) -> Iterator[subprocess.Popen[bytes]]:
+        """The running process for one request and its answer; whatever stops the exchange half-way (Ctrl-C, a
+        fault) ends the process, so no half-read answer reaches the next request."""
+        proc = self._running()
+        try:
+            yield proc
+        except BaseException:
+            self._end()
+            raise
 
     def _end(self) -> None:
         if self._stop is not None:
@@ -94,8 +106,7 @@ class RefWriter(_LongLivedGit):
             return
         lines = ["start", *(f"update {name} {sha}" for name, sha in refs.items()), "commit"]
         request = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
-        with self._lock:
-            proc = self._running()
+        with self._lock, self._exchange() as proc:
             assert proc.stdin is not None and proc.stdout is not None
             try:
                 proc.stdin.write(request)
@@ -116,8 +127,7 @@ class ObjectReader(_LongLivedGit):
         """(sha, type, content) of the object `name` names (a sha, `rev^{tree}`, `rev:path`), or None."""
         if "\n" in name or not name.strip():
             raise HarnessError(f"object name {name!r} cannot be asked of git cat-file --batch")
-        with self._lock:
-            proc = self._running()
+        with self._lock, self._exchange() as proc:
             assert proc.stdin is not None and proc.stdout is not None
             try:
                 proc.stdin.write(name.encode("utf-8", "surrogateescape") + b"\n")
