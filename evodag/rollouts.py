@@ -82,7 +82,8 @@ class RolloutsMixin(StoreBase):
         decode = codec.decoder(RolloutRow)
         for chunk in chunks(sorted({k for k in cache_keys if k})):
             marks = ", ".join("?" for _ in chunk)
-            sql = f"SELECT {codec.select_list(RolloutRow)} FROM rollouts WHERE cache_key IN ({marks}) ORDER BY id"
+            where = f"cache_key IN ({marks}) AND cache_key != ''"  # the second term lets SQLite use the partial index
+            sql = f"SELECT {codec.select_list(RolloutRow)} FROM rollouts WHERE {where} ORDER BY id"
             for raw in self.conn.execute(sql, chunk):
                 row = decode(raw)
                 found.setdefault(row.cache_key, row)

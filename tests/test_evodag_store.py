@@ -424,3 +424,16 @@ def test_many_key_lookups_answer_as_the_one_key_lookups(keys: list[str], extra_r
         for key in keys[::100]:
             s.cache_put(key, {"k": key})
         assert sorted(s.cache_get_many(keys)) == sorted(keys[::100])
+
+
+def test_many_key_lookups_use_the_cache_key_index(store: EvoDAG) -> None:
+    """A batch's lookup must not scan every rollout of a long run: its query searches the partial index."""
+    asked: list[str] = []
+    store.conn.set_trace_callback(asked.append)
+    try:
+        store.find_rollouts(["k1", "k2"])
+    finally:
+        store.conn.set_trace_callback(None)
+    select = next(sql for sql in asked if sql.lstrip().upper().startswith("SELECT"))
+    plan = " ".join(str(row[-1]) for row in store.conn.execute(f"EXPLAIN QUERY PLAN {select}"))
+    assert "USING INDEX rollouts_cache" in plan or "USING COVERING INDEX rollouts_cache" in plan, plan

@@ -169,7 +169,8 @@ def test_the_space_reads_trees_and_files_without_a_process_each(
     assert other.resolve(odd_tree[:12]) == odd_tree
     snap = other.snapshot(odd_tree, tmp_path / "snaps")
     assert (snap / "run.sh").is_file()
-    assert [c[0] for c in git_calls] == ["rev-parse"]  # the space's own set-up (its git dir), nothing per read
+    # the space's own set-up (its git dir) and, once, whether attributes outside its trees apply; nothing per read
+    assert [c[0] for c in git_calls] == ["rev-parse", "config"]
     other.close()
 
 
@@ -216,3 +217,40 @@ def test_an_interrupted_request_leaves_no_half_answer_for_the_next(space: Harnes
     finally:
         reader.close()
         writer.close()
+
+
+def test_extract_writes_whole_files_when_the_system_writes_less_than_asked(
+    space: HarnessSpace, odd_tree: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`os.write` may write part of what it is given (a file size limit, a nearly full disk): nothing is cut."""
+    from saddler.harness import gitbatch
+
+    real_write = os.write
+    monkeypatch.setattr(gitbatch.os, "write", lambda fd, data: real_write(fd, bytes(data[:100])))
+    reader = ObjectReader(space.repo_dir)
+    try:
+        (tmp_path / "out").mkdir()
+        assert reader.extract(space.tree_of(odd_tree), tmp_path / "out")
+    finally:
+        reader.close()
+    assert (tmp_path / "out" / "blob.bin").read_bytes() == bytes(range(256)) * 10
+
+
+def test_attributes_from_outside_the_trees_leave_snapshots_to_git_archive(
+    space: HarnessSpace, edit: Callable[..., str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user's attributes (`~/.config/git/attributes`, `core.attributesFile`) apply to checkouts and archives:
+    a snapshot then is what `git archive` writes (here CRLF line ends and an export-ignored file)."""
+    sha = edit(space, space.baseline_commit(), {"notes.txt": "a\nb\n", "drop.txt": "x\n"})
+    home = tmp_path / "home"
+    (home / ".config" / "git").mkdir(parents=True)
+    (home / ".config" / "git" / "attributes").write_text("notes.txt eol=crlf\ndrop.txt export-ignore\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    fresh = HarnessSpace(space.repo_dir, space.worktrees_dir)
+    try:
+        snap = fresh.snapshot(sha, tmp_path / "snaps")
+    finally:
+        fresh.close()
+    assert (snap / "notes.txt").read_bytes() == b"a\r\nb\r\n" and not (snap / "drop.txt").exists()

@@ -53,7 +53,9 @@ def test_stat_of_a_pair_is_one_git_process(
     assert space.patch_kind(space.changed_files(base, sha)) == "capability"
     assert space.diff(base, sha) == space.diff(base, sha)
     assert [c[0] for c in git_calls] == ["diff"]  # one `git diff --numstat -p`: the stat and the text
-    plain = git_in("diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", base, sha, cwd=space.repo_dir)
+    plain = git_in(
+        "diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", "--full-index", base, sha, cwd=space.repo_dir
+    )
     assert space.diff(base, sha) == plain
     git_calls.clear()
     assert space.tree_of(sha) == space.tree_of(sha) and space.resolve(sha) == sha
@@ -79,13 +81,14 @@ def test_cherry_pick_runs_on_a_private_index_without_a_worktree(
     assert sorted(space.worktrees_dir.iterdir()) == worktrees_before
 
 
-def test_a_snapshot_costs_no_git_process(tmp_path: Path, space: HarnessSpace, git_calls: list[list[str]]) -> None:
+def test_a_snapshot_costs_no_git_per_tree(tmp_path: Path, space: HarnessSpace, git_calls: list[list[str]]) -> None:
     base = space.baseline_commit()
     space.tree_of(base)
     git_calls.clear()
     first = space.snapshot(base, tmp_path / "snap")
     assert space.snapshot(base, tmp_path / "snap") == first  # once per tree
-    assert git_calls == []  # read through the space's long-lived git cat-file --batch
+    # read through the space's long-lived git cat-file --batch; once per space: are there attributes outside trees
+    assert [c[:2] for c in git_calls] == [["config", "--type=path"]]
 
 
 MESSAGES = st.text(alphabet=" \t\nab#é\r", max_size=30).filter(lambda m: stripspace(m) != "")
@@ -163,7 +166,9 @@ def test_diff_and_stat_of_one_process_match_git_for_odd_and_binary_files(
     text = space.diff(base, sha)
     stat = space.diff_stat(base, sha)
     assert len(git_calls) == 1
-    plain = git_in("diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", base, sha, cwd=space.repo_dir)
+    plain = git_in(
+        "diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", "--full-index", base, sha, cwd=space.repo_dir
+    )
     assert text == plain and "GIT binary patch" in text
     assert stat == parse_numstat(git_in("diff", "--no-renames", "--numstat", "-z", base, sha, cwd=space.repo_dir))
     assert stat.files == sorted(["bin.dat", "name\twith tab.md", "prompts/system.md", "tools/search.py", "ünï code.py"])

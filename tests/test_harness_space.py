@@ -312,3 +312,23 @@ def test_the_staged_change_is_the_commits_diff_without_asking_git_again(
     assert staged.patch == text.encode("utf-8", "surrogateescape")
     assert stat.files == ["logo.bin", "loop.py", "run.sh", "skills/demo/SKILL.md"]
     assert "GIT binary patch" in text and "new file mode 100755" in text
+
+
+def test_diffs_do_not_depend_on_where_they_are_asked(space: HarnessSpace, write_files: Callable[..., None]) -> None:
+    """The staged diff is taken in the session's worktree and a remembered one is asked again in the clone after a
+    resume: .gitattributes in either (here `-diff`, making text look binary) must not change the answer, or a
+    resumed run would rank nodes by other line counts than the run it continues."""
+    base = space.baseline_commit()
+    wt = space.worktree(base, "c1")
+    write_files(wt, {".gitattributes": "*.md -diff\n", "prompts/system.md": "one\ntwo\nthree\n"})
+    staged = space.worktree_change(wt)
+    sha = space.commit_worktree(wt, "attributes", tree=staged.tree)
+    assert sha is not None
+    fresh = HarnessSpace(space.repo_dir, space.worktrees_dir)
+    for a in (base,):
+        assert fresh.diff_stat(a, sha) == space.diff_stat(a, sha)
+        assert fresh.diff(a, sha) == space.diff(a, sha)
+    assert space.numstat(base, sha) == (4, 3)  # text lines, whatever the attributes say
+    assert "GIT binary patch" not in space.diff(base, sha)
+    index_lines = [line for line in space.diff(base, sha).splitlines() if line.startswith("index ")]
+    assert index_lines and all(len(line.split()[1]) == 2 * 40 + 2 for line in index_lines)  # full shas

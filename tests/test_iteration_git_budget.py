@@ -54,11 +54,9 @@ def test_a_patched_attempt_spends_eight_git_processes(ctx: RunContext, git_calls
     ]  # fmt: skip
     # side by side: parent -> staged (the change stored for a resume, the edge's diff, changed files and lines) and
     # baseline -> staged (the node's lines changed)
+    tree = ctx.space.tree_of(second.commit)
     assert sorted(map(tuple, git_calls[5:7])) == sorted(
-        [
-            ("diff", "--cached", *_DIFF_ARGS, first.commit),
-            ("diff", "--cached", *_STAT_ARGS, ctx.space.baseline_commit()),
-        ]
+        [("diff", *_DIFF_ARGS, first.commit, tree), ("diff", *_STAT_ARGS, ctx.space.baseline_commit(), tree)]
     )
     assert calls[7:] == ["commit-tree"]  # the candidate commit (not staged again); its refs: the long-lived update-ref
     assert ctx.store.edge_into(second.id) is not None

@@ -23,9 +23,9 @@ def _git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
-def _files(root: Path) -> dict[str, bytes]:
+def _files(root: Path) -> dict[str, tuple[bytes, int]]:
     return {
-        str(p.relative_to(root)): p.read_bytes()
+        str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mode & 0o777)
         for p in sorted(root.rglob("*"))
         if p.is_file() and ".git" not in p.relative_to(root).parts
     }
@@ -58,6 +58,11 @@ def _mess_up(wt: Path) -> None:
     (wt / "untracked.txt").write_text("untracked\n")
     (wt / "pkg" / "__pycache__").mkdir(parents=True)
     (wt / "pkg" / "__pycache__" / "x.pyc").write_bytes(b"ignored")
+    _git(wt, "update-index", "--skip-worktree", "tools/search.py")  # index flags git keeps through a checkout
+    (wt / "tools" / "search.py").write_text("hidden edit\n")
+    _git(wt, "update-index", "--assume-unchanged", "prompts/system.md")
+    (wt / "prompts" / "system.md").write_text("unseen edit\n")
+    (wt / "prompts" / "system.md").chmod(0o600)
 
 
 def _used_and_removed(space: HarnessSpace) -> tuple[str, Path]:
@@ -80,6 +85,9 @@ def test_the_next_worktree_reuses_a_removed_one_and_is_exactly_its_commit(
     space.export_tree(candidate, tmp_path / "expected")
     assert _files(second) == _files(tmp_path / "expected")
     assert _git(second, "status", "--porcelain", "--ignored") == ""
+    assert {line[:2] for line in _git(second, "ls-files", "-v").splitlines()} == {"H "}  # no flag left over
+    admin = Path(_git(second, "rev-parse", "--absolute-git-dir").strip())
+    assert not (admin / "ORIG_HEAD").exists() and not (admin / "COMMIT_EDITMSG").exists()
     assert _git(second, "rev-parse", "HEAD").strip() == candidate
     assert subprocess.run(["git", "symbolic-ref", "-q", "HEAD"], cwd=second).returncode == 1  # detached
     assert _registered(space) == [str(second)]

@@ -21,8 +21,8 @@ from saddler.harness.gitcmd import git, git_all
 from saddler.harness.plumbing import DiffStat, parse_numstat, parse_numstat_patch
 
 _SHA = re.compile(r"[0-9a-f]{40}")
-_STAT_ARGS = ("--no-color", "--no-ext-diff", "--no-renames", "--numstat", "-z")
-_DIFF_ARGS = (*_STAT_ARGS, "--binary", "-p")  # --binary implies full index lines: what `git apply --3way` needs
+_STAT_ARGS = ("--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--numstat", "-z")
+_DIFF_ARGS = (*_STAT_ARGS, "--binary", "--full-index", "-p")  # full blob ids: what `git apply --3way` needs
 _MEMO = 256  # remembered diff texts / stats per space (a diff is asked for 2-3 times right after it is made)
 _T = TypeVar("_T")
 
@@ -42,6 +42,7 @@ class DiffsMixin:
     """Remembered diffs and staged changes; see the module docstring."""
 
     repo_dir: Path
+    git_dir: Path
     baseline_commit: Callable[[], str]  # provided by `HarnessSpace`
 
     def __init__(self) -> None:
@@ -58,15 +59,23 @@ class DiffsMixin:
         git(["add", "-A"], path)
         tree = git(["write-tree"], path).stdout.strip()
         head, base = worktree_head(path), self.baseline_commit()
-        calls = [(["diff", "--cached", *_DIFF_ARGS, head], path)]
+        calls = [(["diff", *_DIFF_ARGS, head, tree], self.repo_dir)]
         if base != head:  # and the baseline -> commit stat (a node's lines changed), side by side
-            calls.append((["diff", "--cached", *_STAT_ARGS, base], path))
-        outs = git_all(calls)
+            calls.append((["diff", *_STAT_ARGS, base, tree], self.repo_dir))
+        outs = git_all(calls, env=self._neutral())
         stat, text = parse_numstat_patch(outs[0].stdout)
         change = StagedChange(tree, text.encode("utf-8", "surrogateescape"), head, stat)
         from_base = {(base, tree): parse_numstat(outs[1].stdout)} if len(outs) > 1 else {}
         self._staged = {(head, tree): (change, from_base)}  # only the latest: a commit follows its staging at once
         return change
+
+    def _neutral(self) -> dict[str, str]:
+        """git's environment for a diff of two trees that no attributes of any checkout change: an empty work tree
+        and an index that does not exist (git reads `.gitattributes` from those), so a diff is the same whether it is
+        asked in a session's worktree or in the clone."""
+        empty = self.git_dir / "saddler-neutral"
+        empty.mkdir(exist_ok=True)
+        return {"GIT_WORK_TREE": str(empty), "GIT_INDEX_FILE": str(self.git_dir / "saddler-neutral.index")}
 
     def _remember_staged(self, head: str, tree: str, sha: str) -> None:
         """`sha` was just made of the change staged at (`head`, `tree`): its diffs are the staged ones."""
@@ -94,7 +103,7 @@ class DiffsMixin:
 
     def _diff_and_stat(self, a: str, b: str) -> tuple[str, DiffStat]:
         """The text diff and the numstat of a→b from one `git diff --numstat -p` (both remembered)."""
-        stat, text = parse_numstat_patch(git(["diff", *_DIFF_ARGS, a, b], self.repo_dir).stdout)
+        stat, text = parse_numstat_patch(git(["diff", *_DIFF_ARGS, a, b], self.repo_dir, env=self._neutral()).stdout)
         return self._remember(self._diffs, (a, b), text), self._remember(self._stats, (a, b), stat)
 
     def changed_files(self, a: str, b: str) -> list[str]:

@@ -164,7 +164,9 @@ class ObjectReader(_LongLivedGit):
                 continue
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
-                os.write(fd, found[2])
+                data = memoryview(found[2])
+                while data:  # a write may take less than it is given (a size limit, a nearly full disk)
+                    data = data[os.write(fd, data) :]
                 os.fchmod(fd, _FILE_MODES.get(mode, 0o644))
             finally:
                 os.close(fd)

@@ -98,16 +98,18 @@ def _free_bytes(path: Path) -> int:
         return NEARLY_FULL_BYTES
 
 
-def git_all(calls: Sequence[tuple[Sequence[str], Path]]) -> list[subprocess.CompletedProcess[str]]:
-    """`git(args, cwd)` of every call at once, each waited on by its own thread (for independent reads: the machine
-    runs them side by side); the results in the order of `calls`, the first failure raised."""
+def git_all(
+    calls: Sequence[tuple[Sequence[str], Path]], env: Mapping[str, str] | None = None
+) -> list[subprocess.CompletedProcess[str]]:
+    """`git(args, cwd, env=env)` of every call at once, each waited on by its own thread (for independent reads: the
+    machine runs them side by side); the results in the order of `calls`, the first failure raised."""
     if len(calls) <= 1:
-        return [git(args, cwd) for args, cwd in calls]
+        return [git(args, cwd, env=env) for args, cwd in calls]
     results: list[subprocess.CompletedProcess[str] | BaseException | None] = [None] * len(calls)
 
     def run(i: int) -> None:
         try:
-            results[i] = git(*calls[i])
+            results[i] = git(*calls[i], env=env)
         except BaseException as exc:  # handed to the caller below
             results[i] = exc
 

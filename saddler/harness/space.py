@@ -327,9 +327,23 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
 
     def _extract(self, tree: str, dest: Path) -> None:
         """The files of `tree` into the empty folder `dest`: read through the long-lived reader, or, when attributes
-        (line endings, filters, export-ignore) apply, written by `git archive` as a checkout would see them."""
-        if (self.git_dir / "info" / "attributes").exists() or not self._objects.extract(tree, dest):
+        (line endings, filters, export-ignore) may apply, written by `git archive` as a checkout would see them."""
+        if self._attributes_outside_trees or not self._objects.extract(tree, dest):
             extract_tree(self.repo_dir, tree, dest)
+
+    @cached_property
+    def _attributes_outside_trees(self) -> bool:
+        """Whether git applies attributes to checkouts of this repository from outside its trees: its
+        `info/attributes`, the user's (`core.attributesFile`, by default `$XDG_CONFIG_HOME/git/attributes`) or the
+        system's (`/etc/gitattributes`). Asked once per space (one `git config`)."""
+        configured = git(["config", "--type=path", "--get", "core.attributesFile"], self.repo_dir, check=False)
+        xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+        candidates = [self.git_dir / "info" / "attributes", Path(xdg) / "git" / "attributes"]
+        if configured.returncode == 0 and configured.stdout.strip():
+            candidates.append(Path(configured.stdout.strip()))
+        if not os.environ.get("GIT_ATTR_NOSYSTEM"):
+            candidates.append(Path("/etc/gitattributes"))
+        return any(path.is_file() for path in candidates)
 
     def bundle(self, commit: str, dest: Path) -> None:
         """Write a git bundle of `commit`'s history to `dest`; `git clone dest` checks out branch main."""

@@ -2,13 +2,14 @@
 add` (which writes every file and a new admin entry), and a run makes one per diagnosis attempt.
 
 `park(path)` moves a worktree that is no longer needed to `<worktrees_dir>/.spare` instead of deleting it;
-`take(path, sha)` moves it to `path` and makes it exactly `sha`: `git checkout -f --detach` then `git clean -ffdx`
-(edits, staged, untracked and ignored files gone, HEAD detached at `sha`, whatever branch or commit the session
-made). Only a worktree git itself left idle is parked: one whose admin entry holds anything beyond git's plain
-bookkeeping (a merge, rebase, lock, sparse checkout, its own config) is deleted instead, and a parked one that
-fails its checkout gives way to a fresh `git worktree add`. A move is git's own `worktree move` done in-process:
-rename the folder, then point its admin entry's `gitdir` at it. A crash in between leaves a folder that the next
-start's prune deletes (with its entry) like any other candidate worktree.
+`take(path, sha)` moves it to `path` and makes it exactly `sha`: its index and the last session's history in its
+admin entry are dropped, then `git checkout -f --detach` and `git clean -ffdx` (edits, staged, untracked and
+ignored files gone, index flags gone, HEAD detached at `sha`, whatever branch or commit the session made). Only a
+worktree git itself left idle is parked: one whose admin entry holds anything beyond git's plain bookkeeping (a
+merge, rebase, lock, sparse checkout, its own config) is deleted instead, and a parked one that fails its checkout
+gives way to a fresh `git worktree add`. A move is git's own `worktree move` done in-process: rename the folder,
+then point its admin entry's `gitdir` at it. A crash in between leaves a folder that the next start's prune
+deletes (with its entry) like any other candidate worktree.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ import os
 import threading
 from pathlib import Path
 
+from saddler.files import remove_path
 from saddler.harness.gitcmd import git, worktree_admin_dir
 from saddler.harness.trash import Trash
 
 SPARE_NAME = ".spare"  # not a valid candidate worktree name (those start with a letter or digit)
+_SESSION_TRACES = ("index", "ORIG_HEAD", "COMMIT_EDITMSG", "AUTO_MERGE", "logs")  # dropped before a reuse
 _IDLE_ENTRIES = frozenset({"HEAD", "ORIG_HEAD", "commondir", "gitdir", "index", "logs", "COMMIT_EDITMSG", "AUTO_MERGE"})
 
 
@@ -101,7 +104,15 @@ class SpareWorktree:
 
 
 def _check_out(worktree: Path, sha: str) -> bool:
-    """Make `worktree` exactly `sha`: HEAD detached there, no edit, no untracked or ignored file left."""
+    """Make `worktree` exactly what `git worktree add --detach` of `sha` makes: HEAD detached there, every file
+    written afresh (the index is dropped first: the flags a session set in it, skip-worktree or assume-unchanged,
+    would hide edits, and a checkout keeps them), no untracked or ignored file left, no history of the last session
+    in the admin entry."""
+    admin = worktree_admin_dir(worktree)
+    if admin is None:
+        return False
+    for name in _SESSION_TRACES:
+        remove_path(admin / name)
     checkout = git(["checkout", "-q", "-f", "--detach", sha], worktree, check=False)
     return checkout.returncode == 0 and git(["clean", "-q", "-ffdx"], worktree, check=False).returncode == 0
 
