@@ -22,10 +22,10 @@ from saddler.doctor_backends import (
     Probe,
     Runner,
     command_checks,
+    git_check,
     preset_overview,
     run_ok,
     sdk_checks,
-    tool_check,
 )
 from saddler.errors import ExecutorError
 from saddler.executor.sandbox import BWRAP_HINT, Sandbox, resolve_sandbox
@@ -53,7 +53,7 @@ def run_checks(
     """All checks for `config` (None: informational checks of every backend, and the default sandbox)."""
     env = os.environ if env is None else env
     backend = config.sessions.backend if config else None
-    checks = [_python(), tool_check("git", which, version, required=True)]
+    checks = [_python(), git_check(which, version)]
     if backend in (None, "claude"):
         checks += sdk_checks(env, version, required=backend == "claude")
     if backend == "command" and config is not None:

@@ -64,6 +64,20 @@ def key_check(variables: tuple[str, ...], env: Mapping[str, str], *, required: b
     return Check(f"env:{variables[0]}", False, required, f"{either} is not set; export {variables[0]}=... first")
 
 
+MIN_GIT_VERSION = (2, 27)  # `update-ref --stdin` with start / commit transactions (saddler.harness.gitbatch)
+
+
+def git_check(which: Which, version: Runner) -> Check:
+    """git on PATH, and not older than `MIN_GIT_VERSION` when its version can be read."""
+    check = tool_check("git", which, version, required=True)
+    found = re.search(r"git version (\d+)\.(\d+)", check.detail)
+    if check.ok and found and (int(found[1]), int(found[2])) < MIN_GIT_VERSION:
+        need = ".".join(map(str, MIN_GIT_VERSION))
+        detail = f"{check.detail} is older than {need}, which saddler needs (ref transactions); upgrade git"
+        return Check("git", False, True, detail)
+    return check
+
+
 def tool_check(name: str, which: Which, version: Runner, *, required: bool) -> Check:
     path = which(name)
     if path is None:

@@ -162,3 +162,15 @@ def test_claude_tasks_rollouts_need_the_key_passed_through() -> None:
     )
     assert names(opened, {"ANTHROPIC_API_KEY": "k"})[-1] == ("rollout key", True)
     assert names(opened, {})[-1] == ("rollout key", False)
+
+
+@pytest.mark.parametrize(("found", "ok"), [("git version 2.20.1", False), ("git version 2.39.5", True), ("v1", True)])
+def test_a_git_too_old_for_ref_transactions_is_named(found: str, ok: bool) -> None:
+    """The run keeps one `git update-ref --stdin` open for its refs, with `start`/`commit` transactions (git 2.27)."""
+    checks = run_checks(RunConfig(sessions=SessionConfig()), env={}, which=lambda n: f"/x/{n}", version=lambda a: found)
+    git = next(c for c in checks if c.name == "git")
+    assert (git.ok, git.required) == (ok, True)
+    if not ok:
+        assert (
+            git.detail == "git version 2.20.1 is older than 2.27, which saddler needs (ref transactions); upgrade git"
+        )
