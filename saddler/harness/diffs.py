@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from saddler.harness.gitcmd import git, git_all
+from saddler.harness.gitcmd import git, git_all, worktree_admin_dir
 from saddler.harness.plumbing import DiffStat, parse_numstat, parse_numstat_patch
 
 _SHA = re.compile(r"[0-9a-f]{40}")
@@ -48,8 +48,8 @@ class DiffsMixin:
     def __init__(self) -> None:
         self._stats: OrderedDict[tuple[str, str], DiffStat] = OrderedDict()
         self._diffs: OrderedDict[tuple[str, str], str] = OrderedDict()
-        # (head, tree) -> the change staged there, and the baseline -> tree stat measured with it
-        self._staged: dict[tuple[str, str], tuple[StagedChange, dict[tuple[str, str], DiffStat]]] = {}
+        # the latest change staged (a commit follows its staging at once), with its baseline and baseline -> tree stat
+        self._staged: tuple[StagedChange, str, DiffStat | None] | None = None
 
     def worktree_change(self, path: Path) -> StagedChange:
         """Everything changed in the worktree against its HEAD (untracked files included), staged: `patch` is a
@@ -65,8 +65,7 @@ class DiffsMixin:
         outs = git_all(calls, env=self._neutral())
         stat, text = parse_numstat_patch(outs[0].stdout)
         change = StagedChange(tree, text.encode("utf-8", "surrogateescape"), head, stat)
-        from_base = {(base, tree): parse_numstat(outs[1].stdout)} if len(outs) > 1 else {}
-        self._staged = {(head, tree): (change, from_base)}  # only the latest: a commit follows its staging at once
+        self._staged = (change, base, parse_numstat(outs[1].stdout) if len(outs) > 1 else None)
         return change
 
     def _neutral(self) -> dict[str, str]:
@@ -79,12 +78,14 @@ class DiffsMixin:
 
     def _remember_staged(self, head: str, tree: str, sha: str) -> None:
         """`sha` was just made of the change staged at (`head`, `tree`): its diffs are the staged ones."""
-        change, from_base = self._staged.pop((head, tree), (None, {}))
-        if change is not None:
-            self._remember(self._diffs, (head, sha), change.patch.decode("utf-8", "surrogateescape"))
-            self._remember(self._stats, (head, sha), change.stat)
-        for (base, _tree), stat in from_base.items():
-            self._remember(self._stats, (base, sha), stat)
+        if self._staged is None or (self._staged[0].head, self._staged[0].tree) != (head, tree):
+            return
+        change, base, from_base = self._staged
+        self._staged = None
+        self._remember(self._diffs, (head, sha), change.patch.decode("utf-8", "surrogateescape"))
+        self._remember(self._stats, (head, sha), change.stat)
+        if from_base is not None:
+            self._remember(self._stats, (base, sha), from_base)
 
     def diff(self, a: str, b: str) -> str:
         """Unified diff from `a` to `b` (binary-safe, no rename detection)."""
@@ -126,12 +127,9 @@ class DiffsMixin:
 
 def worktree_head(worktree: Path) -> str:
     """The sha a worktree's HEAD is at, read from its admin folder when HEAD is detached (no subprocess)."""
+    admin = worktree_admin_dir(worktree)
     try:
-        pointer = (worktree / ".git").read_text(encoding="utf-8").strip()
-        if pointer.startswith("gitdir: "):
-            head = (worktree / pointer[len("gitdir: ") :] / "HEAD").read_text(encoding="utf-8").strip()
-            if _SHA.fullmatch(head):
-                return head
+        head = (admin / "HEAD").read_text(encoding="utf-8").strip() if admin is not None else ""
     except OSError:
-        pass
-    return git(["rev-parse", "HEAD"], worktree).stdout.strip()
+        head = ""
+    return head if _SHA.fullmatch(head) else git(["rev-parse", "HEAD"], worktree).stdout.strip()

@@ -149,7 +149,7 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
         """The full sha of a commit-ish; `HarnessError` when it names no commit."""
         if rev in self._commits:
             return rev
-        found = self._objects.read(f"{rev}^{{commit}}") if rev.strip() and "\n" not in rev else None
+        found = self._object(f"{rev}^{{commit}}")
         if found is None:
             raise HarnessError(f"{rev!r} is not a commit of {self.repo_dir}")
         self._commits.add(found[0])
@@ -163,7 +163,7 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
     def tree_of(self, commit: str) -> str:
         """The tree hash of `commit` (what rollout caches key on)."""
         if commit not in self._trees:
-            found = self._objects.read(f"{commit}^{{tree}}") if commit.strip() and "\n" not in commit else None
+            found = self._object(f"{commit}^{{tree}}")
             if found is None:
                 raise HarnessError(f"{commit!r} names no tree of {self.repo_dir}")
             tree = found[0]
@@ -171,6 +171,11 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
                 return tree
             self._trees[commit] = tree
         return self._trees[commit]
+
+    def _object(self, name: str) -> tuple[str, str, bytes] | None:
+        """What the long-lived reader answers for `name`; None also for a name it cannot be asked (a blank one, one
+        with a newline), which names no commit or tree."""
+        return self._objects.read(name) if name.strip() and "\n" not in name else None
 
     def read_file(self, commit: str, path: str) -> str | None:
         """The text of `path` at `commit`, or None when the commit has no such file."""

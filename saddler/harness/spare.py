@@ -24,7 +24,7 @@ from saddler.harness.trash import Trash
 
 SPARE_NAME = ".spare"  # not a valid candidate worktree name (those start with a letter or digit)
 _SESSION_TRACES = ("index", "ORIG_HEAD", "COMMIT_EDITMSG", "AUTO_MERGE", "logs")  # dropped before a reuse
-_IDLE_ENTRIES = frozenset({"HEAD", "ORIG_HEAD", "commondir", "gitdir", "index", "logs", "COMMIT_EDITMSG", "AUTO_MERGE"})
+_IDLE_ENTRIES = frozenset({"HEAD", "commondir", "gitdir", *_SESSION_TRACES})  # all a worktree at rest holds
 
 
 class SpareWorktree:
