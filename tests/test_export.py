@@ -172,26 +172,15 @@ def test_an_export_interrupted_by_a_full_disk_leaves_the_previous_one_and_can_be
 def test_the_export_scores_the_test_split_by_the_runs_score_kind(
     exported: tuple[HarnessSpace, EvoDAG, dict[str, int], dict[str, str]],
     open_store: Callable[[Any], Any],
+    graded_baseline: Callable[..., Any],
     tmp_path: Path,
     config: dict[str, Any],
     inputs: dict[str, Any] | None,
 ) -> None:
     space, _store, _ids, commits = exported
     store, _clock = open_store(tmp_path / "evodag.db")
-    run = store.create_run(config, seed=1)
-    if inputs is not None:
-        store.update_run(run.id, inputs=inputs)
-    node = store.add_node(run.id, commits["N1"], None, 0, "baseline", "baseline", "baseline", status="baseline")
-    store.update_run(run.id, baseline_node_id=node.id, best_node_id=node.id)
-    graded = {0: {"te-1": 0.5, "te-2": 1.0}, 1: {"te-1": 0.25, "te-2": 1.0}}  # Pass@1 0.5 ± 0, mean score 0.6875
-    for rep, scores in graded.items():
-        for task, score in scores.items():
-            store.add_rollout(
-                run_id=run.id, node_id=node.id, task_id=task, split="test", seed=3000 + rep, repetition=rep,
-                score=score, passed=score == 1.0, disposition="success" if score == 1.0 else "task_failure",
-                cost=0.0, trace_path="", task_group="g", cache_key=f"{task}:{rep}",
-            )  # fmt: skip
-    rows = store.rollouts(run.id, node_id=node.id, split="test")
+    node = graded_baseline(store, config, inputs, commits["N1"])
+    rows = store.rollouts(node.run_id, node_id=node.id, split="test")
     score = node_score(rows, "mean_score")  # what the run stores as the node's test score (finish.evaluate_test)
     node = store.update_node(node.id, test_mean=score.mean, test_std=score.std)
     info = export_harness(space, store, node.id, tmp_path / "best")

@@ -423,23 +423,12 @@ def test_report_of_a_run_that_has_not_started(tmp_path: Path, open_store: Callab
 
 
 def test_the_report_scores_test_by_the_score_kind_the_run_last_recorded(
-    tmp_path: Path, open_store: Callable[[Any], Any]
+    tmp_path: Path, open_store: Callable[[Any], Any], graded_baseline: Callable[..., Any]
 ) -> None:
     """A run resumed with `--allow-changed` after its score kind changed records the new kind in its inputs; the
     report says and uses that kind, as the loop, finish and the export do."""
     store, _clock = open_store(tmp_path / "evodag.db")
-    run = store.create_run({"policies": {"score": "pass_rate"}}, seed=1)
-    store.update_run(run.id, inputs={"policies.score": "mean_score"})
-    node = store.add_node(run.id, "a" * 40, None, 0, "baseline", "baseline", "baseline", status="baseline")
-    store.update_run(run.id, baseline_node_id=node.id, best_node_id=node.id)
-    graded = {0: {"te-1": 0.5, "te-2": 1.0}, 1: {"te-1": 0.25, "te-2": 1.0}}  # Pass@1 0.5 ± 0, mean score 0.6875
-    for rep, scores in graded.items():
-        for task, score in scores.items():
-            store.add_rollout(
-                run_id=run.id, node_id=node.id, task_id=task, split="test", seed=3000 + rep, repetition=rep,
-                score=score, passed=score == 1.0, disposition="success" if score == 1.0 else "task_failure",
-                cost=0.0, trace_path="", task_group="g", cache_key=f"{task}:{rep}",
-            )  # fmt: skip
-    summary = build_report(store, run.id)["summary"]
+    node = graded_baseline(store, {"policies": {"score": "pass_rate"}}, {"policies.score": "mean_score"}, "a" * 40)
+    summary = build_report(store, node.run_id)["summary"]
     assert summary["score"] == "mean_score"
     assert (summary["test"]["final"]["mean"], summary["test"]["final"]["std"]) == (0.6875, 0.0625)

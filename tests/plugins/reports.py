@@ -354,3 +354,29 @@ def build_run() -> Callable[..., Fixture]:
     """`build_run(store, clock, iterations=8, finish=True, commits=None)`: write the run of this module's docstring
     (its first `iterations` iterations; with `finish`, the test runs and the run's end); returns its `Fixture`."""
     return _build_run
+
+
+def _graded_baseline(store: EvoDAG, config: dict[str, Any], inputs: dict[str, Any] | None, commit: str) -> Any:
+    """A run of `config` (its recorded `inputs`, when given) whose baseline node `commit` has two graded test runs
+    of two tasks: Pass@1 0.5 ± 0, mean score 0.6875 ± 0.0625. Returns the node."""
+    run = store.create_run(config, seed=1)
+    if inputs is not None:
+        store.update_run(run.id, inputs=inputs)
+    node = store.add_node(run.id, commit, None, 0, "baseline", "baseline", "baseline", status="baseline")
+    store.update_run(run.id, baseline_node_id=node.id, best_node_id=node.id)
+    graded = {0: {"te-1": 0.5, "te-2": 1.0}, 1: {"te-1": 0.25, "te-2": 1.0}}
+    for rep, scores in graded.items():
+        for task, score in scores.items():
+            store.add_rollout(
+                run_id=run.id, node_id=node.id, task_id=task, split="test", seed=3000 + rep, repetition=rep,
+                score=score, passed=score == 1.0, disposition="success" if score == 1.0 else "task_failure",
+                cost=0.0, trace_path="", task_group="g", cache_key=f"{task}:{rep}",
+            )  # fmt: skip
+    return node
+
+
+@pytest.fixture(scope="session")
+def graded_baseline() -> Callable[..., Any]:
+    """`graded_baseline(store, config, inputs, commit)`: a run whose baseline has graded test rollouts that score
+    differently under pass_rate (0.5 ± 0) and mean_score (0.6875 ± 0.0625); returns the baseline node."""
+    return _graded_baseline
