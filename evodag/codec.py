@@ -31,7 +31,7 @@ JSON_COLUMNS: dict[str, frozenset[str]] = {
     "runs": frozenset({"config", "inputs"}),
     "nodes": frozenset({"hypothesis"}),
     "edges": frozenset({"files_changed", "fixed", "regressed", "still_failing", "still_passing"}),
-    "iterations": frozenset({"batch"}),
+    "iterations": frozenset({"batch", "evidence"}),
     "events": frozenset({"payload"}),
     "sessions": frozenset({"result"}),
 }

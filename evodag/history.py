@@ -38,6 +38,33 @@ def failure_signature(rationale: str, failure_file: str | None, disposition: str
     return f"{failure_file or '-'} :: {check}"
 
 
+def evidence_rounds(evidence: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The rounds of an iteration's stored evidence plan that ran (each `{"tasks", "repetition"}`), in order."""
+    if not evidence:
+        return []
+    return [r for r in evidence.get("plan", [])[: evidence.get("rounds_run", 0)] if isinstance(r, dict)]
+
+
+def compared_tasks(batch: list[str], evidence: dict[str, Any] | None) -> list[str]:
+    """Every train task an acceptance decision compared: the batch, then the evidence rounds' tasks, once each."""
+    return list(dict.fromkeys([*batch, *(t for r in evidence_rounds(evidence) for t in r["tasks"])]))
+
+
+def decision_evidence(stored: str | None) -> dict[str, Any] | None:
+    """What an acceptance decision rested on, from the iteration's stored `evidence`: the rule, wins, losses and
+    confidence over the tasks compared, the extra rounds that ran (their tasks), why it stopped and the rollouts
+    the evidence cost; None before a decision."""
+    doc = json.loads(stored) if stored else None
+    if not isinstance(doc, dict) or "verdict" not in doc:
+        return None
+    ran = evidence_rounds(doc)
+    return {
+        "rule": doc.get("rule"), "confidence": doc.get("confidence"), "wins": doc.get("wins"),
+        "losses": doc.get("losses"), "tasks": doc.get("tasks"), "rounds": [r["tasks"] for r in ran],
+        "rollouts": doc.get("rollouts", 0), "stopped": doc.get("stopped", ""),
+    }  # fmt: skip
+
+
 def _evolution_and_no_patch(store: EvoDAG, rid: int, numbers: set[int]) -> tuple[dict[int, Any], dict[int, str]]:
     """Per iteration number: the evolution action/rationale, and the diagnosis no-patch reason (from events).
 
@@ -97,7 +124,7 @@ def history(store: EvoDAG, run_id: int | None = None, last: int | None = None) -
     rows = store.conn.execute(
         f"""SELECT i.id, i.number, i.epoch, i.phase, i.exploration, i.batch, i.parent_id, i.candidate_id, i.step,
                    i.decision, i.stall_count, i.finished_at IS NOT NULL, p.dev_mean, c.dev_mean, c.status,
-                   c.origin, c.batch_before, c.batch_after, c.hypothesis, c.status_reason
+                   c.origin, c.batch_before, c.batch_after, c.hypothesis, c.status_reason, i.evidence
             FROM iterations i LEFT JOIN nodes p ON p.id = i.parent_id LEFT JOIN nodes c ON c.id = i.candidate_id
             WHERE i.run_id = ? {order}""",
         params,
@@ -109,7 +136,7 @@ def history(store: EvoDAG, run_id: int | None = None, last: int | None = None) -
     parent_scores = _parent_batch_scores(store, missing)
     out = []
     for (iid, number, epoch, phase, exploration, batch, parent, cand, step, decision, stalls, finished, parent_dev,
-         cand_dev, status, origin, before, after, hypothesis, status_reason) in rows:  # fmt: skip
+         cand_dev, status, origin, before, after, hypothesis, status_reason, evidence) in rows:  # fmt: skip
         hyp = json.loads(hypothesis) if hypothesis else {}
         evo = evolution.get(number)
         plan = str(hyp.get("plan", "")) if isinstance(hyp, dict) else ""
@@ -126,6 +153,7 @@ def history(store: EvoDAG, run_id: int | None = None, last: int | None = None) -
             "batch_before": before if before is not None else parent_scores.get(iid), "batch_after": after,
             "parent_dev": parent_dev, "candidate_dev": cand_dev, "candidate_status": status, "origin": origin,
             "intent": plan or (evo["rationale"] if evo else ""), "evolution": evo, "reason": reason,
+            "evidence": decision_evidence(evidence),
         })  # fmt: skip
     return {"run_id": rid, "iterations": out}
 

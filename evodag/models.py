@@ -153,6 +153,7 @@ class Iteration:
     exploration: bool = False
     started_at: str = ""
     finished_at: str | None = None
+    evidence: dict[str, Any] | None = None  # the acceptance decision's evidence, rollouts and confidence
 
 
 @dataclass

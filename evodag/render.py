@@ -176,6 +176,13 @@ def _history_line(it: dict[str, Any]) -> list[str]:
         lines.append(f"       intent: {it['intent']}")
     if it["reason"]:
         lines.append(f"       reason: {it['reason']}")
+    ev = it.get("evidence")
+    if ev and ev["rounds"]:
+        tasks = sum(len(r) for r in ev["rounds"])
+        lines.append(
+            f"       evidence: {len(ev['rounds'])} round(s) on {tasks} more task(s), {ev['rollouts']} rollout(s); "
+            f"P(better) {_num(ev['confidence'])}; {ev['stopped']}"
+        )
     return lines
 
 

@@ -99,6 +99,11 @@ class RolloutsMixin(StoreBase):
         """Rollouts stored for `run_id` (all runs when None); O(1) from `run_stats`."""
         return int(self._stat("rollouts", run_id))
 
+    def last_rollout_id(self) -> int:
+        """The id of the newest rollout row of the file (0 when there is none); ids only grow."""
+        row = self.conn.execute("SELECT max(id) FROM rollouts").fetchone()
+        return int(row[0] or 0)
+
     def rollout_cost(self, run_id: int | None = None) -> float:
         return float(self._stat("rollout_cost", run_id))
 

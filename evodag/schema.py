@@ -132,11 +132,17 @@ _V4: list[Step] = [
     "CREATE INDEX events_kind ON events(run_id, kind, id)",
 ]
 
-MIGRATIONS: list[list[Step]] = [_V1, _V2, _V3, _V4]
+_V5: list[Step] = [
+    # every acceptance decision stores its evidence (the paired comparison over the batch and the rounds a close
+    # call gathered on more train tasks), the rollouts it cost and its confidence: a JSON object (saddler.run.closecall)
+    "ALTER TABLE iterations ADD COLUMN evidence TEXT",
+]
+
+MIGRATIONS: list[list[Step]] = [_V1, _V2, _V3, _V4, _V5]
 """Ordered migrations; migration i (0-based) brings `user_version` from i to i+1."""
 
 LATEST = len(MIGRATIONS)
-READABLE_FROM = 3
+READABLE_FROM = 5
 """The oldest version read-only openers accept: migrations after it only add or drop indexes. Raise it to the
 new LATEST whenever a migration changes tables or columns."""
 

@@ -232,6 +232,15 @@ class EvoDAG(RolloutsMixin, RecordsMixin):
         sql = f"SELECT {codec.select_list(Event)} FROM events WHERE {where} ORDER BY id"
         return [decode(r) for r in self.conn.execute(sql, [value for _, value in used])]
 
+    def last_event(self, run_id: int, kind: str) -> Event | None:
+        """The newest event of `kind` in the run, or None (index `events_kind`: one row read)."""
+        return self._one(Event, "run_id = ? AND kind = ? ORDER BY id DESC", (run_id, kind))
+
+    def last_node_id(self, run_id: int) -> int:
+        """The id of the run's newest node (0 when it has none); ids only grow."""
+        row = self.conn.execute("SELECT max(id) FROM nodes WHERE run_id = ?", (run_id,)).fetchone()
+        return int(row[0] or 0)
+
     # queries for people and sessions (also used by the evo-dag CLI; see `evodag.queries`) -------
     def summary(self, run_id: int | None = None) -> dict[str, Any]:
         """Run info, node counts by status, rollout/session count and cost, baseline, best, iteration, decisions."""

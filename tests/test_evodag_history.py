@@ -29,6 +29,16 @@ def _rollout(s: EvoDAG, run: int, node: int, task: str, passed: bool, rationale:
                   cache_key=f"{node}:{task}:{rep}:{split}")  # fmt: skip
 
 
+EVIDENCE = {
+    "plan": [{"tasks": ["b2", "b3"], "repetition": None}, {"tasks": ["a1", "a2"], "repetition": 1}],
+    "first_rollout": 7, "rule": "sequential", "verdict": "accepted", "confidence": 0.875, "wins": 2.0,
+    "losses": 0.0, "tasks": 5, "rounds_run": 1, "round_confidence": [0.875], "rollouts": 4,
+    "stopped": "clear after 1 round(s)",
+}  # fmt: skip
+EVIDENCE_SEEN = {"rule": "sequential", "confidence": 0.875, "wins": 2.0, "losses": 0.0, "tasks": 5,
+                 "rounds": [["b2", "b3"]], "rollouts": 4, "stopped": "clear after 1 round(s)"}  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory, counting_clock: Callable[..., Callable[[], str]]) -> Path:
     """Four iterations: 1 accepted (fixes a1), 2 rejected (regresses b1), 3 no_patch after an evolution
@@ -78,7 +88,9 @@ def db(tmp_path_factory: pytest.TempPathFactory, counting_clock: Callable[..., C
                                                  "rationale": f"continue from n{parent}"}, run_id=run)  # fmt: skip
             if decision == "no_patch":
                 s.log_event("diagnosis.no_patch", {"iteration": number, "reason": "no bank patch left"}, run_id=run)
-            s.update_iteration(it.id, candidate_id=cand, decision=decision, step="done", finished_at="t")
+            evidence = EVIDENCE if number == 1 else None
+            s.update_iteration(it.id, candidate_id=cand, decision=decision, step="done", finished_at="t",
+                               evidence=evidence)  # fmt: skip
         s.start_iteration(run, 5, 1, ["a2", "b1"], parent_id=n2, phase="steering")
     return path
 
@@ -106,7 +118,8 @@ def entry(
     base = {"number": number, "epoch": 0, "phase": "capability", "exploration": False, "batch": batch,
             "parent_id": parent, "candidate_id": cand, "step": "done", "decision": decision, "finished": True,
             "stall_count": 0, "batch_before": None, "batch_after": None, "parent_dev": None, "candidate_dev": None,
-            "candidate_status": None, "origin": None, "intent": "", "evolution": None, "reason": ""}  # fmt: skip
+            "candidate_status": None, "origin": None, "intent": "", "evolution": None, "reason": "",
+            "evidence": None}  # fmt: skip
     return base | over
 
 
@@ -114,7 +127,7 @@ CONTINUE = {"action": "continue", "rationale": "continue from n2"}
 HISTORY = [
     entry(1, ["a1", "a2", "b1"], 1, 2, "accepted", batch_before=0.333333, batch_after=0.666667, parent_dev=0.5,
           candidate_dev=0.6, candidate_status="accepted", origin="bank:retry", intent=FIX_PLAN,
-          reason="batch 0.333 -> 0.667 on 3 task(s): strict improvement"),
+          reason="batch 0.333 -> 0.667 on 3 task(s): strict improvement", evidence=EVIDENCE_SEEN),
     entry(2, ["a1", "a2", "b1"], 2, 3, "rejected", batch_before=0.666667, batch_after=0.333333, parent_dev=0.6,
           candidate_status="rejected", origin="bank:cache", intent=CACHE_PLAN, evolution=CONTINUE,
           reason="batch 0.667 -> 0.333 on 3 task(s): worse"),
@@ -149,6 +162,10 @@ def test_history_text(db: Path) -> None:
         "   5 steering #2 -> -  running  batch 0.500 -> -",
         "       batch: a2, b1",
     ]
+    first = runner.invoke(app, ["history", "--db", str(db)]).stdout.splitlines()[1:6]
+    assert first[-1] == (
+        "       evidence: 1 round(s) on 2 more task(s), 4 rollout(s); P(better) 0.875; clear after 1 round(s)"
+    )
     bad = runner.invoke(app, ["history", "--db", str(db), "--last", "0"])
     assert bad.exit_code == 2 and "--last" in bad.stderr
 
