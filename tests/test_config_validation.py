@@ -98,7 +98,7 @@ def test_policy_names_and_a_removed_value(tmp_path: Path) -> None:
     code, out = validate(folder(tmp_path, run=run))
     assert code == 2
     assert out.splitlines() == [
-        "saddler.toml: run.policies.acceptance: Input should be 'strict_mean' or 'pass_count'",
+        "saddler.toml: run.policies.acceptance: Input should be 'sequential', 'strict_mean' or 'pass_count'",
         "saddler.toml: run.policies.ranking: 'best_batch' was removed: batch scores of different "
         "mini-batches are not comparable, so no node can be ranked by them; use 'best_dev' (the default) or "
         "'latest_kept'",

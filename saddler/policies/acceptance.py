@@ -1,20 +1,36 @@
-"""Acceptance on the mini-batch: only a strict improvement goes on to dev.
+"""Acceptance on the mini-batch: does the candidate beat its parent on the same tasks and seeds?
 
-Scores are compared on the tasks valid in both runs (no infra_error/timeout on either side). What is compared is
-`policies.acceptance`: `strict_mean` (the mean task score, partial credit included) or `pass_count` (the share of
-tasks passed, by majority over repetitions: partial credit that does not flip a task counts for nothing).
-Options: `min_margin` (the mean must rise by more than it), `reject_task_regression` (any task that
-passed before and fails after rejects, as in the 000 seed's assertion-level rule), `accept_neutral`
-(an equal mean with no regression is kept: the seed's approved NEUTRAL). `score` is the per-task score
-compared (`policies.score`): `mean_score` (mean graded score over repetitions) or `pass_rate` (share passed).
+Scores are compared on the tasks valid in both runs (no infra_error/timeout on either side). `score` is the
+per-task score compared (`policies.score`): `mean_score` (mean graded score over repetitions) or `pass_rate`
+(share of repetitions passed). `policies.acceptance` names the rule:
+
+- `sequential` (the default): a close call is not a verdict. Per task the candidate wins by how much its score
+  is above the parent's and loses by how much it is below (a paired comparison; tied tasks say nothing about the
+  direction). The confidence that the candidate is better is P(theta > 1/2) for theta ~ Beta(1 + wins,
+  1 + losses): a sign test with a uniform prior. At `confidence` or above it is accepted, at 1 - `confidence` or
+  below rejected; in between (a tie, one flip, a flip each way) the decision is `close` and the loop gathers
+  evidence on more train tasks (`saddler.run.closecall`) and asks again. When the evidence is spent
+  (`final=True`) the point estimate decides: more wins than losses is accepted.
+- `strict_mean` (AutoSaddler's rule): the mean task score must rise, however little.
+- `pass_count`: the share of tasks passed (by majority over repetitions) must rise: partial credit that does not
+  flip a task counts for nothing.
+
+Options for every rule: `min_margin` (the mean must rise by more than it), `reject_task_regression` (any task
+that passed before and fails after rejects, the 000 seed's assertion-level rule), `accept_neutral` (an equal
+score with no regression is kept: the seed's approved NEUTRAL). Every decision carries the confidence, computed
+the same way whatever the rule, so decisions of different strategies can be compared.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from statistics import mean
 
 INVALID_DISPOSITIONS = ("infra_error", "timeout")
+MEASURES = ("sequential", "strict_mean", "pass_count")
+CLOSE = "close"
+"""The verdict of a sequential decision that needs more evidence (never stored: the loop gathers and asks again)."""
 
 
 @dataclass(frozen=True)
@@ -34,12 +50,13 @@ class TaskOutcome:
         return mean(self.scores) if self.scores else 0.0
 
     @property
-    def pass_rate(self) -> float:
+    def share_passed(self) -> float:
+        """The share of repetitions passed (the task's Pass@1)."""
         return sum(self.passes) / len(self.passes) if self.passes else 0.0
 
     def value(self, kind: str) -> float:
-        """The task's score under `kind`: `pass_rate` or `mean_score`."""
-        return self.pass_rate if kind == "pass_rate" else self.score
+        """The task's score under `kind`: `pass_rate` (share of repetitions passed) or `mean_score`."""
+        return self.share_passed if kind == "pass_rate" else self.score
 
     @property
     def passed(self) -> bool:
@@ -49,23 +66,61 @@ class TaskOutcome:
 
 @dataclass(frozen=True)
 class AcceptanceDecision:
-    verdict: str  # accepted | rejected | neutral
+    verdict: str  # accepted | rejected | neutral | close (sequential, more evidence wanted)
     reason: str
     before: float
     after: float
     compared: tuple[str, ...] = field(default=())
     regressions: tuple[str, ...] = field(default=())
+    confidence: float = 0.5  # P(candidate better), see `better_confidence`
+    wins: float = 0.0
+    losses: float = 0.0
 
 
 def batch_mean(outcomes: dict[str, TaskOutcome], tasks: list[str] | tuple[str, ...], kind: str = "mean_score") -> float:
     return mean(outcomes[t].value(kind) for t in tasks) if tasks else 0.0
 
 
-def pass_rate(outcomes: dict[str, TaskOutcome], tasks: list[str] | tuple[str, ...]) -> float:
+def tasks_passed_share(outcomes: dict[str, TaskOutcome], tasks: list[str] | tuple[str, ...]) -> float:
+    """The share of `tasks` passed by majority over their repetitions."""
     return sum(1 for t in tasks if outcomes[t].passed) / len(tasks) if tasks else 0.0
 
 
-MEASURES = ("strict_mean", "pass_count")
+def _beta_cf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularized incomplete beta function (modified Lentz)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-14:
+            break
+    return h
+
+
+def beta_cdf(x: float, a: float, b: float) -> float:
+    """P(theta <= x) for theta ~ Beta(a, b), a, b > 0."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_cf(a, b, x) / a
+    return 1.0 - front * _beta_cf(b, a, 1.0 - x) / b
+
+
+def better_confidence(wins: float, losses: float) -> float:
+    """P(theta > 1/2), theta ~ Beta(1 + wins, 1 + losses): how sure the paired comparison is that the candidate is
+    the better one. 0.5 with no evidence either way; 0.75 after one win, 0.875 after two, 0.25 after one loss."""
+    return round(1.0 - beta_cdf(0.5, 1.0 + wins, 1.0 + losses), 9)
 
 
 @dataclass
@@ -73,32 +128,57 @@ class Acceptance:
     min_margin: float = 0.0
     reject_task_regression: bool = False
     accept_neutral: bool = False
-    score: str = "mean_score"  # the per-task score `strict_mean` averages (policies.score)
-    measure: str = "strict_mean"  # strict_mean | pass_count (see the module docstring)
+    score: str = "mean_score"  # the per-task score compared (policies.score)
+    measure: str = "sequential"  # sequential | strict_mean | pass_count (see the module docstring)
+    confidence: float = 0.8  # sequential: decide at this confidence (or at 1 - it)
 
-    def decide(self, before: dict[str, TaskOutcome], after: dict[str, TaskOutcome]) -> AcceptanceDecision:
-        """Compare parent (`before`) and candidate (`after`) on the same batch and seeds."""
+    @property
+    def gathers_evidence(self) -> bool:
+        return self.measure == "sequential"
+
+    def decide(
+        self, before: dict[str, TaskOutcome], after: dict[str, TaskOutcome], final: bool = True
+    ) -> AcceptanceDecision:
+        """Compare parent (`before`) and candidate (`after`) on the same tasks and seeds. A sequential decision
+        with `final=False` may answer `close` (gather evidence, then ask again)."""
         tasks = tuple(t for t in before if t in after and before[t].valid and after[t].valid)
         if not tasks:
             return AcceptanceDecision("rejected", "no task valid in both runs", 0.0, 0.0)
+        kind = self.score
+        diffs = [after[t].value(kind) - before[t].value(kind) for t in tasks]
+        wins, losses = sum(d for d in diffs if d > 0), -sum(d for d in diffs if d < 0)
+        conf = better_confidence(wins, losses)
         if self.measure == "pass_count":
-            b, a, label = pass_rate(before, tasks), pass_rate(after, tasks), "batch pass rate"
+            b, a, label = tasks_passed_share(before, tasks), tasks_passed_share(after, tasks), "batch pass rate"
         else:
-            b, a, label = batch_mean(before, tasks, self.score), batch_mean(after, tasks, self.score), "batch"
+            b, a, label = batch_mean(before, tasks, kind), batch_mean(after, tasks, kind), "batch"
         regressions = tuple(t for t in tasks if before[t].passed and not after[t].passed)
         text = f"{label} {b:.3f} -> {a:.3f} on {len(tasks)} task(s)"
+        if self.measure == "sequential":
+            text += f", {_count(wins)} win(s) {_count(losses)} loss(es), P(better) {conf:.2f}"
+
+        def verdict(name: str, why: str) -> AcceptanceDecision:
+            return AcceptanceDecision(name, f"{text}: {why}", b, a, tasks, regressions, conf, wins, losses)
+
+        if self.measure == "sequential" and not final and 1.0 - self.confidence < conf < self.confidence:
+            return verdict(CLOSE, "close call, gathering evidence")
         if a > b + self.min_margin + 1e-12:
             if self.reject_task_regression and regressions:
-                return AcceptanceDecision(
-                    "rejected", f"{text}: task regression on {', '.join(regressions)}", b, a, tasks, regressions
-                )
-            return AcceptanceDecision("accepted", f"{text}: strict improvement", b, a, tasks, regressions)
+                return verdict("rejected", f"task regression on {', '.join(regressions)}")
+            sure = self.measure != "sequential" or conf >= self.confidence
+            return verdict(
+                "accepted", "strict improvement" if sure else "more wins than losses once the evidence ran out"
+            )
         if abs(a - b) <= 1e-12 and not regressions and self.accept_neutral:
-            return AcceptanceDecision("neutral", f"{text}: neutral, kept by approval", b, a, tasks, regressions)
+            return verdict("neutral", "neutral, kept by approval")
         why = "not a strict improvement" if a >= b else "worse"
         if a > b:
             why = f"gain below the margin {self.min_margin}"
-        return AcceptanceDecision("rejected", f"{text}: {why}", b, a, tasks, regressions)
+        return verdict("rejected", why)
+
+
+def _count(value: float) -> str:
+    return f"{value:.0f}" if abs(value - round(value)) < 1e-9 else f"{value:.2f}"
 
 
 def make_acceptance(
@@ -106,8 +186,11 @@ def make_acceptance(
     reject_task_regression: bool,
     accept_neutral: bool,
     score: str = "mean_score",
-    measure: str = "strict_mean",
+    measure: str = "sequential",
+    confidence: float = 0.8,
 ) -> Acceptance:
     if measure not in MEASURES:
         raise ValueError(f"unknown acceptance {measure!r}; available: {', '.join(MEASURES)}")
-    return Acceptance(min_margin, reject_task_regression, accept_neutral, score, measure)
+    if not 0.5 < confidence < 1.0:
+        raise ValueError(f"the acceptance confidence must be in (0.5, 1), not {confidence}")
+    return Acceptance(min_margin, reject_task_regression, accept_neutral, score, measure, confidence)

@@ -53,6 +53,18 @@ NO_TRAINING_FAILURES = "no_training_failures"
 """The decision of an iteration whose parent passed every task of its mini-batch: no session ran."""
 
 
+def running_stalls(decisions: list[str | None]) -> list[int]:
+    """The discard streak after each decision, in order; the last one is `trailing_stalls`."""
+    counts, count = [], 0
+    for decision in decisions:
+        if decision in ("accepted", "neutral"):
+            count = 0
+        elif decision is not None and decision != NO_TRAINING_FAILURES:
+            count += 1
+        counts.append(count)
+    return counts
+
+
 def trailing_stalls(decisions: list[str | None]) -> int:
     """Consecutive discarded attempts at the end of the list (the plateau and stall counter).
 
@@ -60,10 +72,5 @@ def trailing_stalls(decisions: list[str | None]) -> int:
     nothing was attempted, so nothing was discarded, and a streak of saturated batches alone never switches on
     exploration nor stops the run as stalled.
     """
-    count = 0
-    for decision in reversed(decisions):
-        if decision in ("accepted", "neutral"):
-            break
-        if decision is not None and decision != NO_TRAINING_FAILURES:
-            count += 1
-    return count
+    counts = running_stalls(decisions)
+    return counts[-1] if counts else 0

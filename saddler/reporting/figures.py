@@ -22,6 +22,7 @@ from evodag.store import EvoDAG
 from saddler import scoring
 from saddler.benchmark import MetricScale
 from saddler.files import atomic_path, write_text_atomic
+from saddler.reporting.decisions import decisions
 
 DIAGNOSIS_KINDS = ("capability", "steering", "mixed", "unclassified")
 EVOLUTION_KINDS = ("rebase", "cherry_pick", "revert", "merge")
@@ -332,6 +333,7 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
             "pending": statuses["pending"],
             "decisions": dict(sorted(Counter(it.decision or "unfinished" for it in iterations).items())),
         },
+        "decisions": decisions(iterations),
         "effective_mutations": {
             "lineage": [_mutation(nodes, n) for n in chain[1:]],
             "accepted": [_mutation(nodes, n) for n in candidates if n.status == "accepted"],

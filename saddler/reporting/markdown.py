@@ -151,6 +151,25 @@ def _failed(f: dict[str, Any]) -> list[str]:
     return out + (table(["Iteration", "Node", "Status", "Origin", "Hypothesis", "Reason"], rows) if rows else ["None."])
 
 
+def _decisions(f: dict[str, Any]) -> list[str]:
+    d = f.get("decisions") or {"rows": [], "decided": 0, "close_calls": 0, "evidence_rollouts": 0}
+    out = [
+        "## Decisions and their evidence",
+        "",
+        f"{d['decided']} candidate(s) decided; {d['close_calls']} close call(s) gathered evidence on more train tasks, "
+        f"{d['evidence_rollouts']} rollout(s) in all. P(better) is the confidence that the candidate beats its parent "
+        "(a paired sign test over the tasks compared).",
+        "",
+    ]
+    rows: list[Row] = [
+        [r["iteration"], r["node"], r["decision"], _num(r["confidence"], 2), f"{_g(r['wins'])} / {_g(r['losses'])}",
+         r["tasks"], r["rounds"], r["rollouts"], r["stopped"]]
+        for r in d["rows"]
+    ]  # fmt: skip
+    header = ["Iteration", "Node", "Decision", "P(better)", "Wins / losses", "Tasks", "Rounds", "Rollouts", "Stopped"]
+    return out + (table(header, rows) if rows else ["None."])
+
+
 def _rates(title: str, stats: dict[str, dict[str, Any]]) -> list[str]:
     rows: list[Row] = [
         [name, s["patches"], f"{s['share']:.0%}", s["accepted"], f"{s['acceptance_rate']:.0%}"]
@@ -239,6 +258,7 @@ def render_report(f: dict[str, Any]) -> str:
         _effective(f),
         _per_task(f),
         _failed(f),
+        _decisions(f),
         _patch_kinds(f),
         _cost(f),
         ["## Metrics", "", "```", *metric_lines(f), "```"],

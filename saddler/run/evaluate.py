@@ -92,9 +92,14 @@ class Evaluator:
         self.executed_count = 0
         self._snapshots: Path | None = None
 
-    def evaluate(self, node: Node, tasks: list[Task], split: str, seeds: list[int]) -> list[RolloutRow]:
-        """Rows for every (task, repetition r with seed `seeds[r]`), ordered by (task order, repetition)."""
-        plan = [self._plan(node, task, split, rep, seed) for task in tasks for rep, seed in enumerate(seeds)]
+    def evaluate(
+        self, node: Node, tasks: list[Task], split: str, seeds: list[int], first_repetition: int = 0
+    ) -> list[RolloutRow]:
+        """Rows for every (task, repetition `first_repetition` + r with seed `seeds[r]`), ordered by (task order,
+        repetition)."""
+        plan = [
+            self._plan(node, task, split, first_repetition + i, seed) for task in tasks for i, seed in enumerate(seeds)
+        ]
         return self._evaluate(node, split, plan)
 
     def evaluate_majority(self, node: Node, tasks: list[Task], split: str, seeds3: list[int]) -> list[RolloutRow]:
