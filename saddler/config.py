@@ -57,8 +57,20 @@ class PolicyConfig(_Strict):
 
     sampler: Literal["epoch", "full", "curriculum"] = "epoch"
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
-    acceptance: Literal["strict_mean", "pass_count"] = Field(
-        "strict_mean", description="what must strictly improve on the batch: mean task score or tasks passed"
+    acceptance: Literal["sequential", "strict_mean", "pass_count"] = Field(
+        "sequential",
+        description="sequential = a close call gathers evidence until P(better) is clear (see "
+        "saddler.policies.acceptance); strict_mean = AutoSaddler's rule (the mean task score must rise); "
+        "pass_count = the tasks passed must rise",
+    )
+    acceptance_confidence: float = Field(
+        0.8, gt=0.5, lt=1.0, description="sequential: accept at P(better) >= this, reject at <= 1 - this"
+    )
+    evidence_max_rollouts: int = Field(
+        0,
+        ge=0,
+        le=1_000_000,
+        description="sequential: rollouts a close call may spend; 0 = 4 x batch_size x repetitions",
     )
     reject_task_regression: bool = False
     min_margin: float = Field(0.0, ge=0)
@@ -69,6 +81,11 @@ class PolicyConfig(_Strict):
         "passed: Pass@1) | mean_score (mean graded score: partial credit counts) | auto (the benchmark's score_kind)",
     )
     dev_eval: Literal["on_accept", "always", "never"] = "on_accept"
+    dev_guard: bool = Field(
+        True,
+        description="a candidate accepted on train but clearly worse than its parent on dev (P(better) <= 1 - "
+        "acceptance_confidence, paired over the dev tasks) is not kept",
+    )
     ranking: Literal["best_dev", "latest_kept"] = Field("best_dev", description="which node is the answer")
     phases: Literal["capability_then_steering", "none"] = "capability_then_steering"
     capability_epochs: float = Field(1.0, ge=0, le=1000)
@@ -76,6 +93,14 @@ class PolicyConfig(_Strict):
         "epochs", description="epochs = after capability_epochs of train; full_coverage = once every task was shown"
     )
     steering_allows_capability: bool = False
+    phase_moves: Literal["evidence", "fixed"] = Field(
+        "evidence",
+        description="evidence = leave Capability early when its search stalls, and per iteration follow the files the "
+        "batch's failures point at (see saddler.policies.phases); fixed = the paper's schedule only",
+    )
+    phase_patience: int = Field(
+        3, ge=0, le=1000, description="evidence moves: discards in a row that end the Capability phase; 0 = never early"
+    )
     evolution: Literal["dag", "continue"] = Field("dag", description="continue = always build on the latest kept node")
     max_patch_attempts: int = Field(
         3, ge=1, le=100, description="diagnosis retries after a failed validation, plus one"
@@ -155,6 +180,11 @@ class SessionConfig(_Strict):
     )
     sandbox: Literal["auto", "bwrap", "none"] = Field(
         "auto", description="command backend: auto = bubblewrap for presets without a sandbox of their own (pi)"
+    )
+    proposer: Literal["neutral", "calibrated"] = Field(
+        "neutral",
+        description="offline backend: neutral = writes the best-matching bank patch as meant; calibrated = behaves as "
+        "the AutoSaddler paper measured LLM authors (see saddler.sessions.proposer)",
     )
     prompts: dict[str, str] = Field(default_factory=dict, description="role -> path of a prompt template")
     check_command: str = ""

@@ -136,7 +136,7 @@ def test_acceptance_pass_count_needs_a_task_to_flip() -> None:
     assert (verdict.verdict, verdict.before, verdict.after) == ("rejected", 0.5, 0.5)
     assert verdict.reason == "batch pass rate 0.500 -> 0.500 on 2 task(s): not a strict improvement"
     assert by_passes.decide(before, flipped).verdict == "accepted"
-    with pytest.raises(ValueError, match="unknown acceptance 'vibes'; available: strict_mean, pass_count"):
+    with pytest.raises(ValueError, match="unknown acceptance 'vibes'; available: sequential, strict_mean, pass_count"):
         make_acceptance(0.0, False, False, measure="vibes")
 
 
@@ -168,3 +168,83 @@ def test_stop_conditions(tmp_path: Path) -> None:
 )
 def test_trailing_stalls(decisions: list[str], expected: int) -> None:
     assert trailing_stalls(list(decisions)) == expected
+
+
+def test_sequential_acceptance_calls_a_tie_or_one_flip_close_and_decides_on_clear_evidence() -> None:
+    acc = make_acceptance(0.0, False, False, score="pass_rate", measure="sequential")
+    before = {t: outcome(False) for t in "abcd"} | {"e": outcome(True)}
+    tie = acc.decide(before, dict(before), final=False)
+    assert (tie.verdict, tie.confidence, tie.wins, tie.losses) == ("close", 0.5, 0.0, 0.0)
+    one = acc.decide(before, before | {"a": outcome(True)}, final=False)
+    assert one.verdict == "close" and one.confidence == 0.75
+    assert (
+        one.reason
+        == "batch 0.200 -> 0.400 on 5 task(s), 1 win(s) 0 loss(es), P(better) 0.75: close call, gathering evidence"
+    )
+    two = acc.decide(before, before | {"a": outcome(True), "b": outcome(True)}, final=False)
+    assert (two.verdict, two.confidence) == ("accepted", 0.875) and two.reason.endswith("strict improvement")
+    worse = acc.decide(before, before | {"e": outcome(False)}, final=False)
+    assert worse.verdict == "close" and worse.confidence == 0.25
+    much_worse = acc.decide(before | {"d": outcome(True)}, before | {"e": outcome(False)}, final=False)
+    assert (much_worse.verdict, much_worse.confidence) == ("rejected", 0.125)
+
+
+def test_sequential_acceptance_at_the_end_of_the_evidence_takes_the_point_estimate() -> None:
+    acc = make_acceptance(0.0, False, False, score="pass_rate", measure="sequential")
+    before = {t: outcome(False) for t in "abc"}
+    one = acc.decide(before, before | {"a": outcome(True)}, final=True)
+    assert one.verdict == "accepted" and one.reason.endswith("more wins than losses once the evidence ran out")
+    tie = acc.decide(before, dict(before), final=True)
+    assert tie.verdict == "rejected" and tie.reason.endswith("not a strict improvement")
+
+
+def test_every_rule_reports_the_same_confidence_for_the_same_evidence() -> None:
+    before = {"a": outcome(False), "b": outcome(False), "c": outcome(True)}
+    after = {"a": outcome(True), "b": outcome(True), "c": outcome(False)}
+    confidences = {m: make_acceptance(0.0, False, False, "pass_rate", m).decide(before, after).confidence
+                   for m in ("sequential", "strict_mean", "pass_count")}  # fmt: skip
+    assert set(confidences.values()) == {0.6875}
+
+
+def test_sequential_confidence_uses_graded_differences_as_partial_wins() -> None:
+    def graded(score: float) -> TaskOutcome:
+        return TaskOutcome((score,), (score >= 1.0,), ("success",))
+
+    acc = make_acceptance(0.0, False, False, score="mean_score", measure="sequential")
+    decision = acc.decide({"a": graded(0.25), "b": graded(0.5)}, {"a": graded(0.75), "b": graded(0.5)}, final=False)
+    assert decision.wins == 0.5 and decision.losses == 0.0 and decision.verdict == "close"
+    assert round(decision.confidence, 4) == 0.6464
+    with pytest.raises(ValueError, match="confidence must be in"):
+        make_acceptance(0.0, False, False, confidence=0.5)
+
+
+def test_phase_evidence_moves_follow_the_files_failures_point_at() -> None:
+    sched = make_phase_schedule("capability_then_steering", 10, 1.0, False)
+    assert sched.follow_evidence("capability", {"steering": 2}) == (
+        "steering", "the batch's 2 failing task(s) with a known failure file all point at steering files"
+    )  # fmt: skip
+    assert sched.follow_evidence("capability", {"steering": 2, "capability": 1}) is None
+    assert sched.follow_evidence("capability", {}) is None  # no known file: no evidence
+    assert sched.follow_evidence("steering", {"capability": 1, "steering": 3}) == (
+        "mixed", "1 failing task(s) of the batch point at capability files: capability patches allowed"
+    )  # fmt: skip
+    assert sched.follow_evidence("steering", {"steering": 3}) is None
+    assert sched.follow_evidence("steering", {"capability": 2}) == (
+        "capability", "the batch's 2 failing task(s) with a known failure file all point at capability files"
+    )  # fmt: skip
+    assert sched.allowed_kinds("mixed") == ["capability", "steering"]
+    fixed = make_phase_schedule("capability_then_steering", 10, 1.0, False, moves="fixed")
+    assert fixed.follow_evidence("capability", {"steering": 2}) is None
+    assert make_phase_schedule("none", 10, 1.0, False).follow_evidence("none", {"steering": 2}) is None
+
+
+def test_phase_evidence_ends_capability_early_after_patience_discards_in_a_row() -> None:
+    sched = make_phase_schedule("capability_then_steering", 10, 2.0, False, patience=3)
+    assert not sched.stalled(["accepted", "rejected", "no_patch", "accepted", "invalid"])
+    assert not sched.stalled(["rejected", "no_training_failures", "no_patch"])
+    stalled = ["rejected", "no_patch", "no_training_failures", "invalid", "accepted"]
+    assert sched.stalled(stalled)  # once stalled, capability stays over
+    assert sched.phase(0, stalled=True) == "steering" and sched.phase(0) == "capability"
+    fixed = make_phase_schedule("capability_then_steering", 10, 2.0, False, moves="fixed")
+    assert not fixed.stalled(stalled) and fixed.phase(0, stalled=True) == "capability"
+    assert not make_phase_schedule("capability_then_steering", 10, 2.0, False, patience=0).stalled(stalled)

@@ -1,16 +1,36 @@
-"""Phased patch scheduling: Capability first, then Steering.
+"""Phased patch scheduling: Capability first, then Steering, moving on evidence.
 
-The transition is `epochs` (the paper's default: once `capability_epochs` × the train size tasks have been
-shown, repeats counted) or `full_coverage` (once every train task has been shown at least once, however many
-repeats that took: the rule that suits a curriculum sampler, which revisits failing tasks).
-`none` is the paper's no-structure ablation: one phase that allows every patch kind.
+The scheduled phase of an iteration (`phase`):
+
+- `transition` says when Capability ends on schedule: `epochs` (the paper's default: once `capability_epochs` x
+  the train size tasks have been shown, repeats counted) or `full_coverage` (once every train task has been shown
+  at least once, however many repeats that took: the rule that suits a curriculum sampler).
+- `moves = "evidence"` (the default) also ends Capability early when its search stalls: `patience` discards in a
+  row (counted in code, as the plateau is) mean the Capability search found nothing to keep, so the run moves to
+  Steering for good. `moves = "fixed"` is the paper's schedule only.
+
+Then, per iteration, `follow_evidence` looks at the files the parent's failures on this batch point at (each
+failing rollout's `failure_file`, classified by the component map) and moves the phase for this iteration only:
+
+- in Capability, when every failure with a known file points at steering files, the iteration is Steering (no
+  capability patch can answer it);
+- in Steering, when every such failure points at capability files, the iteration is Capability; when some do,
+  capability patches are allowed too (`mixed`): the schedule must not forbid the only patches that would help.
+
+Failures without a known file are no evidence: a benchmark that does not report failure files gets the scheduled
+phase. `none` is the paper's no-structure ablation: one phase that allows every patch kind.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-CAPABILITY, STEERING, NONE = "capability", "steering", "none"
+from saddler.harness.components import CAPABILITY, MIXED, STEERING
+from saddler.policies.stopping import running_stalls
+
+NONE = "none"
+PHASES = (CAPABILITY, STEERING, MIXED, NONE)
 
 
 @dataclass
@@ -20,16 +40,47 @@ class PhaseSchedule:
     capability_epochs: float = 1.0
     steering_allows_capability: bool = False
     transition: str = "epochs"  # epochs | full_coverage
+    moves: str = "evidence"  # evidence | fixed
+    patience: int = 3  # evidence moves: discards in a row that end Capability early (0 = never)
 
-    def phase(self, tasks_seen: int, distinct_seen: int | None = None) -> str:
-        """Phase of an iteration that starts after `tasks_seen` train tasks were shown (repeats counted),
-        `distinct_seen` of them distinct (default: as many as shown, capped at the train size)."""
+    def phase(self, tasks_seen: int, distinct_seen: int | None = None, stalled: bool = False) -> str:
+        """Scheduled phase of an iteration that starts after `tasks_seen` train tasks were shown (repeats counted),
+        `distinct_seen` of them distinct (default: as many as shown, capped at the train size); `stalled` when the
+        Capability search stalled earlier (see `stalled`)."""
         if self.mode == "none":
             return NONE
+        if stalled and self.moves == "evidence":
+            return STEERING
         if self.transition == "full_coverage":
             covered = min(tasks_seen, self.train_size) if distinct_seen is None else distinct_seen
             return CAPABILITY if covered < self.train_size else STEERING
         return CAPABILITY if tasks_seen < self.capability_epochs * self.train_size else STEERING
+
+    def stalled(self, decisions: Sequence[str | None]) -> bool:
+        """Whether the decisions of the earlier iterations, in order, ever held `patience` discards in a row."""
+        if self.moves != "evidence" or self.patience <= 0:
+            return False
+        return any(count >= self.patience for count in running_stalls(list(decisions)))
+
+    def follow_evidence(self, phase: str, failure_kinds: Mapping[str, int]) -> tuple[str, str] | None:
+        """The phase this iteration moves to, and why, given how many of the parent's failing tasks on the batch
+        point at files of each kind (`capability`, `steering`, ...); None to stay."""
+        if self.moves != "evidence" or self.mode == "none":
+            return None
+        cap, steer = failure_kinds.get(CAPABILITY, 0), failure_kinds.get(STEERING, 0)
+        if phase == CAPABILITY and steer and not cap:
+            return (
+                STEERING,
+                f"the batch's {steer} failing task(s) with a known failure file all point at steering files",
+            )
+        if phase == STEERING and cap and not steer:
+            return (
+                CAPABILITY,
+                f"the batch's {cap} failing task(s) with a known failure file all point at capability files",
+            )
+        if phase == STEERING and cap and CAPABILITY not in self.allowed_kinds(STEERING):
+            return MIXED, f"{cap} failing task(s) of the batch point at capability files: capability patches allowed"
+        return None
 
     def allowed_kinds(self, phase: str) -> list[str]:
         if phase == CAPABILITY:
@@ -40,6 +91,12 @@ class PhaseSchedule:
 
 
 def make_phase_schedule(
-    mode: str, train_size: int, capability_epochs: float, steering_allows_capability: bool, transition: str = "epochs"
+    mode: str,
+    train_size: int,
+    capability_epochs: float,
+    steering_allows_capability: bool,
+    transition: str = "epochs",
+    moves: str = "evidence",
+    patience: int = 3,
 ) -> PhaseSchedule:
-    return PhaseSchedule(mode, train_size, capability_epochs, steering_allows_capability, transition)
+    return PhaseSchedule(mode, train_size, capability_epochs, steering_allows_capability, transition, moves, patience)

@@ -8,7 +8,7 @@ the best node, build session requests) so `saddler.run.loop` reads as the method
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from evodag.errors import UnknownRunError
@@ -20,6 +20,7 @@ from saddler.executor import make_executor
 from saddler.harness.space import HarnessSpace
 from saddler.policies import (
     Acceptance,
+    AcceptanceDecision,
     BatchSampler,
     PhaseSchedule,
     StopConditions,
@@ -32,7 +33,7 @@ from saddler.ports import Executor, Progress, SessionBackend
 from saddler.run import evolution
 from saddler.run.evaluate import Evaluator
 from saddler.run.folder import RunPaths
-from saddler.run.outcomes import evidence, split_seeds, transitions
+from saddler.run.outcomes import evidence, failure_kinds, split_seeds, task_outcomes, transitions
 from saddler.run.session_calls import SessionCalls
 from saddler.scoring import node_score
 from saddler.sessions.registry import load_backend
@@ -83,6 +84,27 @@ class RunContext:
         score = node_score(rows, self.score_kind)
         return self.store.update_node(node.id, dev_mean=score.mean, dev_std=score.std)
 
+    def guard_on_dev(self, it: Iteration, parent: Node, cand: Node, verdict: AcceptanceDecision) -> AcceptanceDecision:
+        """`verdict`, or a rejection when a kept candidate is clearly worse than its parent on dev (`policies.
+        dev_guard`): the paired comparison over the dev tasks says P(better) <= 1 - the acceptance confidence. Only
+        aggregates go into the reason and the iteration's evidence (sessions read both)."""
+        if not self.cfg.policies.dev_guard or verdict.verdict not in KEPT_DECISIONS:
+            return verdict
+        if cand.dev_mean is None or parent.dev_mean is None:
+            return verdict
+        rows = {n.id: self.store.rollouts(run_id=self.run_id, node_id=n.id, split="dev") for n in (parent, cand)}
+        dev = self.acceptance.decide(task_outcomes(rows[parent.id]), task_outcomes(rows[cand.id]), final=False)
+        stored = self.store.get_iteration(it.id).evidence or {}  # the decision's, written after `it` was read
+        evidence = {**stored, "dev_guard": {"confidence": dev.confidence, "tasks": len(dev.compared)}}
+        self.store.update_iteration(it.id, evidence=evidence)
+        if dev.confidence > 1.0 - self.acceptance.confidence:
+            return verdict
+        why = (
+            f"{verdict.reason}; not kept: worse than its parent on dev ({parent.dev_mean:.3f} -> {cand.dev_mean:.3f}, "
+            f"P(better) {dev.confidence:.2f} over {len(dev.compared)} dev task(s))"
+        )
+        return replace(verdict, verdict="rejected", reason=why)
+
     def best(self) -> Node:
         """The run's best node as the loop last recorded it (`runs.best_node_id`); a pure read."""
         best_id = self.store.get_run(self.run_id).best_node_id
@@ -99,6 +121,21 @@ class RunContext:
             self.store.update_run(self.run_id, best_node_id=best.id)
         return best
 
+    def follow_phase_evidence(self, it: Iteration, before: list[RolloutRow]) -> Iteration:
+        """Move this iteration's phase where the parent's failures on the batch point (`PhaseSchedule.
+        follow_evidence`), recorded as a `phase.moved` event with its reason; `it` unchanged otherwise."""
+        moved = self.phases.follow_evidence(it.phase, failure_kinds(before, self.space.classify))
+        if moved is None:
+            return it
+        phase, why = moved
+        with self.store.transaction():
+            self.store.log_event(
+                "phase.moved",
+                {"iteration": it.number, "from": it.phase, "to": phase, "reason": why},
+                run_id=self.run_id,
+            )
+            return self.store.update_iteration(it.id, phase=phase)
+
     def diagnosis_request(
         self,
         it: Iteration,
@@ -109,6 +146,7 @@ class RunContext:
         excluded: list[str],
         retry_reason: str = "",
         excluded_plans: dict[str, str] | None = None,
+        refused: dict[str, str] | None = None,
     ) -> DiagnosisRequest:
         comp = self.space.config.components
         return DiagnosisRequest(
@@ -125,6 +163,7 @@ class RunContext:
             lineage_origins=evolution.lineage_origins(self.store, parent.id),
             excluded=excluded,
             excluded_plans=excluded_plans or {},
+            refused=refused or {},
             attempt=attempt,
             retry_reason=retry_reason,
             check_command=self.cfg.sessions.check_command or self.space.config.check_command,
@@ -201,10 +240,21 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
             pol.sampler, train_ids, loop.batch_size, cfg.seed, pol.curriculum.temperature, pol.curriculum.unseen_share
         ),
         phases=make_phase_schedule(
-            pol.phases, len(train_ids), pol.capability_epochs, pol.steering_allows_capability, pol.phase_transition
+            pol.phases,
+            len(train_ids),
+            pol.capability_epochs,
+            pol.steering_allows_capability,
+            pol.phase_transition,
+            pol.phase_moves,
+            pol.phase_patience,
         ),
         acceptance=make_acceptance(
-            pol.min_margin, pol.reject_task_regression, pol.accept_neutral, kind, pol.acceptance
+            pol.min_margin,
+            pol.reject_task_regression,
+            pol.accept_neutral,
+            kind,
+            pol.acceptance,
+            pol.acceptance_confidence,
         ),
         stop=StopConditions(loop, paths.root),
         train_seeds=split_seeds(cfg.seed, "train", reps),

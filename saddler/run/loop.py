@@ -17,12 +17,12 @@ from saddler.policies.stopping import NO_TRAINING_FAILURES, LoopState, trailing_
 from saddler.ports import Progress
 from saddler.reporting.plot_process import PlotProcess
 from saddler.reporting.progress import make_progress
-from saddler.run import diagnosis, inputs, reflection
+from saddler.run import closecall, diagnosis, inputs, reflection
 from saddler.run.context import KEPT_DECISIONS, RunContext, open_context
 from saddler.run.evolve import evolve
 from saddler.run.finish import RunOutcome, finish_run, finished_outcome
 from saddler.run.folder import RunPaths, run_lock
-from saddler.run.outcomes import nothing_to_fix, task_outcomes
+from saddler.run.outcomes import nothing_to_fix
 from saddler.run.preflight import require_ok
 from saddler.run.recovery import recover_after_crash
 from saddler.run.sampling import sampler_state
@@ -150,7 +150,8 @@ class Optimizer:
         if pending is None:  # a resumed iteration keeps the batch and phase it stored
             state = sampler_state(store, iterations, number, current, ctx.sampler.adaptive)
             epoch, batch = ctx.sampler.batch(number - 1, state)
-            phase = ctx.phases.phase(state.shown, len(state.seen))
+            stalled = ctx.phases.stalled([i.decision for i in iterations if i.number < number])
+            phase = ctx.phases.phase(state.shown, len(state.seen), stalled=stalled)
             exploration = bool(cfg.loop.plateau_threshold) and stalls >= cfg.loop.plateau_threshold
             pending = store.start_iteration(
                 ctx.run_id, number, epoch, batch, phase=phase, exploration=exploration, stall_count=stalls
@@ -173,6 +174,8 @@ class Optimizer:
             self.say(f"iter {number:>3} [{it.phase}] n{parent.id} passes all {len(batch)} task(s): no diagnosis")
             self._finish_iteration(ctx, it, NO_TRAINING_FAILURES, None, stalls)
             return
+        if it.candidate_id is None:  # the phase follows what the failures point at (policies.phase_moves)
+            it = ctx.follow_phase_evidence(it, before)
         # 4-5. diagnosis-patch in an isolated worktree, then validation (retried with another hypothesis)
         cand = (
             store.get_node(it.candidate_id)
@@ -185,14 +188,16 @@ class Optimizer:
             return
         if it.candidate_id is None:
             it = store.update_iteration(it.id, candidate_id=cand.id, step="validated")
-        # 6. the candidate on the same batch with the same seeds; only a strict improvement goes to dev
+        # 6. the candidate on the same batch with the same seeds; a close call gathers evidence until it is clear;
+        # only an accepted candidate goes to dev
         after = ctx.eval_batch(cand, batch)
-        verdict = ctx.acceptance.decide(task_outcomes(before), task_outcomes(after))
+        verdict, before, after = closecall.decide(ctx, it, parent, cand, before, after)
         cand = store.update_node(cand.id, batch_before=verdict.before, batch_after=verdict.after)
         dev_policy = cfg.policies.dev_eval
         if dev_policy == "always" or (dev_policy == "on_accept" and verdict.verdict in KEPT_DECISIONS):
             cand = ctx.eval_dev(cand)
-        status = "accepted" if verdict.verdict == "accepted" else verdict.verdict
+        verdict = ctx.guard_on_dev(it, parent, cand, verdict)  # accepted on train, clearly worse on dev: not kept
+        status = verdict.verdict
         cand = store.update_node(cand.id, status=status, status_reason=verdict.reason)
         best = ctx.update_best()
         # 7. the edge's transitions from the scores, then reflection, accepted or not (dev only as aggregates)

@@ -7,8 +7,8 @@ for reflection, Pass@1 figures for dev/test, and stable seeds for splits and rep
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
-from collections.abc import Iterable
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 
 from evodag.models import RolloutRow
 from saddler.benchmark import Task
@@ -33,6 +33,17 @@ def task_outcomes(rows: Iterable[RolloutRow]) -> dict[str, TaskOutcome]:
         task: TaskOutcome(tuple(r.score for r in rs), tuple(r.passed for r in rs), tuple(r.disposition for r in rs))
         for task, rs in by_task(rows).items()
     }
+
+
+def failure_kinds(rows: Iterable[RolloutRow], classify: Callable[[str], str]) -> Counter[str]:
+    """Per component kind (`classify` of a path), how many tasks failing by majority point at a file of that kind:
+    the failure files of their failed rows. A task counts once per kind; a failure without a file counts nowhere."""
+    kinds: Counter[str] = Counter()
+    for rows_of_task in by_task(rows).values():
+        if sum(r.passed for r in rows_of_task) * 2 > len(rows_of_task):
+            continue
+        kinds.update({classify(r.failure_file) for r in rows_of_task if not r.passed and r.failure_file})
+    return kinds
 
 
 def evidence(rows: Iterable[RolloutRow], tasks: dict[str, Task]) -> list[TaskEvidence]:

@@ -60,7 +60,7 @@ class DiagnosisRequest(_Model):
     worktree: str
     iteration: int
     parent_node_id: int
-    phase: Literal["capability", "steering", "none"]
+    phase: Literal["capability", "steering", "mixed", "none"]  # mixed: steering with capability allowed by evidence
     allowed_kinds: list[str]  # patch kinds the phase allows: capability / steering
     component_globs: dict[str, list[str]]  # capability / steering / protected
     evidence: list[TaskEvidence]  # the mini-batch on the parent: train only
@@ -68,6 +68,7 @@ class DiagnosisRequest(_Model):
     lineage_origins: list[str] = Field(default_factory=list)  # origins already applied in the parent's lineage
     excluded: list[str] = Field(default_factory=list)  # patch ids/strategies not to try again here (no duplicates)
     excluded_plans: dict[str, str] = Field(default_factory=dict)  # excluded origin -> the plan its agent wrote
+    refused: dict[str, str] = Field(default_factory=dict)  # origin -> why its change was refused (the idea stays open)
     attempt: int = 0  # > 0 when retrying (after a failed session or a failed validation)
     check_command: str = ""
     retry_reason: str = ""  # why the previous attempt failed (session failure or the validation check), if any
