@@ -4,7 +4,8 @@
   extractor) and applies the best-matching patch from the benchmark's patch bank that the phase allows,
   that the lineage does not already hold and that is not excluded. It never invents a change: with no
   matching patch it returns `no_patch` (the loop counts a stall). In exploration mode (plateau) it may
-  also try allowed patches whose symptoms were not seen.
+  also try allowed patches whose symptoms were not seen. How it writes the chosen patch is `sessions.proposer`:
+  as meant (`neutral`), or as the paper measured LLM authors do (`calibrated`, see `saddler.sessions.proposer`).
 - reflection classifies each batch task as fixed / regressed / still failing / still passing and
   attributes it: true fix or true regression when every repetition agrees and the trace's failure point
   lies in a file the diff touched; stochastic when the failure point lies outside the diff; uncertain
@@ -23,6 +24,7 @@ from pathlib import Path
 from saddler.benchmark import Benchmark, RolloutResult
 from saddler.config import SessionConfig
 from saddler.harness.gitcmd import git
+from saddler.sessions.proposer import Proposal, Proposer, missed_edit
 from saddler.sessions.schema import (
     DiagnosisRequest,
     DiagnosisResult,
@@ -56,6 +58,24 @@ def _git_apply(worktree: Path, diff: str) -> str:
     return (proc.stderr or proc.stdout or "conflict").strip().splitlines()[-1][:300]
 
 
+def _write(worktree: Path, proposal: Proposal) -> str:
+    """Write what the author proposes into the worktree; '' on success, else why not (the worktree reset). A side
+    edit that does not apply on top is left out."""
+    patch = proposal.patch
+    if proposal.missed:
+        target = worktree / (patch.files[0] if patch.files else "NOTES.md")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("a", encoding="utf-8") as fh:
+            fh.write(missed_edit(target.name))
+        return ""
+    error = _git_apply(worktree, patch.diff)
+    if error or proposal.side is None:
+        return error
+    if _git_apply(worktree, proposal.side.diff):  # reset the worktree: write the patch alone
+        return _git_apply(worktree, patch.diff)
+    return ""
+
+
 class OfflineBackend:
     """Deterministic rule-based sessions; see the module docstring."""
 
@@ -64,6 +84,7 @@ class OfflineBackend:
     def __init__(self, config: SessionConfig, *, benchmark: Benchmark, run_dir: Path, seed: int) -> None:
         self.config, self.benchmark, self.run_dir, self.seed = config, benchmark, Path(run_dir), seed
         self._bank = benchmark.patch_bank()
+        self._proposer = Proposer(config.proposer)
 
     # diagnosis -----------------------------------------------------------------------------------
     def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
@@ -88,13 +109,13 @@ class OfflineBackend:
                 tasks_by_code.setdefault(sym.code, set()).add(ev.task_id)
                 if sym.file:
                     files_by_code.setdefault(sym.code, set()).add(sym.file)
-        done = set(request.lineage_origins) | set(request.excluded)
+        done = set(request.lineage_origins) | set(request.excluded) | set(request.refused)  # a bank patch has one form
         allowed = [
             p for p in self._bank if p.kind in request.allowed_kinds and f"bank:{p.id}" not in done and p.id not in done
         ]
         rng = random.Random(f"{self.seed}:diagnosis:{request.iteration}:{request.attempt}")
         scored = [(sum(counts[c] for c in p.symptoms), rng.random(), p) for p in allowed]
-        ranked = sorted((s for s in scored if s[0] > 0 or request.exploration), key=lambda s: (-s[0], s[1]))
+        ranked = [p for n, _, p in sorted(scored, key=lambda s: (-s[0], s[1])) if n > 0 or request.exploration]
         if not ranked:
             seen = ", ".join(f"{c}×{n}" for c, n in counts.most_common()) or "none"
             reason = (
@@ -102,9 +123,12 @@ class OfflineBackend:
                 f"matching the symptoms seen ({seen}); {len(failing)} failing task(s)"
             )
             return DiagnosisResult(status="no_patch", reason=reason, stats=_stats(started, "no_patch"))
+        unmatched = [p for p in allowed if p not in ranked]
+        label = f"{self.seed}:{request.iteration}:{request.attempt}"
         errors = []
-        for _score, _, patch in ranked:
-            error = _git_apply(Path(request.worktree), patch.diff)
+        for proposal in self._proposer.choose(ranked, unmatched, request.allowed_kinds, label):
+            patch = proposal.patch
+            error = _write(Path(request.worktree), proposal)
             if error:
                 errors.append(f"bank:{patch.id}: {error}")
                 continue
