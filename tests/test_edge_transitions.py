@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from evodag.history import compared_tasks
 from evodag.models import RolloutRow
 from evodag.store import EvoDAG
 from saddler.run.loop import Optimizer
 from saddler.run.outcomes import measured_transitions
-from saddler.run.reflection import checked_lessons
+from saddler.run.reflection import checked_lessons, corrected_counts
 from saddler.sessions import registry
 from saddler.sessions.offline import OfflineBackend
 from saddler.sessions.schema import LessonOut, ReflectionRequest, ReflectionResult, SessionStats
@@ -86,6 +87,21 @@ def test_claims_that_contradict_the_scores_are_corrected_or_dropped() -> None:
     ]
 
 
+def test_a_general_lesson_states_the_measured_counts_whatever_the_session_claims() -> None:
+    measured = {"a": "fixed", "b": "still_failing", "c": "still_passing", "d": "still_failing"}
+    claim = LessonOut(category="general", attribution="true_fix", text="fixed 5 task(s), 2 tasks regressed; helps")
+    kept, notes = checked_lessons([claim], measured)
+    assert kept[0].text == (
+        "measured on 4 task(s): fixed 1, regressed 0, still failing 2, still passing 1. fixed 1 task(s), 0 tasks "
+        "regressed; helps [counts corrected by saddler from the scores]"
+    )
+    assert notes == [
+        "the reflection said fixed 5, the scores say 1",
+        "the reflection said regressed 2, the scores say 0",
+    ]
+    assert corrected_counts("still failing: 2, 1 fixed", measured) == ("still failing: 2, 1 fixed", [])
+
+
 class EverythingFixedBackend(OfflineBackend):
     """A reflection that calls every batch task a true fix, and adds one about a task it never saw."""
 
@@ -111,9 +127,10 @@ def test_the_loop_stores_measured_transitions_whatever_the_reflection_claims(
             if it.candidate_id is None or it.decision == "invalid":
                 continue
             edge = store.edge_between(it.parent_id or 0, it.candidate_id)
+            compared = compared_tasks(it.batch, it.evidence)
             measured = measured_transitions(
-                [r for r in store.rollouts(node_id=it.parent_id, split="train") if r.task_id in it.batch],
-                [r for r in store.rollouts(node_id=it.candidate_id, split="train") if r.task_id in it.batch],
+                [r for r in store.rollouts(node_id=it.parent_id, split="train") if r.task_id in compared],
+                [r for r in store.rollouts(node_id=it.candidate_id, split="train") if r.task_id in compared],
             )
             for category in ("fixed", "regressed", "still_failing", "still_passing"):
                 assert getattr(edge, category) == [t for t, c in measured.items() if c == category]

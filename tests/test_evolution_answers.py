@@ -16,7 +16,13 @@ from evodag.store import EvoDAG
 from saddler.cli.app import app
 from saddler.sessions import registry
 from saddler.sessions.offline import OfflineBackend
-from saddler.sessions.schema import EvolutionRequest, EvolutionResult, SessionStats
+from saddler.sessions.schema import (
+    DiagnosisRequest,
+    DiagnosisResult,
+    EvolutionRequest,
+    EvolutionResult,
+    SessionStats,
+)
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
@@ -62,9 +68,19 @@ class RejectedBaseBackend(OfflineBackend):
         )
 
 
+class NeverPatchesBackend(OfflineBackend):
+    """Diagnosis never finds a patch, so the DAG never grows past its baseline; evolution must never be asked."""
+
+    def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
+        return DiagnosisResult(status="no_patch", reason="nothing", stats=SessionStats(backend="offline"))
+
+    def evolve(self, request: EvolutionRequest) -> EvolutionResult:
+        raise AssertionError("an evolution session was paid for while nothing had changed")
+
+
 @pytest.fixture
 def backends(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("UnknownEdgeBackend", "FixesItselfBackend", "RejectedBaseBackend"):
+    for name in ("UnknownEdgeBackend", "FixesItselfBackend", "RejectedBaseBackend", "NeverPatchesBackend"):
         monkeypatch.setitem(registry.BACKENDS, name, f"{__name__}:{name}")
 
 
@@ -126,3 +142,37 @@ def test_a_base_that_is_not_kept_is_refused_unless_the_config_allows_it(
         parents = [i.parent_id for i in store.iterations()]
         assert not [e for e in store.events() if e.kind == "evolution.invalid"]
     assert any(statuses[p] == "rejected" for p in parents if p is not None)
+
+
+def test_evolution_is_decided_without_a_session_when_the_dag_gained_no_node(
+    tmp_path: Path, backends: None, make_run: Callable[..., Path]
+) -> None:
+    run_dir = make_run(tmp_path / "run", loop={"max_iterations": 4}, sessions={"backend": "NeverPatchesBackend"})
+    _run(run_dir)
+    with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
+        assert [s for s in store.sessions() if s.role == "evolution"] == []
+        actions = [e.payload for e in store.events() if e.kind == "evolution.action"]
+    assert [(a["iteration"], a["action"], a["session"]) for a in actions] == [
+        (2, "continue", False), (3, "continue", False), (4, "continue", False)
+    ]  # fmt: skip
+    assert (
+        actions[0]["rationale"]
+        == "continue from the latest kept node n1 without a session: the current node is the only node"
+    )
+    assert actions[1]["rationale"].endswith("without a session: the DAG gained no node since iteration 2's evolution")
+    from evodag.cli import app as evo_dag
+
+    text = runner.invoke(evo_dag, ["history", "--db", str(run_dir / "evodag.sqlite"), "--last", "1"]).stdout
+    assert "evolution: continue: continue from the latest kept node n1 without a session" in text
+
+
+def test_an_offline_run_pays_evolution_only_when_the_dag_changed(tmp_path: Path, make_run: Callable[..., Path]) -> None:
+    run_dir = make_run(tmp_path / "run", loop={"max_iterations": 24})
+    _run(run_dir)
+    with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
+        paid = {s.iteration for s in store.sessions() if s.role == "evolution"}
+        actions = {e.payload["iteration"]: e.payload for e in store.events() if e.kind == "evolution.action"}
+        made = {n.iteration for n in store.nodes() if n.parent_id is not None}
+    skipped = sorted(i for i, a in actions.items() if not a["session"])
+    assert skipped and paid == set(actions) - set(skipped)
+    assert all(i - 1 not in made for i in skipped), "a session is skipped only after an iteration that made no node"

@@ -5,12 +5,14 @@ Each retry is one more attempt in the session key (iteration, role, attempt): pa
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
+from evodag.history import compared_tasks
 from evodag.store import EvoDAG
 from saddler.run.loop import Optimizer
 from saddler.sessions import registry
@@ -85,9 +87,38 @@ class BadPatchesBackend(Recorder):
         return DiagnosisResult(status="patched", hypothesis=hyp, stats=SessionStats(backend="offline"))
 
 
+class FixWithTamperBackend(Recorder):
+    """Attempt 0 writes a real fix (the offline rules' choice) together with an incidental edit of the protected
+    saddler.toml; attempt 1 writes the same fix alone, under the same origin."""
+
+    chosen: ClassVar[list[Hypothesis]] = []
+
+    def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
+        self.requests.append(request)
+        root = Path(request.worktree)
+        if request.attempt == 0:
+            result = super().diagnose_patch(request)
+            assert result.hypothesis is not None
+            self.chosen.append(result.hypothesis)
+            (root / "saddler.toml").write_text((root / "saddler.toml").read_text() + "\n# widened\n")
+            return result
+        hyp = self.chosen[-1]
+        patch = next(p for p in self._bank if f"bank:{p.id}" == hyp.origin)
+        proc = subprocess.run(["git", "apply", "-"], cwd=root, input=patch.diff, text=True, capture_output=True)
+        assert proc.returncode == 0, proc.stderr
+        return DiagnosisResult(status="patched", hypothesis=hyp, stats=SessionStats(backend="offline"))
+
+
 @pytest.fixture(autouse=True)
 def backends(monkeypatch: pytest.MonkeyPatch) -> None:
-    for cls in (FailsOnceBackend, AlwaysFailsBackend, ReflectionAlwaysFailsBackend, BadPatchesBackend):
+    FixWithTamperBackend.chosen.clear()
+    for cls in (
+        FailsOnceBackend,
+        AlwaysFailsBackend,
+        ReflectionAlwaysFailsBackend,
+        BadPatchesBackend,
+        FixWithTamperBackend,
+    ):
         monkeypatch.setitem(registry.BACKENDS, cls.__name__, f"{__name__}:{cls.__name__}")
     Recorder.requests.clear()
 
@@ -147,7 +178,8 @@ def test_a_failed_reflection_still_leaves_a_complete_edge(tmp_path: Path, make_r
         it = store.iterations()[0]
         edge = store.edge_between(it.parent_id or 0, it.candidate_id or 0)
         measured = edge.fixed + edge.regressed + edge.still_failing + edge.still_passing
-        assert sorted(measured) == sorted(it.batch), "every batch task has its measured transition"
+        compared = compared_tasks(it.batch, it.evidence)
+        assert sorted(measured) == sorted(compared), "every task compared (batch and evidence) has its transition"
         assert store.lessons() == [] and it.finished_at is not None
         reflections = [s for s in store.sessions() if s.role == "reflection"]
     assert [(s.attempt, s.outcome) for s in reflections] == [
@@ -173,14 +205,38 @@ def test_a_refused_patch_is_retried_naming_the_check_that_failed(tmp_path: Path,
         "middleware/**) only; this change also touches steering: prompts/system.md" in reasons[2]
     )
     assert "structure rule: loop.py:" in reasons[3] and "syntax error" in reasons[3]
-    assert "excluded mutation: tamper was already tried" in reasons[3]
+    assert "already tried" not in reasons[3], "a refused change excludes that change, not its idea"
     assert reasons[4].startswith("your change was refused: empty change")
     last = [r for r in Recorder.requests if isinstance(r, DiagnosisRequest)][4]
-    assert last.excluded == ["tamper", "steer", "nothing"]
+    assert last.excluded == [] and list(last.refused) == ["tamper", "steer", "nothing"]
+    assert last.refused["steer"].startswith("wrong phase: the capability phase allows capability")
+    assert last.refused["nothing"] == "empty change"
     prompt = render("diagnosis_patch", last)
-    assert prompt.count("widen the component map") == 1
-    assert "- widen the component map (`tamper`)\n- tell the agent to be careful (`steer`)\n" in prompt
+    assert "the idea is not excluded: a version that passes the checks is welcome" in prompt
+    assert "- `tamper`: structure rule: loop.py:" in prompt
     with EvoDAG(run / "evodag.sqlite", readonly=True) as store:
         statuses = [n.status for n in store.nodes() if n.parent_id is not None]
         assert statuses[:3] == ["invalid", "invalid", "invalid"]
         assert [s.attempt for s in store.sessions() if s.role == "diagnosis_patch"] == [0, 1, 2, 3, 4]
+
+
+def test_a_fix_refused_for_an_incidental_edit_is_evaluated_when_retried_alone(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
+    run = make_run(tmp_path / "run", loop={"max_iterations": 1}, sessions={"backend": "FixWithTamperBackend"})
+    Optimizer(run, quiet=True).run()
+    requests = [r for r in Recorder.requests if isinstance(r, DiagnosisRequest)]
+    origin = FixWithTamperBackend.chosen[0].origin
+    assert [r.attempt for r in requests] == [0, 1]
+    assert requests[1].retry_reason.startswith(f"your change ({origin}) was refused: protected path touched")
+    assert requests[1].refused == {origin: "protected path touched: saddler.toml"} and requests[1].excluded == []
+    with EvoDAG(run / "evodag.sqlite", readonly=True) as store:
+        it = store.iterations()[0]
+        first, second = [n for n in store.nodes() if n.parent_id is not None]
+    assert (first.status, first.origin) == ("invalid", origin)
+    assert (
+        second.origin == origin
+        and second.status in ("accepted", "rejected")
+        and "already tried" not in second.status_reason
+    )
+    assert it.candidate_id == second.id and it.decision == second.status

@@ -4,8 +4,9 @@ Each attempt is one session paid for once (keyed `(iteration, diagnosis_patch, a
 `saddler.run.session_calls`). A failed session (unreadable answer, turn or budget limit, timeout, non-zero exit)
 is retried up to `sessions.retries` times with its failure stated in `retry_reason`. A patch that fails
 validation is an `invalid` node, and the next attempt (up to `policies.max_patch_attempts` patches) is told which
-check failed: empty change, which protected path, the phase and what it allows, which structure rule; the
-mutation it tried is excluded from then on.
+check failed: empty change, which protected path, the phase and what it allows, which structure rule. What was
+refused is that change (its tree), not its idea: a version of the same fix that passes the checks is evaluated.
+Ideas evaluated on this parent in earlier iterations are excluded (`Excluded`).
 """
 
 from __future__ import annotations
@@ -25,14 +26,23 @@ Say = Callable[[str], None]
 
 @dataclass
 class Excluded:
-    """Mutations not to try again on this parent: origins in first-seen order (no duplicates), each with the
-    plan its agent wrote (shown in the prompt as written)."""
+    """What not to propose again on this parent. `plans`: ideas already evaluated here (origins in first-seen
+    order, each with the plan its agent wrote, shown in the prompt as written). `refused`: changes that failed
+    validation, by origin with the reason, and their trees: the change is excluded, not the idea — a version
+    of the same fix that passes the checks is welcome."""
 
     plans: dict[str, str] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    refused_trees: dict[str, str] = field(default_factory=dict)  # tree sha -> origin
 
     def add(self, origin: str, plan: str = "") -> None:
         if origin not in self.plans or (plan and not self.plans[origin]):
             self.plans[origin] = plan
+
+    def refuse(self, origin: str, why: str, tree: str | None) -> None:
+        self.refused[origin] = why
+        if tree:
+            self.refused_trees[tree] = origin
 
     @property
     def origins(self) -> list[str]:
@@ -40,11 +50,14 @@ class Excluded:
 
     @classmethod
     def of_parent(cls, ctx: RunContext, parent: Node, before_iteration: int) -> Excluded:
-        """Mutations already tried on `parent` in earlier iterations (a resumed iteration must not see its own)."""
+        """What was tried on `parent` in earlier iterations (a resumed iteration must not see its own)."""
         found = cls()
         children = [n for n in ctx.store.children(parent.id) if n.iteration < before_iteration]
         for node in sorted(children, key=lambda n: n.origin):
-            found.add(node.origin, str((node.hypothesis or {}).get("plan", "")))
+            if node.status == "invalid":
+                found.refuse(node.origin, node.status_reason, ctx.space.tree_of(node.commit))
+            else:
+                found.add(node.origin, str((node.hypothesis or {}).get("plan", "")))
         return found
 
 
@@ -81,23 +94,30 @@ def patch(ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow]
             return node
         patches += 1
         hyp = result.hypothesis
-        excluded_before = hyp.origin in excluded.plans
-        excluded.add(hyp.origin, hyp.plan)
+        tried = hyp.origin in excluded.plans
         if made.commit is None:
             store.log_event("diagnosis.empty", {"iteration": it.number, "origin": hyp.origin}, run_id=ctx.run_id)
+            excluded.refuse(hyp.origin, "empty change", None)
             reason = (
                 "your change was refused: empty change — the worktree had no edit when the session ended; edit the "
                 "harness files in the worktree itself (a commit of your own is fine, an edit elsewhere is not)"
             )
             continue
-        problems = made.problems + ([f"excluded mutation: {hyp.origin} was already tried"] if excluded_before else [])
+        tree = ctx.space.tree_of(made.commit)
+        problems = list(made.problems)
+        if tried:
+            problems.append(f"excluded mutation: {hyp.origin} was already tried")
+        if tree in excluded.refused_trees:
+            again = excluded.refused_trees[tree]
+            problems.append(f"the same change as the refused {again} ({excluded.refused.get(again, 'refused')})")
         node = _candidate_node(ctx, it, parent, made.commit, hyp, problems)
         if not problems:
             return node
+        excluded.refuse(hyp.origin, "; ".join(problems), tree)
         say(f"iter {it.number:>3} invalid n{node.id} {hyp.origin}: {'; '.join(problems)}")
         reason = (
             f"your change ({hyp.origin}) was refused: {'; '.join(problems)}. The worktree is clean again; make a "
-            "different change that passes these checks"
+            "change that passes these checks (the same fix without what was refused is welcome)"
         )
     return node
 
@@ -116,7 +136,9 @@ def _attempt(
     worktree = space.worktree(parent.commit, f"it{it.number}-a{attempt}")
     try:
         plans = {o: p for o, p in excluded.plans.items() if p}
-        request = ctx.diagnosis_request(it, parent, worktree, before, attempt, excluded.origins, reason, plans)
+        request = ctx.diagnosis_request(
+            it, parent, worktree, before, attempt, excluded.origins, reason, plans, dict(excluded.refused)
+        )
         result, staged = ctx.calls.diagnose(request, parent.id)
         if result.status != "patched" or result.hypothesis is None:
             return _Attempt(result)

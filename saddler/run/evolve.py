@@ -4,7 +4,8 @@ The answer is checked against the store (`evolution.answer_error`). An invalid a
 the error stated in `retry_reason`; a failed session is retried up to `sessions.retries` times; after that the
 iteration continues from the current node. Every call is a paid attempt keyed `(iteration, evolution, attempt)`.
 A cherry-pick / revert node is dev-evaluated and kept only if it is not worse than its base on dev; the nodes it
-was built through (one per edge) share its verdict.
+was built through (one per edge) share its verdict. No session is paid for when nothing changed since the last
+evolution (`_nothing_to_decide`): the iteration continues from the current node, and the history says so.
 """
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ def evolve(ctx: RunContext, it: Iteration, current: Node, say: Say) -> Node:
     """The parent of iteration `it`: `current` (continue), another kept node (rebase), or a new cherry-pick /
     revert node when it is kept."""
     if it.number == 1 or ctx.cfg.policies.evolution == "continue":
+        return current
+    unchanged = _nothing_to_decide(ctx, current)
+    if unchanged:
+        rationale = f"continue from the latest kept node n{current.id} without a session: {unchanged}"
+        payload = {"iteration": it.number, "action": "continue", "key": "continue", "rationale": rationale, "error": ""}
+        payload |= {"session": False, "last_node": ctx.store.last_node_id(ctx.run_id)}
+        ctx.store.log_event("evolution.action", payload, run_id=ctx.run_id)
+        say(f"iter {it.number:>3} evolution: {rationale}")
         return current
     request = evolution.build_request(
         ctx.store,
@@ -47,6 +56,8 @@ def evolve(ctx: RunContext, it: Iteration, current: Node, say: Say) -> Node:
             "key": made.key if made else transplant.action_key(result),
             "rationale": result.rationale,
             "error": made.error if made else "",
+            "session": True,
+            "last_node": ctx.store.last_node_id(ctx.run_id),
         },
         run_id=ctx.run_id,
     )
@@ -55,6 +66,19 @@ def evolve(ctx: RunContext, it: Iteration, current: Node, say: Say) -> Node:
         return base
     node = _judge(ctx, result, base, made.nodes)
     return node if node.status in KEPT_DECISIONS else base
+
+
+def _nothing_to_decide(ctx: RunContext, current: Node) -> str:
+    """Why no evolution session is needed now ('' when one is): the DAG gained no node since the last evolution
+    decided (it would see what it saw then, and its choice is the current node), or there is nothing but the
+    current node to start from and no edge to transplant."""
+    last = ctx.store.last_event(ctx.run_id, "evolution.action")
+    newest = ctx.store.last_node_id(ctx.run_id)
+    if last is not None and last.payload.get("last_node") == newest:
+        return f"the DAG gained no node since iteration {last.payload.get('iteration')}'s evolution"
+    if newest == current.id and current.parent_id is None:  # ids grow: the root is the only node
+        return "the current node is the only node"
+    return ""
 
 
 def _answer(ctx: RunContext, it: Iteration, request: EvolutionRequest, current: Node) -> EvolutionResult:

@@ -6,10 +6,14 @@ a complete edge. The session adds what scores cannot say: attribution (true fix,
 uncertain), root cause and lesson text. Its per-task claims are checked against the measurement: a lesson whose
 category contradicts it is corrected to the measured category (and says so), a lesson about a task outside the
 batch is dropped, and an attribution the category rules out ("true fix" of a task that was not fixed) becomes
-`uncertain`. A failed session is retried up to `sessions.retries` times.
+`uncertain`. A general lesson's counts come from the scores too: it starts with the measured counts, and a count
+it states otherwise ("fixed 5 task(s)" when one was) is corrected. A failed session is retried up to
+`sessions.retries` times.
 """
 
 from __future__ import annotations
+
+import re
 
 from evodag.models import Iteration, Node, RolloutRow
 from saddler.run.context import RunContext
@@ -22,14 +26,51 @@ CATEGORIES = ("fixed", "regressed", "still_failing", "still_passing")
 _ATTRIBUTION_NEEDS = {"true_fix": "fixed", "true_regression": "regressed"}
 
 
+_CAT = r"(fixed|regressed|still[ _]failing|still[ _]passing)"
+_CAT_THEN_COUNT = re.compile(rf"\b{_CAT}(\W{{0,2}})(\d+)\b", re.IGNORECASE)  # "fixed 5", "regressed: 1"
+_COUNT_THEN_CAT = re.compile(rf"\b(\d+)(\s+(?:tasks?(?:\(s\))?\s+)?){_CAT}\b", re.IGNORECASE)  # "5 task(s) fixed"
+
+
+def measured_counts(measured: dict[str, str]) -> str:
+    """The batch's transitions counted from the scores, as a general lesson states them."""
+    counts = [sum(1 for c in measured.values() if c == cat) for cat in CATEGORIES]
+    return "measured on {} task(s): fixed {}, regressed {}, still failing {}, still passing {}".format(
+        len(measured), *counts
+    )
+
+
+def corrected_counts(text: str, measured: dict[str, str]) -> tuple[str, list[str]]:
+    """`text` with every count of a transition it states ("fixed 5", "3 task(s) regressed") replaced by the
+    measured one, and a note for each that differed: counts come from the scores, never from the session."""
+    notes: list[str] = []
+
+    def truth(category: str, said: str) -> str:
+        cat = category.lower().replace(" ", "_")
+        real = sum(1 for c in measured.values() if c == cat)
+        if int(said) != real:
+            notes.append(f"the reflection said {cat.replace('_', ' ')} {said}, the scores say {real}")
+        return str(real)
+
+    text = _CAT_THEN_COUNT.sub(lambda m: m[1] + m[2] + truth(m[1], m[3]), text)
+    text = _COUNT_THEN_CAT.sub(lambda m: truth(m[3], m[1]) + m[2] + m[3], text)
+    return text, notes
+
+
 def checked_lessons(lessons: list[LessonOut], measured: dict[str, str]) -> tuple[list[LessonOut], list[str]]:
-    """The lessons consistent with the measured transitions, and a note for each one corrected or dropped."""
+    """The lessons consistent with the measured transitions, and a note for each one corrected or dropped.
+    A general lesson starts with the counts measured from the scores, and any count it states is corrected."""
     kept: list[LessonOut] = []
     notes: list[str] = []
     for lesson in lessons:
         category: str = lesson.category
         attribution: str = lesson.attribution
         text = lesson.text
+        if lesson.task_id is None:
+            text, wrong = corrected_counts(text, measured)
+            notes += wrong
+            if wrong:
+                text += " [counts corrected by saddler from the scores]"
+            text = f"{measured_counts(measured)}. {text}"
         if lesson.task_id is not None and lesson.task_id not in measured:
             notes.append(f"dropped a lesson on {lesson.task_id}: the task is not in this batch")
             continue

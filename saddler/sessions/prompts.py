@@ -207,14 +207,22 @@ def trace_format_line(described: str) -> str:
 
 
 def excluded_note(req: DiagnosisRequest) -> str:
-    """The mutations not to try again, once each, as their agent wrote them (its plan) with their origin."""
-    if not req.excluded:
-        return ""
-    lines = []
-    for origin in dict.fromkeys(req.excluded):
-        plan = req.excluded_plans.get(origin, "").strip()
-        lines.append(f"- {plan} (`{origin}`)" if plan else f"- `{origin}`")
-    return "\nExcluded here (already tried on this parent; do not try again):\n" + "\n".join(lines) + "\n"
+    """The mutations not to try again, once each, as their agent wrote them (its plan) with their origin; then the
+    changes refused by validation, each with why (their ideas stay open)."""
+    out = ""
+    if req.excluded:
+        lines = []
+        for origin in dict.fromkeys(req.excluded):
+            plan = req.excluded_plans.get(origin, "").strip()
+            lines.append(f"- {plan} (`{origin}`)" if plan else f"- `{origin}`")
+        out += "\nExcluded here (already tried on this parent; do not try again):\n" + "\n".join(lines) + "\n"
+    if req.refused:
+        lines = [f"- `{origin}`: {why}" for origin, why in req.refused.items()]
+        out += (
+            "\nRefused here (the change failed a check; the idea is not excluded: a version that passes the checks "
+            "is welcome):\n" + "\n".join(lines) + "\n"
+        )
+    return out
 
 
 def format_evidence(req: DiagnosisRequest) -> str:
