@@ -4,7 +4,8 @@ The new file holds the run (same id, status `paused`, no best recorded yet: the 
 as they stood when iteration N finished: nodes of iterations 0..N (test scores cleared: test is opened at the
 end of a run), their edges and blobs, the iterations, lessons and sessions (with their stored answers and
 changes) of iterations 1..N, the rollouts those iterations used (train rollouts of each iteration's parent and
-candidate on its batch, dev rollouts of the copied nodes) and the events logged up to that moment. Every other
+candidate on the tasks it compared, its batch and any close-call evidence; dev rollouts of the copied nodes; only
+rows the run held when iteration N finished) and the events logged up to that moment. Every other
 rollout of the source run goes to the new file's `rollout_cache`, so a fork that evaluates the same harness on
 the same task and seed reuses it instead of paying again. Ids are kept, so every reference stays valid.
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 from evodag import codec
 from evodag.errors import InvalidValueError
+from evodag.history import compared_tasks
 from evodag.models import Iteration, RolloutRow, Run
 from evodag.store import EvoDAG
 
@@ -65,20 +67,34 @@ def fork_store(
     boundary = _boundary(source, rid, its, up_to_iteration)
     keep = [it for it in its if it.number <= up_to_iteration]
     node_ids = {n.id for n in source.nodes(run_id=rid) if n.iteration <= up_to_iteration}
-    used = {(node, task) for it in keep for node in (it.parent_id, it.candidate_id) if node for task in it.batch}
+    used = {
+        (node, task)
+        for it in keep
+        for node in (it.parent_id, it.candidate_id)
+        if node
+        for task in compared_tasks(it.batch, it.evidence)
+    }
+    last = keep[-1].last_rollout if keep else None  # newer runs say which rollouts the run held then
     path_of = rewrite or (lambda p: p)
     with EvoDAG(dest, clock=source.clock) as out:
         out.conn.execute("ATTACH DATABASE ? AS src", (str(Path(source.path).resolve()),))
         try:
             with out.transaction():
-                _copy(out, rid, up_to_iteration, boundary, node_ids, used, path_of)
+                _copy(out, rid, up_to_iteration, boundary, node_ids, used, path_of, last)
         finally:
             out.conn.execute("DETACH DATABASE src")
         return out.get_run(rid)
 
 
 def _copy(
-    out: EvoDAG, rid: int, n: int, boundary: int, nodes: set[int], used: set[tuple[int, str]], path_of: Rewrite
+    out: EvoDAG,
+    rid: int,
+    n: int,
+    boundary: int,
+    nodes: set[int],
+    used: set[tuple[int, str]],
+    path_of: Rewrite,
+    last: int | None,
 ) -> None:
     conn = out.conn
     ids = ",".join(str(i) for i in sorted(nodes)) or "NULL"
@@ -103,12 +119,15 @@ def _copy(
     conn.execute("INSERT INTO events SELECT * FROM src.events WHERE run_id = ? AND id <= ?", (rid, boundary))
     for sid, path in conn.execute("SELECT id, transcript_path FROM sessions").fetchall():
         conn.execute("UPDATE sessions SET transcript_path = ? WHERE id = ?", (path_of(path), sid))
-    _copy_rollouts(out, rid, nodes, used, path_of)
+    _copy_rollouts(out, rid, nodes, used, path_of, last)
 
 
-def _copy_rollouts(out: EvoDAG, rid: int, nodes: set[int], used: set[tuple[int, str]], path_of: Rewrite) -> None:
-    """The rollouts iterations 0..N used (each iteration's parent and candidate on its batch, dev of the copied
-    nodes) are copied; every other one with a cache key goes to `rollout_cache`."""
+def _copy_rollouts(
+    out: EvoDAG, rid: int, nodes: set[int], used: set[tuple[int, str]], path_of: Rewrite, last: int | None
+) -> None:
+    """The rollouts iterations 0..N used (each iteration's parent and candidate on the tasks it compared, dev of the
+    copied nodes; when iteration N recorded its `last_rollout`, only rows the run held then) are copied; every other
+    one with a cache key goes to `rollout_cache`."""
     conn = out.conn
     cols = codec.select_list(RolloutRow)
     names = codec.columns(RolloutRow)
@@ -119,8 +138,10 @@ def _copy_rollouts(out: EvoDAG, rid: int, nodes: set[int], used: set[tuple[int, 
     cached: dict[str, dict[str, Any]] = {}
     for raw in rows:
         row = decode(raw)
-        if row.node_id in nodes and (
-            row.split == "dev" or (row.split == "train" and (row.node_id, row.task_id) in used)
+        if (
+            row.node_id in nodes
+            and (last is None or row.id <= last)
+            and (row.split == "dev" or (row.split == "train" and (row.node_id, row.task_id) in used))
         ):
             conn.execute(insert, (*raw[:trace], path_of(row.trace_path), *raw[trace + 1 :]))
         elif row.cache_key:

@@ -154,6 +154,7 @@ class Iteration:
     started_at: str = ""
     finished_at: str | None = None
     evidence: dict[str, Any] | None = None  # the acceptance decision's evidence, rollouts and confidence
+    last_rollout: int | None = None  # the newest rollout id when the iteration finished (what a fork copies)
 
 
 @dataclass

@@ -136,6 +136,8 @@ _V5: list[Step] = [
     # every acceptance decision stores its evidence (the paired comparison over the batch and the rounds a close
     # call gathered on more train tasks), the rollouts it cost and its confidence: a JSON object (saddler.run.closecall)
     "ALTER TABLE iterations ADD COLUMN evidence TEXT",
+    # the newest rollout id when the iteration finished: a fork copies exactly the rollouts the run held then
+    "ALTER TABLE iterations ADD COLUMN last_rollout INTEGER",
 ]
 
 MIGRATIONS: list[list[Step]] = [_V1, _V2, _V3, _V4, _V5]

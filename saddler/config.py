@@ -55,7 +55,11 @@ class CurriculumConfig(_Strict):
 class PolicyConfig(_Strict):
     """Policies chosen by name (see `saddler.policies`)."""
 
-    sampler: Literal["epoch", "full", "curriculum"] = "epoch"
+    sampler: Literal["epoch", "full", "curriculum"] = Field(
+        "curriculum",
+        description="curriculum = batches drawn from what the latest kept node fails (no iteration on a "
+        "batch it passes); epoch = epoch-wise without replacement (the paper's); full = the whole train split",
+    )
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
     acceptance: Literal["sequential", "strict_mean", "pass_count"] = Field(
         "sequential",

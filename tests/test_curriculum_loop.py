@@ -71,7 +71,7 @@ def test_no_diagnosis_session_when_the_parent_passes_the_whole_batch(
     tmp_path: Path, listed_run: Callable[..., Path]
 ) -> None:
     run = listed_run(tmp_path, {"t-train-0": "answer"}, benchmark_options={"n_tasks": 6},
-                     loop={"max_iterations": 3, "batch_size": 2})  # fmt: skip
+                     loop={"max_iterations": 3, "batch_size": 2}, policies={"sampler": "epoch"})  # fmt: skip
     Optimizer(run, quiet=True).run()
     with EvoDAG(run / "evodag.sqlite", readonly=True) as store:
         its = store.iterations()

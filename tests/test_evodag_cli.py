@@ -52,7 +52,7 @@ N6 = brief(6, 5, 4, "accepted", 0.7, 0.02, 15)
 ITERATION_5 = {
     "id": 5, "run_id": 1, "number": 5, "epoch": 2, "parent_id": 1, "candidate_id": 8, "phase": "steering",
     "step": "candidate_evaluated", "decision": None, "stall_count": 1, "exploration": False,
-    "started_at": "2026-01-01T00:01:51.000+00:00", "finished_at": None, "evidence": None,
+    "started_at": "2026-01-01T00:01:51.000+00:00", "finished_at": None, "evidence": None, "last_rollout": None,
 }  # fmt: skip
 
 

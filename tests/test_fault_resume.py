@@ -89,9 +89,10 @@ def assert_same_run(
 def test_killed_at_seeded_moments_the_run_resumes_to_the_same_result(
     tmp_path: Path, make_run: Callable[..., Path], assert_same_run: Callable[[Path, Path], None]
 ) -> None:
-    reference = make_run(tmp_path / "reference")
+    longer = {"max_iterations": 10}  # enough sessions, commits and evidence rounds for every moment to be reached
+    reference = make_run(tmp_path / "reference", loop=longer)
     Optimizer(reference, quiet=True).run()
-    faulted = make_run(tmp_path / "faulted")
+    faulted = make_run(tmp_path / "faulted", loop=longer)
     rng = random.Random(20261129)
     moments = [
         f"{POINTS[i % len(POINTS)]}:{rng.randint(1, 12 if POINTS[i % len(POINTS)] == 'rollout' else 2)}"

@@ -220,4 +220,5 @@ class Optimizer:
             stall_count=0 if kept else stalls if decision == NO_TRAINING_FAILURES else stalls + 1,
             step="done",
             finished_at=ctx.store.clock(),
+            last_rollout=ctx.store.last_rollout_id(),
         )

@@ -18,25 +18,35 @@ from saddler.scoring import node_score
 def evaluate_node(run_dir: Path, node_id: int, split: str, runs: int, quiet: bool = False) -> dict[str, Any]:
     """The run's score (Pass@1, or the mean graded score under `mean_score`) of node `node_id` on `split` over
     `runs` seeded runs; rollouts are stored (and reused)."""
+    return evaluate_nodes(run_dir, [node_id], split, runs, quiet)[node_id]
+
+
+def evaluate_nodes(
+    run_dir: Path, node_ids: list[int], split: str, runs: int, quiet: bool = False
+) -> dict[int, dict[str, Any]]:
+    """`evaluate_node` for several nodes with the run opened once: node id -> its figures."""
     paths = RunPaths(Path(run_dir).resolve())
     cfg = load_run_config(paths.root)
+    out: dict[int, dict[str, Any]] = {}
     with run_lock(paths.root), EvoDAG(paths.db) as store:  # it writes rollouts and prunes worktrees: not mid-run
         ctx = open_context(paths, cfg, store, make_progress(quiet))
         try:
-            node = store.get_node(node_id)
-            rows = ctx.evaluator.evaluate(node, ctx.tasks[split], split, split_seeds(cfg.seed, split, runs))
-            score = node_score(rows, ctx.score_kind)
-            return {
-                "node_id": node_id,
-                "split": split,
-                "score": ctx.score_kind,
-                "mean": score.mean,
-                "std": score.std,
-                "runs": list(score.per_run),
-                "executed": ctx.evaluator.executed_count,
-            }
+            for node_id in node_ids:
+                node = store.get_node(node_id)
+                rows = ctx.evaluator.evaluate(node, ctx.tasks[split], split, split_seeds(cfg.seed, split, runs))
+                score = node_score(rows, ctx.score_kind)
+                out[node_id] = {
+                    "node_id": node_id,
+                    "split": split,
+                    "score": ctx.score_kind,
+                    "mean": score.mean,
+                    "std": score.std,
+                    "runs": list(score.per_run),
+                    "executed": ctx.evaluator.executed_count,
+                }
         finally:
             ctx.executor.close()
+    return out
 
 
 def export_node(run_dir: Path, node_id: int | None, dest: Path) -> dict[str, Any]:

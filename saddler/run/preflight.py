@@ -56,7 +56,7 @@ def check_run(cfg: RunConfig, run_dir: Path | None) -> tuple[list[str], Benchmar
     errors: list[str] = []
     bench, bench_errors = _benchmark(cfg.benchmark, cfg.benchmark_options)
     errors += bench_errors
-    if bench is not None and cfg.policies.sampler == "epoch" and "batch_size" in cfg.loop.model_fields_set:
+    if bench is not None and cfg.policies.sampler != "full" and "batch_size" in cfg.loop.model_fields_set:
         try:
             train = len(bench.tasks("train"))
         except (SaddlerError, ValueError, OSError) as exc:
