@@ -17,6 +17,7 @@ import json
 import math
 import sys
 import types
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -170,6 +171,46 @@ class Benchmark(Protocol):
     def patch_bank(self) -> list[BankPatch]: ...
 
     def check(self) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class BatchRollout:
+    """One rollout of a `Batch`: the task, its seed and repetition, and its own trace folder."""
+
+    task: Task
+    seed: int
+    repetition: int
+    trace_dir: Path
+
+
+@dataclass(frozen=True)
+class Batch:
+    """An evaluation batch handed to `BatchBenchmark.run_batch`: the candidate's harness (a read-only snapshot),
+    the rollouts still missing, a folder of the batch's own (for a job's files), how many rollouts may run at
+    once (`executor.workers`), the rollout environment (`executor.env_allow`, scrubbed as for a rollout) and the
+    time one rollout may take (`executor.timeout_s`)."""
+
+    harness_dir: Path
+    rollouts: tuple[BatchRollout, ...]
+    folder: Path
+    workers: int
+    env: dict[str, str]
+    timeout_s: float
+
+
+@runtime_checkable
+class BatchBenchmark(Protocol):
+    """Optional: a benchmark that runs a whole evaluation batch itself, as one job of an outside runner (Harbor:
+    one `harbor run` for every task and repetition). Without it, each rollout is one `run` in the executor.
+
+    `run_batch(batch, on_result)` is called in the optimizer's process: it starts the candidate's code only in
+    processes of its own, with `batch.env`, and puts each rollout's files in its `trace_dir`. It calls
+    `on_result(rollout, result)` once per rollout of the batch, from the calling thread, as each result lands
+    (it is stored at once: a batch killed half-way is resumed with only the rollouts still missing), gives a
+    rollout it could not run an `infra_error` (or `timeout`) result, and returns when every rollout has one.
+    """
+
+    def run_batch(self, batch: Batch, on_result: Callable[[BatchRollout, RolloutResult], None]) -> None: ...
 
 
 class BenchmarkBase:

@@ -92,6 +92,12 @@ def scrubbed_env(config: ExecutorConfig, benchmark: str, marker: str) -> dict[st
     return env
 
 
+def batch_env(config: ExecutorConfig, benchmark: str) -> dict[str, str]:
+    """The environment of a batch a benchmark runs itself (`BatchBenchmark`): a rollout's, without a private
+    HOME (the outside runner keeps its caches in the user's)."""
+    return scrubbed_env(config, benchmark, f"batch-{os.getpid()}")
+
+
 def home_env(home: str) -> dict[str, str]:
     """HOME and the temp-folder variables (TMPDIR, TMP, TEMP), all pointing at the private folder `home`."""
     return {"HOME": home, "TMPDIR": home, "TMP": home, "TEMP": home}

@@ -17,6 +17,7 @@ from evodag.store import EvoDAG
 from saddler.benchmark import SCORE_KINDS, Benchmark, Task, load_benchmark
 from saddler.config import RunConfig
 from saddler.executor import make_executor
+from saddler.executor.environment import batch_env
 from saddler.harness.space import HarnessSpace
 from saddler.policies import (
     Acceptance,
@@ -31,7 +32,7 @@ from saddler.policies import (
 )
 from saddler.ports import Executor, Progress, SessionBackend
 from saddler.run import evolution
-from saddler.run.evaluate import Evaluator
+from saddler.run.evaluate import BatchSettings, Evaluator
 from saddler.run.folder import RunPaths
 from saddler.run.outcomes import evidence, failure_kinds, split_seeds, task_outcomes, transitions
 from saddler.run.session_calls import SessionCalls
@@ -219,6 +220,7 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
         paths.root,
         cache_store=cache,
         progress=progress,
+        batch=BatchSettings(cfg.executor.workers, batch_env(cfg.executor, cfg.benchmark), cfg.executor.timeout_s),
     )
     pol, loop = cfg.policies, cfg.loop
     train_ids = [t.id for t in tasks["train"]]
