@@ -81,12 +81,14 @@ def build_command(
 
 def harbor_env(bench: HarborBenchmark, base: dict[str, str], harness_dir: Path) -> dict[str, str]:
     """The job's environment: `base` (the rollout environment) with the harness first on PYTHONPATH, so Harbor
-    imports the candidate's agent, the bundled environments folder for `env = "bwrap"`, and LiteLLM told to use
-    its bundled price table instead of retrying a download (about 10 s per job without network)."""
+    imports the candidate's agent, the bundled environments folder for `env = "bwrap"`, LiteLLM told to use its
+    bundled price table instead of retrying a download (about 10 s per job without network) and Harbor's
+    telemetry off (unless the environment sets them)."""
     env = dict(base)
     paths = [str(harness_dir), str(ENVIRONMENTS) if bench.env == "bwrap" else "", env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    env.setdefault("HARBOR_TELEMETRY", "0")  # no usage report to Harbor's analytics (and no wait for it at exit)
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     return env
 
