@@ -44,7 +44,10 @@ def metric_name_of(metric_regex: str) -> str:
 
 
 class CommandBenchmark(BenchmarkBase):
-    """The `command` benchmark (see the module docstring)."""
+    """Any eval command that prints a metric (`eval_command` + `metric_regex`, the 002 seed's contract).
+
+    Its options and behaviour: the module docstring.
+    """
 
     name = "command"
     score_kind = "mean_score"

@@ -41,7 +41,10 @@ MISSING_CLI = (
 
 
 class HarborBenchmark(BenchmarkBase):
-    """The `harbor` benchmark (see the module docstring)."""
+    """Harbor trials (Terminal-Bench 2.0 and other Harbor datasets) of the candidate agent.
+
+    Its options and behaviour: the module docstring.
+    """
 
     name = "harbor"
     score_kind = "pass_rate"

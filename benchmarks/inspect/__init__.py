@@ -55,7 +55,10 @@ def inspect_installed() -> bool:
 
 
 class InspectBenchmark(BenchmarkBase):
-    """The `inspect` benchmark (see the module docstring)."""
+    """An Inspect AI task as the benchmark, the candidate's solver (agent) code as the harness.
+
+    Its options and behaviour: the module docstring.
+    """
 
     name = "inspect"
     score_kind = "mean_score"

@@ -40,7 +40,10 @@ def _digest(names: tuple[str, ...]) -> str:
 
 
 class OpsdeskBenchmark:
-    """The opsdesk benchmark. `noise` scales the simulated agent's mistake rates and transient faults."""
+    """The bundled offline benchmark: a SIMULATED office assistant in twelve universes.
+
+    `noise` scales the simulated agent's mistake rates and transient faults.
+    """
 
     name = "opsdesk"
     trace_format = (

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import math
 import re
 import shutil
 import tempfile
@@ -280,9 +281,19 @@ def _with_trace(result: RolloutResult, trace_dir: Path) -> RolloutResult:
 
 
 def _sanitize(result: RolloutResult) -> RolloutResult:
-    """A result the store accepts: an unknown disposition becomes `infra_error`, the score is clamped to 0..1."""
+    """A result the store accepts: one that breaks the contract (an unknown disposition, a score that is not a
+    number, `passed` that is not a bool) becomes an `infra_error` that says what was wrong (its score counts
+    nowhere); the score is clamped to 0..1."""
+    problems = []
     if result.disposition not in DISPOSITIONS:
-        result.error_tail = f"[saddler] unknown disposition {result.disposition!r}\n{result.error_tail}"[-2048:]
-        result.disposition, result.passed = "infra_error", False
+        problems.append(f"unknown disposition {result.disposition!r} (one of {', '.join(DISPOSITIONS)})")
+    if isinstance(result.score, bool) or not isinstance(result.score, int | float) or not math.isfinite(result.score):
+        problems.append(f"score {result.score!r} is not a finite number")
+    if not isinstance(result.passed, bool):
+        problems.append(f"passed {result.passed!r} is not a bool")
+    if problems:
+        head = f"[saddler] the benchmark's RolloutResult breaks the contract: {'; '.join(problems)}"
+        result.error_tail = f"{head}\n{result.error_tail}"[:2048]
+        result.disposition, result.passed, result.score = "infra_error", False, 0.0
     result.score = min(1.0, max(0.0, float(result.score)))
     return result

@@ -23,7 +23,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from saddler.benchmark import Benchmark, benchmark_target, complete, is_known_benchmark, registered_benchmarks
+from saddler.benchmark import (
+    SPLITS,
+    Benchmark,
+    Task,
+    benchmark_target,
+    complete,
+    is_known_benchmark,
+    registered_benchmarks,
+)
 from saddler.config import (
     HarnessConfig,
     RunConfig,
@@ -56,17 +64,13 @@ def check_run(cfg: RunConfig, run_dir: Path | None) -> tuple[list[str], Benchmar
     errors: list[str] = []
     bench, bench_errors = _benchmark(cfg.benchmark, cfg.benchmark_options)
     errors += bench_errors
-    if bench is not None and cfg.policies.sampler == "epoch" and "batch_size" in cfg.loop.model_fields_set:
-        try:
-            train = len(bench.tasks("train"))
-        except (SaddlerError, ValueError, OSError) as exc:
-            errors.append(f"run.benchmark: cannot list its train tasks: {exc}")
-        else:
-            if cfg.loop.batch_size > train:
-                errors.append(
-                    f"run.loop.batch_size: {cfg.loop.batch_size} is more than the benchmark's {train} train "
-                    f"task(s); use at most {train}"
-                )
+    train = _task_errors(bench, errors) if bench is not None else None
+    explicit = cfg.policies.sampler == "epoch" and "batch_size" in cfg.loop.model_fields_set
+    if train is not None and explicit and cfg.loop.batch_size > train:
+        errors.append(
+            f"run.loop.batch_size: {cfg.loop.batch_size} is more than the benchmark's {train} train task(s); use "
+            f"at most {train}"
+        )
     if cfg.sessions.backend not in BACKENDS:
         errors.append(f"run.sessions.backend: {UnknownNameError('backend', cfg.sessions.backend, list(BACKENDS))}")
     for role, path in cfg.sessions.prompts.items():
@@ -79,6 +83,34 @@ def check_run(cfg: RunConfig, run_dir: Path | None) -> tuple[list[str], Benchmar
             "run.executor.kind: ray is not installed; pip install 'saddler[ray]' or set executor.kind = \"local\""
         )
     return errors, bench
+
+
+def _task_errors(bench: Benchmark, errors: list[str]) -> int | None:
+    """Call the benchmark's `tasks(split)` for every split as the run will, and check what comes back: a list of
+    `Task`s of that split. Appends what is wrong to `errors`; returns the number of train tasks (None: unknown)."""
+    train = None
+    for split in SPLITS:
+        try:
+            tasks = bench.tasks(split)
+        except Exception as exc:  # the plugin's own code: say what it raised, not a traceback
+            errors.append(f"run.benchmark: tasks({split!r}) raised {type(exc).__name__}: {exc}")
+            continue
+        if not isinstance(tasks, list | tuple):
+            errors.append(f"run.benchmark: tasks({split!r}) returned {type(tasks).__name__}, not a list of Task")
+            continue
+        wrong = [t for t in tasks if not isinstance(t, Task)]
+        if wrong:
+            errors.append(
+                f"run.benchmark: tasks({split!r}) returned {type(wrong[0]).__name__} {str(wrong[0])[:80]!r}, not a "
+                f"saddler.benchmark.Task: return Task(id=..., group=..., split={split!r}) for each task"
+            )
+            continue
+        other = [t.id for t in tasks if t.split != split]
+        if other:
+            errors.append(f"run.benchmark: tasks({split!r}) returned tasks of another split: {', '.join(other[:5])}")
+        if split == "train":
+            train = len(tasks)
+    return train
 
 
 def _resolve(path: str, base: Path) -> Path:
