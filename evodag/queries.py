@@ -110,7 +110,11 @@ def summary(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
     return {
         "run": run,
         "nodes": {"total": sum(by_status.values()), "by_status": dict(sorted(by_status.items()))},
-        "rollouts": {"count": store.count_rollouts(rid), "cost": round(store.rollout_cost(rid), 6)},
+        "rollouts": {
+            "count": store.count_rollouts(rid),
+            "cost": round(store.rollout_cost(rid), 6),
+            "infra_errors": store.disposition_counts(rid).get("infra_error", 0),
+        },
         "sessions": {"count": store.count_sessions(rid), "cost": round(store.session_cost(rid), 6)},
         "baseline": brief(baseline),
         "best": brief(best_node(store, rid)),

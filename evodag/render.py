@@ -47,6 +47,11 @@ def _iteration_line(it: dict[str, Any] | None) -> str:
     )
 
 
+def _infra(rollouts: dict[str, Any]) -> str:
+    errors = rollouts.get("infra_errors", 0)
+    return f", {errors} infra errors (counted nowhere)" if errors else ""
+
+
 def summary_text(doc: dict[str, Any]) -> str:
     run = doc["run"]
     counts = ", ".join(f"{k} {v}" for k, v in doc["nodes"]["by_status"].items()) or "none"
@@ -54,7 +59,7 @@ def summary_text(doc: dict[str, Any]) -> str:
         f"run {run['id']}  {run['status']}  seed {run['seed']}  started {run['started_at']}"
         + (f"  finished {run['finished_at']} ({run['termination_reason']})" if run["finished_at"] else ""),
         f"nodes {doc['nodes']['total']}: {counts}",
-        f"rollouts {doc['rollouts']['count']} (${doc['rollouts']['cost']:.4f})   "
+        f"rollouts {doc['rollouts']['count']} (${doc['rollouts']['cost']:.4f}){_infra(doc['rollouts'])}   "
         f"sessions {doc['sessions']['count']} (${doc['sessions']['cost']:.4f})",
         f"baseline {node_line(doc['baseline'])}",
         f"best     {node_line(doc['best'])}",

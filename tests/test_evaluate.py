@@ -183,5 +183,5 @@ def test_unknown_disposition_is_stored_as_infra_error(world: World) -> None:
 
     world.evaluator.executor = Odd({})
     [row] = world.evaluator.evaluate(world.baseline, [task], "train", [0])
-    assert (row.disposition, row.passed, row.score) == ("infra_error", False, 1.0)
+    assert (row.disposition, row.passed, row.score) == ("infra_error", False, 0.0)  # its score counts nowhere
     assert "unknown disposition 'weird'" in row.error_tail

@@ -95,6 +95,7 @@ def test_a_batch_is_one_job_of_every_task_and_repetition(tmp_path: Path) -> None
     bench = _bench(agent_kwargs={"max_turns": 40}, timeout_multiplier=2.0, env="daytona", extra_args=["--debug"])
     rollouts = [BatchRollout(Task(t, t, "train"), seed, rep, tmp_path / f"{t}{rep}")
                 for t in ("fix-git", "hello-world") for rep, seed in enumerate((11, 12))]  # fmt: skip
+
     def jobs(items: list[BatchRollout]) -> list[set[tuple[str, int]]]:
         return [{(r.task.id, r.seed) for r in job} for job in plan_jobs(items)]
 

@@ -231,7 +231,8 @@ def _patch_stats(candidates: list[Node]) -> dict[str, Any]:
 
 
 def _cost(store: EvoDAG, run_id: int, wall: float | None) -> dict[str, Any]:
-    by_split = Counter(r.split for r in store.rollouts(run_id))
+    rows = store.rollouts(run_id)
+    by_split = Counter(r.split for r in rows)
     traces: list[str] = []
     for ev in store.events(run_id=run_id, kind="diagnosis.evidence"):
         traces.extend(str(p) for p in ev.payload.get("trace_paths", []))
@@ -247,6 +248,7 @@ def _cost(store: EvoDAG, run_id: int, wall: float | None) -> dict[str, Any]:
             "total": store.count_rollouts(run_id),
             "by_split": {split: by_split.get(split, 0) for split in ("train", "dev", "test")},
             "cost_usd": _r(store.rollout_cost(run_id)),
+            "infra_errors": sum(1 for r in rows if r.disposition == "infra_error"),
         },
         "traces_used": {"total": len(traces), "distinct": len(set(traces))},
         "sessions": {

@@ -196,6 +196,7 @@ def _cost(f: dict[str, Any]) -> list[str]:
     roles = ", ".join(f"{role} {v['count']}" for role, v in se["by_role"].items())
     rows: list[Row] = [
         ["Rollouts executed", f"{ro['total']} ({split})"],
+        ["Infra errors (count nowhere)", infra_text(ro["infra_errors"], ro["total"])],
         ["Rollout cost (USD)", f"{ro['cost_usd']:.4f}"],
         ["Traces used by diagnosis", f"{tr['total']} ({tr['distinct']} distinct)"],
         ["Optimizer sessions", f"{se['count']} ({roles})" if roles else se["count"]],
@@ -205,6 +206,11 @@ def _cost(f: dict[str, Any]) -> list[str]:
         ["Wall time", _duration(c["wall_time_s"])],
     ]
     return ["## Cost", "", *table(["Item", "Value"], rows)]
+
+
+def infra_text(errors: int, total: int) -> str:
+    """`N of M rollouts (P%)`: the share of rollouts that could not run (their scores count nowhere)."""
+    return f"{errors} of {total} rollouts ({100 * errors / total:.1f}%)" if total else "0"
 
 
 def _metric(x: float | None) -> str:
@@ -231,6 +237,7 @@ def metric_lines(f: dict[str, Any]) -> list[str]:
         f"best_node: {f['best']['node'] if f['best'] else 'none'}",
         f"iterations: {f['counts']['iterations']}",
         f"rollouts: {f['cost']['rollouts']['total']}",
+        f"infra_errors: {f['cost']['rollouts']['infra_errors']}",
         f"optimizer_cost_usd: {f['cost']['sessions']['cost_usd']:.4f}",
     ]
 
@@ -251,6 +258,10 @@ def render_report(f: dict[str, Any]) -> str:
     head.insert(len(head) - 1, meaning)
     if f["best"]:
         head += ["", f"Best node (highest dev score): #{f['best']['node']} `{f['best']['commit']}`."]
+    errors, total = f["cost"]["rollouts"]["infra_errors"], f["cost"]["rollouts"]["total"]
+    if errors:
+        head += ["", f"**Infra errors:** {infra_text(errors, total)} could not run (the benchmark or the machine "
+                     "failed, not the harness): their scores count in no figure of this report."]  # fmt: skip
     sections = [
         head,
         _summary(f),
