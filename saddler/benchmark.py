@@ -134,6 +134,46 @@ class MetricScale:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class RolloutNeeds:
+    """What a benchmark's rollouts need from `[run.executor]`: the network (they call a model's API from the
+    rollout), the environment variables they cannot run without (`env`: a key) and those they read when set
+    (`optional_env`: a provider's base URL). `why` says it in a few words ("the task model openai/gpt-4o")."""
+
+    network: bool = False
+    env: tuple[str, ...] = ()
+    optional_env: tuple[str, ...] = ()
+    why: str = ""
+
+
+PROVIDER_ENV: dict[str, tuple[str, str]] = {
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "google": ("GOOGLE_API_KEY", "GOOGLE_BASE_URL"),
+    "mistral": ("MISTRAL_API_KEY", "MISTRAL_BASE_URL"),
+    "grok": ("XAI_API_KEY", "GROK_BASE_URL"),
+    "groq": ("GROQ_API_KEY", "GROQ_BASE_URL"),
+    "together": ("TOGETHER_API_KEY", "TOGETHER_BASE_URL"),
+}
+"""Model provider (the `provider/` of a model name, as Inspect and LiteLLM write it) -> (its API key variable, its
+base URL variable: point it at an OpenAI-compatible or proxy server)."""
+
+
+def model_needs(model: str) -> RolloutNeeds:
+    """What rollouts that call `model` need: the network, its provider's key and (when set) its base URL. An
+    `openai-api/<service>/<model>` name reads `<SERVICE>_API_KEY` and `<SERVICE>_BASE_URL`; `mockllm/...` and an
+    unknown provider need nothing saddler can name."""
+    provider, _, rest = model.partition("/")
+    if provider == "openai-api" and "/" in rest:
+        service = rest.partition("/")[0].upper().replace("-", "_")
+        key, base = f"{service}_API_KEY", f"{service}_BASE_URL"
+    elif provider in PROVIDER_ENV:
+        key, base = PROVIDER_ENV[provider]
+    else:
+        return RolloutNeeds()
+    return RolloutNeeds(True, (key,), (base,), f"the task model {model} is called from each rollout")
+
+
 @runtime_checkable
 class Benchmark(Protocol):
     """Everything the optimizer asks of a benchmark (`BenchmarkBase` gives the defaults).
@@ -151,6 +191,8 @@ class Benchmark(Protocol):
       passed; dev/test are Pass@1) or `mean_score` (mean graded score; partial credit counts).
     - `metric` is the benchmark's own metric behind the score, when it has one (reports show it).
     - `check()` lists what is missing on this machine to run it (`saddler doctor` shows it); `[]` when ready.
+    - `rollout_needs()` says whether its rollouts need the network and which environment variables: `init` sets
+      them in `[run.executor]`, `validate` and `doctor` flag what is missing (`RolloutNeeds()`: nothing).
     """
 
     name: str
@@ -171,6 +213,8 @@ class Benchmark(Protocol):
     def patch_bank(self) -> list[BankPatch]: ...
 
     def check(self) -> list[str]: ...
+
+    def rollout_needs(self) -> RolloutNeeds: ...
 
 
 @dataclass(frozen=True)
@@ -244,6 +288,9 @@ class BenchmarkBase:
     def check(self) -> list[str]:
         return []
 
+    def rollout_needs(self) -> RolloutNeeds:
+        return RolloutNeeds()
+
 
 def default_fingerprint(bench: object) -> str:
     """sha256 (16 hex) over the class's qualified name, its module's source and `vars(bench)` as JSON."""
@@ -268,7 +315,7 @@ def hashed_split(name: str, ratios: list[float]) -> str:
     return SPLITS[-1]
 
 
-_DEFAULTS = ("fingerprint", "model_fingerprint", "symptoms", "patch_bank", "check")
+_DEFAULTS = ("fingerprint", "model_fingerprint", "symptoms", "patch_bank", "check", "rollout_needs")
 _DEFAULT_ATTRS = ("trace_format", "score_kind", "metric")
 
 

@@ -30,7 +30,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from saddler.benchmark import SPLITS, Batch, BatchRollout, BenchmarkBase, RolloutResult, Task, hashed_split
+from saddler.benchmark import (
+    SPLITS,
+    Batch,
+    BatchRollout,
+    BenchmarkBase,
+    RolloutNeeds,
+    RolloutResult,
+    Task,
+    hashed_split,
+    model_needs,
+)
 from saddler.errors import ConfigError
 
 MISSING_CLI = (
@@ -38,6 +48,9 @@ MISSING_CLI = (
     "uv tool install harbor) and make sure PATH is in executor.env_allow; Harbor also needs Docker or a cloud "
     "sandbox (benchmark_options.env)"
 )
+
+
+SANDBOX_KEYS = {"daytona": ("DAYTONA_API_KEY",), "e2b": ("E2B_API_KEY",), "runloop": ("RUNLOOP_API_KEY",)}
 
 
 class HarborBenchmark(BenchmarkBase):
@@ -135,6 +148,15 @@ class HarborBenchmark(BenchmarkBase):
     def model_fingerprint(self) -> str:
         raw = json.dumps([self.model, self.agent_kwargs], sort_keys=True, default=str)
         return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+    def rollout_needs(self) -> RolloutNeeds:
+        """The variables Harbor's job needs from the rollout environment: the model's key and base URL, and a cloud
+        sandbox's key. Harbor's jobs run outside the rollout sandbox (its own sandboxes hold the trials), so
+        `executor.network` does not apply to them."""
+        model = model_needs(self.model) if self.model else RolloutNeeds()
+        sandbox = SANDBOX_KEYS.get(self.env, ())
+        why = f"Harbor's job ({self.model or 'no model'}, env {self.env})"
+        return RolloutNeeds(False, (*model.env, *sandbox), model.optional_env, why)
 
     def check(self) -> list[str]:
         """What is missing to run Harbor trials here: the CLI, the local dataset, Docker's daemon for `env =

@@ -41,6 +41,7 @@ from saddler.config import (
     read_toml,
 )
 from saddler.errors import ConfigError, SaddlerError, UnknownNameError
+from saddler.executor.environment import rollout_gaps
 from saddler.harness import components
 from saddler.harness.gitcmd import git, is_repo_root
 from saddler.policies.phases import NONE, make_phase_schedule
@@ -58,14 +59,26 @@ def module_available(name: str) -> bool:
 # -- [run] ------------------------------------------------------------------------------------------------
 
 
-def check_run(cfg: RunConfig, run_dir: Path | None) -> tuple[list[str], Benchmark | None]:
+def check_run(cfg: RunConfig, run_dir: Path | None, *, ask_tasks: bool = True) -> tuple[list[str], Benchmark | None]:
     """Problems of a validated `[run]` (dotted paths under `run.`) and the benchmark built from it (None when
-    it cannot be built). Prompt files are looked up relative to `run_dir` (skipped when None)."""
+    it cannot be built). Prompt files are looked up relative to `run_dir` (skipped when None). With `ask_tasks`
+    the benchmark's `tasks()` is called for every split and what it returns checked (`init` cannot: a template's
+    task file may be inside the harness clone it has not made yet)."""
     errors: list[str] = []
     bench, bench_errors = _benchmark(cfg.benchmark, cfg.benchmark_options)
     errors += bench_errors
-    train = _task_errors(bench, errors) if bench is not None else None
     explicit = cfg.policies.sampler == "epoch" and "batch_size" in cfg.loop.model_fields_set
+    train = None
+    if bench is not None and ask_tasks:
+        train = _task_errors(bench, errors)
+    elif bench is not None and explicit:
+        try:
+            train = len(bench.tasks("train"))
+        except (SaddlerError, ValueError, OSError) as exc:
+            errors.append(f"run.benchmark: cannot list its train tasks: {exc}")
+    if bench is not None:
+        gaps = rollout_gaps(bench.rollout_needs(), cfg.executor, os.environ)
+        errors += [f"run.executor.{key}: {why}" for key, why in gaps if key != "env"]  # env: the doctor's
     if train is not None and explicit and cfg.loop.batch_size > train:
         errors.append(
             f"run.loop.batch_size: {cfg.loop.batch_size} is more than the benchmark's {train} train task(s); use "
