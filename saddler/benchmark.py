@@ -14,13 +14,14 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import math
 import sys
 import types
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from evodag.metric import MetricScale  # the store records a run's metric and renders it: it lives there
 
 SCORE_KINDS = ("pass_rate", "mean_score")
 SPLITS = ("train", "dev", "test")
@@ -84,54 +85,6 @@ class BankPatch:
     description: str
     diff: str  # unified diff, `git apply`-able at the harness root
     files: tuple[str, ...] = field(default=())
-
-
-@dataclass(frozen=True)
-class MetricScale:
-    """A benchmark's own metric (accuracy, p99 ms, …) and its strictly monotonic map onto the 0..1 score.
-
-    Better metric ⇔ higher score, so ranking and acceptance on the score are ranking and acceptance on the
-    metric. With `low` < `high` the map is linear on [low, high] (the worse end 0, the better end 1) and clamps
-    outside; without them it is 0.5 ± 0.5·m/(1+|m|), defined and invertible for every real m.
-    """
-
-    name: str
-    direction: str  # maximize | minimize
-    low: float | None = None
-    high: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.direction not in ("maximize", "minimize"):
-            raise ValueError(f"metric direction must be maximize or minimize, not {self.direction!r}")
-
-    @property
-    def linear(self) -> bool:
-        return self.low is not None and self.high is not None and self.high > self.low
-
-    def score(self, metric: float) -> float:
-        """The metric as a 0..1 score, higher is better."""
-        sign = 1.0 if self.direction == "maximize" else -1.0
-        if self.linear:
-            assert self.low is not None and self.high is not None
-            frac = (metric - self.low) / (self.high - self.low)
-            return min(1.0, max(0.0, frac if sign > 0 else 1.0 - frac))
-        m = sign * metric
-        return 0.5 / (1.0 - m) if m < 0 else 0.5 + 0.5 * m / (1.0 + m)
-
-    def metric(self, score: float) -> float:
-        """The metric a score stands for (exact inside the linear range; the bound where the map clamps)."""
-        sign = 1.0 if self.direction == "maximize" else -1.0
-        if self.linear:
-            assert self.low is not None and self.high is not None
-            frac = score if sign > 0 else 1.0 - score
-            return self.low + frac * (self.high - self.low)
-        if score <= 0.0 or score >= 1.0:
-            return -sign * math.inf if score <= 0.0 else sign * math.inf
-        m = 1.0 - 0.5 / score if score < 0.5 else (score - 0.5) / (1.0 - score)
-        return sign * m
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,10 @@ def _mut(
         "batch_after": None if after is None else round(after, 6),
         "batch_delta": delta,
         "dev_mean": dev,
+        "dev_before": round(dev - dev_delta, 6),
         "dev_delta": dev_delta,
+        "batch_delta_text": "—" if delta is None else f"{delta:+.3f}",
+        "dev_delta_text": f"{dev_delta:+.3f}",
     }
 
 

@@ -69,15 +69,21 @@ def _summary(f: dict[str, Any]) -> list[str]:
     test, dev, counts = f["summary"]["test"], f["summary"]["dev"], f["counts"]
     k = test["final"]["runs"] or test["baseline"]["runs"]
     label = SCORE_LABELS.get(f["summary"].get("score", "pass_rate"), "Pass@1")
+    metric_shown = f["summary"].get("shown") or {}
+
+    def shown(figure: dict[str, Any], split: str, which: int) -> str:
+        text = (metric_shown.get(split) or [None, None])[which]
+        return _score(figure) + (f" ({text})" if text else "")
+
     rows: list[Row] = [
-        [f"Test {label} (k={k})", _score(test["baseline"]), _score(test["final"]), _delta_ci(test)],
-        [f"Dev {label}", _score(dev["baseline"]), _score(dev["final"]), _signed(dev["delta"])],
+        [f"Test {label} (k={k})", shown(test["baseline"], "test", 0), shown(test["final"], "test", 1), _delta_ci(test)],
+        [f"Dev {label}", shown(dev["baseline"], "dev", 0), shown(dev["final"], "dev", 1), _signed(dev["delta"])],
     ]
     metric = f["summary"].get("metric")
     for split in ("test", "dev") if metric else ():
         m = metric[split]
         rows.append(
-            [f"{split.title()} {metric['name']} ({metric['direction']})", _g(m["baseline"]), _g(m["final"]),
+            [f"{split.title()} {metric.get('label') or metric['name']}", _g(m["baseline"]), _g(m["final"]),
              _g(m["delta"], "+")]
         )  # fmt: skip
     rows += [
@@ -99,8 +105,8 @@ def _mutations(rows: list[dict[str, Any]]) -> list[Row]:
             m["subtype"],
             m["origin"],
             m["hypothesis"],
-            _signed(m["batch_delta"]),
-            _signed(m["dev_delta"]),
+            m["batch_delta_text"],
+            m["dev_delta_text"],
         ]
         for m in rows
     ]

@@ -274,6 +274,7 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
             kind,
             pol.acceptance,
             pol.acceptance_confidence,
+            benchmark.metric,
         ),
         stop=StopConditions(loop, paths.root),
         train_seeds=split_seeds(cfg.seed, "train", reps),

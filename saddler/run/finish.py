@@ -129,7 +129,7 @@ def _outcome(ctx: RunContext, reason: str, base: Node, best: Node, report: Path 
         ctx.store.count_rollouts(ctx.run_id),
         report,
         ctx.score_kind,
-        f"{scale.name} ({scale.direction})" if scale is not None else None,
+        scale.label if scale is not None else None,
         *metrics,
         delta_ci,
         ctx.store.disposition_counts(ctx.run_id).get("infra_error", 0),
