@@ -207,3 +207,23 @@ def test_an_inspect_task_reaches_an_openai_compatible_server_on_localhost(
     assert summary["best_test"] == [1.0, 0.0]
     db = sqlite3.connect(tmp_path / "run" / "evodag.sqlite")
     assert {d for (d,) in db.execute("SELECT disposition FROM rollouts")} <= {"success", "task_failure"}
+
+
+def test_the_doctor_flags_what_a_model_calling_rollout_lacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "saddler.toml").write_text(
+        f'[run]\nbenchmark = "inspect"\n[run.benchmark_options]\ntask = {json.dumps(TASK)}\nmodel = "openai/gpt-4o"\n'
+    )
+    result = CliRunner().invoke(app, ["doctor", str(run), "--json"])
+    needs = [c["detail"] for c in json.loads(result.stdout)["checks"] if c["name"] == "rollout needs"]
+    why = "(the task model openai/gpt-4o is called from each rollout)"
+    assert needs == [
+        f"executor.network: the benchmark's rollouts call the network {why}; with executor.network = false they hang "
+        "until executor.timeout_s: set executor.network = true",
+        f"executor.env_allow: the benchmark's rollouts read OPENAI_API_KEY {why} but executor.env_allow does not pass "
+        "it: add 'OPENAI_API_KEY' to executor.env_allow",
+        f"executor.env: OPENAI_API_KEY is not set {why}: export it before saddler run",
+    ]
+    assert result.exit_code == 1

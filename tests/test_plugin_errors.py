@@ -142,3 +142,14 @@ def test_saddler_list_shows_each_classs_own_docstring(plugin: Path, monkeypatch:
     }
     assert rows["broken"] == "A benchmark whose rollouts break in the way `mode` says."
     assert rows["other"] == "Another class of the same module, with a docstring of its own."
+
+
+def test_init_says_the_offline_backend_has_no_patch_bank_to_use(plugin: Path) -> None:
+    args = ["init", str(plugin / "run-offline"), "--harness", str(plugin / "harness"), "--benchmark",
+            "broken_bench:BrokenBench", "--set", "policies.phases=none"]  # fmt: skip
+    init = runner.invoke(app, args)
+    assert init.exit_code == 0, init.output
+    assert (
+        "note: the offline backend patches only benchmarks that ship a patch bank, and BrokenBench has none: every "
+        "offline diagnosis will be no_patch."
+    ) in init.output
