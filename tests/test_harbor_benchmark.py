@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -258,14 +258,12 @@ def test_real_harbor_runs_a_batch_in_bubblewrap_and_the_seed_reaches_the_agent(t
 
 @needs_harbor
 @pytest.mark.slow
-def test_saddler_run_optimizes_a_harbor_benchmark_with_real_harbor(tmp_path: Path) -> None:
+def test_saddler_run_optimizes_a_harbor_benchmark_with_real_harbor(
+    tmp_path: Path, source_repo: Callable[..., Path]
+) -> None:
     tasks = _tasks(tmp_path / "tasks", ["t1", "t2", "d1", "x1"])
-    harness = shutil.copytree(FIXTURES / "harness", tmp_path / "harness")
-    (harness / "behaviour.txt").write_text("fail\n")
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=harness, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=harness, check=True)
-    subprocess.run([*git, "commit", "-qm", "baseline"], cwd=harness, check=True)
+    files = {p.name: p.read_text() for p in (FIXTURES / "harness").iterdir() if p.is_file()}
+    harness = source_repo(tmp_path / "harness", {**files, "behaviour.txt": "fail\n"})
     command = (
         f"{sys.executable} {HERE / 'metric_agent.py'} {tmp_path / 'agent-state'} pass behaviour.txt {{prompt_file}}"
     )

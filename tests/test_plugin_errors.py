@@ -5,7 +5,7 @@ status, report and summary, and `validate` calls `tasks()` and checks what it re
 from __future__ import annotations
 
 import json
-import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -54,16 +54,10 @@ class OtherBench(BrokenBench):
 
 
 @pytest.fixture
-def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source_repo: Callable[..., Path]) -> Path:
     (tmp_path / "broken_bench.py").write_text(PLUGIN, encoding="utf-8")
-    harness = tmp_path / "harness"
-    harness.mkdir()
-    (harness / "answer.txt").write_text("41\n")
-    (harness / "saddler.toml").write_text('[harness]\nname = "h"\n[harness.components]\ncapability = ["answer.txt"]\n')
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=harness, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=harness, check=True)
-    subprocess.run([*git, "commit", "-qm", "baseline"], cwd=harness, check=True)
+    toml = '[harness]\nname = "h"\n[harness.components]\ncapability = ["answer.txt"]\n'
+    source_repo(tmp_path / "harness", {"answer.txt": "41\n", "saddler.toml": toml})
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     return tmp_path
