@@ -12,7 +12,7 @@ TYPE_CHECKING = False  # imports stay lazy: a rollout child imports this package
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from saddler.benchmark import BankPatch, RolloutResult, Symptom, Task
+    from saddler.benchmark import BankPatch, RolloutNeeds, RolloutResult, Symptom, Task
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH_SOURCES = ("env.py", "world.py", "tasks.py", "grader.py", "session.py", "runner.py", "sdk.py")
@@ -94,6 +94,12 @@ class OpsdeskBenchmark:
     def check(self) -> list[str]:
         """Nothing to install: opsdesk is pure Python and offline."""
         return []
+
+    def rollout_needs(self) -> RolloutNeeds:
+        """Nothing: a simulation, no network, no key."""
+        from saddler.benchmark import RolloutNeeds
+
+        return RolloutNeeds()
 
 
 __all__ = ["TEMPLATE_DIR", "OpsdeskBenchmark"]
