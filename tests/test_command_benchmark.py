@@ -140,11 +140,11 @@ def test_a_metric_is_shown_in_its_unit_and_direction_wherever_a_person_reads_it(
     history = CliRunner().invoke(evodag_app, ["history", "--run", str(run_dir)]).stdout
     assert "scores shown as p50_ms (ms, minimize)" in history.splitlines()[0]
     assert "batch 5200 ms -> 4800 ms  dev 4800 ms" in history and "batch 4800 ms -> 6100 ms" in history
-    assert "batch p50_ms (ms, minimize) 4800 ms -> 6100 ms on 1 task(s): worse" in history  # the reason
+    assert "reason: batch p50_ms (ms, minimize) 4800 ms -> 6100 ms on 1 task(s)" in history  # the decision's reason
     assert "| -400 ms (better) | -400 ms (better) |" in report  # the accepted mutation's batch Δ and dev Δ
     assert "| Test p50_ms (ms, minimize) | 5200 | 3900 | -1300 |" in report
     assert summary["metric"] == "p50_ms (ms, minimize)"
-    assert "batch p50_ms (ms, minimize) 4800 ms -> 6100 ms on 1 task(s): worse" in report  # failed mutations
+    assert "| batch p50_ms (ms, minimize) 4800 ms -> 6100 ms on 1 task(s)" in report  # failed mutations
     test_row = next(line for line in report.splitlines() if line.startswith("| Test mean score"))
     assert "(5200 ms)" in test_row and "(3900 ms)" in test_row
     assert "0.000 -> 0.000" not in history + report
