@@ -13,6 +13,7 @@ from collections import defaultdict
 from statistics import mean
 from typing import TYPE_CHECKING, Any
 
+from evodag.metric import run_metric
 from evodag.models import Lesson
 
 if TYPE_CHECKING:
@@ -155,7 +156,17 @@ def history(store: EvoDAG, run_id: int | None = None, last: int | None = None) -
             "intent": plan or (evo["rationale"] if evo else ""), "evolution": evo, "reason": reason,
             "evidence": decision_evidence(evidence),
         })  # fmt: skip
-    return {"run_id": rid, "iterations": out}
+    return {"run_id": rid, **metric_keys(store, rid), "iterations": out}
+
+
+def metric_keys(store: EvoDAG, run_id: int) -> dict[str, Any]:
+    """`metric` (the run's metric, `MetricScale.to_dict()`, or None) and `batch_metric` (whether batch figures
+    stand for it too): what a document carries so its numbers can be shown in the metric's unit."""
+    scale = run_metric(store, run_id)
+    return {
+        "metric": scale.to_dict() if scale is not None else None,
+        "batch_metric": scale is not None and run_metric(store, run_id, batch=True) is not None,
+    }
 
 
 def _root_causes(lessons: list[Lesson]) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from evodag import codec
 from evodag.errors import UnknownTaskError
-from evodag.history import failure_signature, task_registry
+from evodag.history import failure_signature, metric_keys, task_registry
 from evodag.models import Edge, Iteration, Lesson, Node
 
 if TYPE_CHECKING:
@@ -109,8 +109,13 @@ def summary(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
     ]
     return {
         "run": run,
+        **metric_keys(store, rid),
         "nodes": {"total": sum(by_status.values()), "by_status": dict(sorted(by_status.items()))},
-        "rollouts": {"count": store.count_rollouts(rid), "cost": round(store.rollout_cost(rid), 6)},
+        "rollouts": {
+            "count": store.count_rollouts(rid),
+            "cost": round(store.rollout_cost(rid), 6),
+            "infra_errors": store.disposition_counts(rid).get("infra_error", 0),
+        },
         "sessions": {"count": store.count_sessions(rid), "cost": round(store.session_cost(rid), 6)},
         "baseline": brief(baseline),
         "best": brief(best_node(store, rid)),
@@ -253,6 +258,7 @@ def node_detail(store: EvoDAG, node_id: int) -> dict[str, Any]:
     """A node with its incoming edge, children, rollout roll-up per split and lessons."""
     node = store.get_node(node_id)
     return {
+        **metric_keys(store, node.run_id),
         "node": codec.as_dict(node),
         "edge_in": edge_dict(store.edge_into(node_id)),
         "children": [child.id for child in store.children(node_id)],

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from evodag.metric import MetricScale, scale_of, score_text
+
 
 def to_json(doc: Any) -> str:
     """The stable JSON form of a document."""
@@ -25,13 +27,18 @@ def _score(mean: float | None, std: float | None) -> str:
     return _num(mean) if std is None else f"{_num(mean)} ± {_num(std)}"
 
 
-def node_line(n: dict[str, Any] | None) -> str:
-    """`#id status commit dev x ± s test y lines n`, or `-`."""
+def node_line(n: dict[str, Any] | None, scale: MetricScale | None = None) -> str:
+    """`#id status commit dev x ± s test y lines n`, or `-`; with the run's metric `scale`, each score is also shown
+    as the metric it stands for (`dev 0.500 ± 0.000 (110 ms)`)."""
     if n is None:
         return "-"
-    test = "" if n.get("test_mean") is None else f"  test {_score(n['test_mean'], n.get('test_std'))}"
+
+    def shown(mean: float | None, std: float | None) -> str:
+        return _score(mean, std) + (f" ({score_text(mean, scale)})" if scale is not None and mean is not None else "")
+
+    test = "" if n.get("test_mean") is None else f"  test {shown(n['test_mean'], n.get('test_std'))}"
     return (
-        f"#{n['id']} {n['status']:<8} {str(n['commit'])[:10]}  dev {_score(n['dev_mean'], n.get('dev_std'))}"
+        f"#{n['id']} {n['status']:<8} {str(n['commit'])[:10]}  dev {shown(n['dev_mean'], n.get('dev_std'))}"
         f"{test}  lines {n['lines_changed']}"
     )
 
@@ -47,6 +54,11 @@ def _iteration_line(it: dict[str, Any] | None) -> str:
     )
 
 
+def _infra(rollouts: dict[str, Any]) -> str:
+    errors = rollouts.get("infra_errors", 0)
+    return f", {errors} infra errors (counted nowhere)" if errors else ""
+
+
 def summary_text(doc: dict[str, Any]) -> str:
     run = doc["run"]
     counts = ", ".join(f"{k} {v}" for k, v in doc["nodes"]["by_status"].items()) or "none"
@@ -54,10 +66,10 @@ def summary_text(doc: dict[str, Any]) -> str:
         f"run {run['id']}  {run['status']}  seed {run['seed']}  started {run['started_at']}"
         + (f"  finished {run['finished_at']} ({run['termination_reason']})" if run["finished_at"] else ""),
         f"nodes {doc['nodes']['total']}: {counts}",
-        f"rollouts {doc['rollouts']['count']} (${doc['rollouts']['cost']:.4f})   "
+        f"rollouts {doc['rollouts']['count']} (${doc['rollouts']['cost']:.4f}){_infra(doc['rollouts'])}   "
         f"sessions {doc['sessions']['count']} (${doc['sessions']['cost']:.4f})",
-        f"baseline {node_line(doc['baseline'])}",
-        f"best     {node_line(doc['best'])}",
+        f"baseline {node_line(doc['baseline'], _scales(doc)[0])}",
+        f"best     {node_line(doc['best'], _scales(doc)[0])}",
         _iteration_line(doc["iteration"]),
     ]
     decisions = [
@@ -81,13 +93,14 @@ def _lesson_line(les: dict[str, Any]) -> str:
 def node_text(doc: dict[str, Any]) -> str:
     n = doc["node"]
     edge = doc["edge_in"]
+    scale, batch = _scales(doc)
     lines = [
-        node_line(n),
+        node_line(n, scale),
         f"iteration {n['iteration']}  phase {n['phase']}  patch {n['patch_kind']}  origin {n['origin']}",
         f"parent {'#' + str(n['parent_id']) if n['parent_id'] is not None else '-'}"
         + (f" via {edge['kind']} (+{edge['lines_added']} -{edge['lines_removed']})" if edge else "")
         + f"  children {', '.join('#' + str(c) for c in doc['children']) or '-'}",
-        f"batch {_num(n['batch_before'])} -> {_num(n['batch_after'])}  status reason: {n['status_reason'] or '-'}",
+        f"batch {_batch(n['batch_before'], n['batch_after'], batch)}  status reason: {n['status_reason'] or '-'}",
     ]
     if n["hypothesis"]:
         lines.append("hypothesis: " + json.dumps(n["hypothesis"], sort_keys=True, ensure_ascii=False))
@@ -158,16 +171,26 @@ def _registry_lines(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _history_line(it: dict[str, Any]) -> list[str]:
+def _batch(before: float | None, after: float | None, scale: MetricScale | None) -> str:
+    return f"{score_text(before, scale, missing='-')} -> {score_text(after, scale, missing='-')}"
+
+
+def _scales(doc: dict[str, Any]) -> tuple[MetricScale | None, MetricScale | None]:
+    """(the scale of dev/test scores, the scale of batch scores) of a document with `metric_keys`."""
+    scale = scale_of(doc.get("metric"))
+    return scale, scale if doc.get("batch_metric") else None
+
+
+def _history_line(it: dict[str, Any], scale: MetricScale | None, batch: MetricScale | None) -> list[str]:
     mode = " (exploration)" if it["exploration"] else ""
     parent = f"#{it['parent_id']}" if it["parent_id"] is not None else "-"
     cand = f"#{it['candidate_id']}" if it["candidate_id"] is not None else "-"
     decision = it["decision"] or ("running" if not it["finished"] else "-")
-    dev = f"  dev {_num(it['candidate_dev'])}" if it["candidate_dev"] is not None else ""
+    dev = f"  dev {score_text(it['candidate_dev'], scale, missing='-')}" if it["candidate_dev"] is not None else ""
     origin = f"  {it['origin']}" if it["origin"] else ""
     lines = [
         f"{it['number']:>4} {it['phase'] or '-'}{mode} {parent} -> {cand}  {decision}"
-        f"  batch {_num(it['batch_before'])} -> {_num(it['batch_after'])}{dev}{origin}",
+        f"  batch {_batch(it['batch_before'], it['batch_after'], batch)}{dev}{origin}",
         f"       batch: {', '.join(it['batch']) or '-'}",
     ]
     if it["evolution"]:
@@ -188,9 +211,11 @@ def _history_line(it: dict[str, Any]) -> list[str]:
 
 def history_text(doc: dict[str, Any]) -> str:
     its = doc["iterations"]
-    lines = [f"run {doc['run_id']}: {len(its)} iteration(s)" + ("" if its else " yet")]
+    scale, batch = _scales(doc)
+    unit = f"; scores shown as {scale.label}" if scale is not None else ""
+    lines = [f"run {doc['run_id']}: {len(its)} iteration(s)" + ("" if its else " yet") + unit]
     for it in its:
-        lines += _history_line(it)
+        lines += _history_line(it, scale, batch)
     return "\n".join(lines)
 
 

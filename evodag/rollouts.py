@@ -95,6 +95,11 @@ class RolloutsMixin(StoreBase):
         row = self.conn.execute(f"SELECT {column} FROM run_stats WHERE run_id = ?", (run_id,)).fetchone()
         return 0 if row is None else row[0]
 
+    def disposition_counts(self, run_id: int) -> dict[str, int]:
+        """Rollouts of `run_id` by disposition (success, task_failure, infra_error, timeout); absent ones omitted."""
+        query = "SELECT disposition, count(*) FROM rollouts WHERE run_id = ? GROUP BY disposition"
+        return {str(d): int(n) for d, n in self.conn.execute(query, (run_id,))}
+
     def count_rollouts(self, run_id: int | None = None) -> int:
         """Rollouts stored for `run_id` (all runs when None); O(1) from `run_stats`."""
         return int(self._stat("rollouts", run_id))

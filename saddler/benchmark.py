@@ -14,12 +14,14 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import math
 import sys
 import types
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from evodag.metric import MetricScale  # the store records a run's metric and renders it: it lives there
 
 SCORE_KINDS = ("pass_rate", "mean_score")
 SPLITS = ("train", "dev", "test")
@@ -86,51 +88,43 @@ class BankPatch:
 
 
 @dataclass(frozen=True)
-class MetricScale:
-    """A benchmark's own metric (accuracy, p99 ms, …) and its strictly monotonic map onto the 0..1 score.
+class RolloutNeeds:
+    """What a benchmark's rollouts need from `[run.executor]`: the network (they call a model's API from the
+    rollout), the environment variables they cannot run without (`env`: a key) and those they read when set
+    (`optional_env`: a provider's base URL). `why` says it in a few words ("the task model openai/gpt-4o")."""
 
-    Better metric ⇔ higher score, so ranking and acceptance on the score are ranking and acceptance on the
-    metric. With `low` < `high` the map is linear on [low, high] (the worse end 0, the better end 1) and clamps
-    outside; without them it is 0.5 ± 0.5·m/(1+|m|), defined and invertible for every real m.
-    """
+    network: bool = False
+    env: tuple[str, ...] = ()
+    optional_env: tuple[str, ...] = ()
+    why: str = ""
 
-    name: str
-    direction: str  # maximize | minimize
-    low: float | None = None
-    high: float | None = None
 
-    def __post_init__(self) -> None:
-        if self.direction not in ("maximize", "minimize"):
-            raise ValueError(f"metric direction must be maximize or minimize, not {self.direction!r}")
+PROVIDER_ENV: dict[str, tuple[str, str]] = {
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "google": ("GOOGLE_API_KEY", "GOOGLE_BASE_URL"),
+    "mistral": ("MISTRAL_API_KEY", "MISTRAL_BASE_URL"),
+    "grok": ("XAI_API_KEY", "GROK_BASE_URL"),
+    "groq": ("GROQ_API_KEY", "GROQ_BASE_URL"),
+    "together": ("TOGETHER_API_KEY", "TOGETHER_BASE_URL"),
+}
+"""Model provider (the `provider/` of a model name, as Inspect and LiteLLM write it) -> (its API key variable, its
+base URL variable: point it at an OpenAI-compatible or proxy server)."""
 
-    @property
-    def linear(self) -> bool:
-        return self.low is not None and self.high is not None and self.high > self.low
 
-    def score(self, metric: float) -> float:
-        """The metric as a 0..1 score, higher is better."""
-        sign = 1.0 if self.direction == "maximize" else -1.0
-        if self.linear:
-            assert self.low is not None and self.high is not None
-            frac = (metric - self.low) / (self.high - self.low)
-            return min(1.0, max(0.0, frac if sign > 0 else 1.0 - frac))
-        m = sign * metric
-        return 0.5 / (1.0 - m) if m < 0 else 0.5 + 0.5 * m / (1.0 + m)
-
-    def metric(self, score: float) -> float:
-        """The metric a score stands for (exact inside the linear range; the bound where the map clamps)."""
-        sign = 1.0 if self.direction == "maximize" else -1.0
-        if self.linear:
-            assert self.low is not None and self.high is not None
-            frac = score if sign > 0 else 1.0 - score
-            return self.low + frac * (self.high - self.low)
-        if score <= 0.0 or score >= 1.0:
-            return -sign * math.inf if score <= 0.0 else sign * math.inf
-        m = 1.0 - 0.5 / score if score < 0.5 else (score - 0.5) / (1.0 - score)
-        return sign * m
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+def model_needs(model: str) -> RolloutNeeds:
+    """What rollouts that call `model` need: the network, its provider's key and (when set) its base URL. An
+    `openai-api/<service>/<model>` name reads `<SERVICE>_API_KEY` and `<SERVICE>_BASE_URL`; `mockllm/...` and an
+    unknown provider need nothing saddler can name."""
+    provider, _, rest = model.partition("/")
+    if provider == "openai-api" and "/" in rest:
+        service = rest.partition("/")[0].upper().replace("-", "_")
+        key, base = f"{service}_API_KEY", f"{service}_BASE_URL"
+    elif provider in PROVIDER_ENV:
+        key, base = PROVIDER_ENV[provider]
+    else:
+        return RolloutNeeds()
+    return RolloutNeeds(True, (key,), (base,), f"the task model {model} is called from each rollout")
 
 
 @runtime_checkable
@@ -150,6 +144,8 @@ class Benchmark(Protocol):
       passed; dev/test are Pass@1) or `mean_score` (mean graded score; partial credit counts).
     - `metric` is the benchmark's own metric behind the score, when it has one (reports show it).
     - `check()` lists what is missing on this machine to run it (`saddler doctor` shows it); `[]` when ready.
+    - `rollout_needs()` says whether its rollouts need the network and which environment variables: `init` sets
+      them in `[run.executor]`, `validate` and `doctor` flag what is missing (`RolloutNeeds()`: nothing).
     """
 
     name: str
@@ -170,6 +166,48 @@ class Benchmark(Protocol):
     def patch_bank(self) -> list[BankPatch]: ...
 
     def check(self) -> list[str]: ...
+
+    def rollout_needs(self) -> RolloutNeeds: ...
+
+
+@dataclass(frozen=True)
+class BatchRollout:
+    """One rollout of a `Batch`: the task, its seed and repetition, and its own trace folder."""
+
+    task: Task
+    seed: int
+    repetition: int
+    trace_dir: Path
+
+
+@dataclass(frozen=True)
+class Batch:
+    """An evaluation batch handed to `BatchBenchmark.run_batch`: the candidate's harness (a read-only snapshot),
+    the rollouts still missing, a folder of the batch's own (for a job's files), how many rollouts may run at
+    once (`executor.workers`), the rollout environment (`executor.env_allow`, scrubbed as for a rollout) and the
+    time one rollout may take (`executor.timeout_s`)."""
+
+    harness_dir: Path
+    rollouts: tuple[BatchRollout, ...]
+    folder: Path
+    workers: int
+    env: dict[str, str]
+    timeout_s: float
+
+
+@runtime_checkable
+class BatchBenchmark(Protocol):
+    """Optional: a benchmark that runs a whole evaluation batch itself, as one job of an outside runner (Harbor:
+    one `harbor run` for every task and repetition). Without it, each rollout is one `run` in the executor.
+
+    `run_batch(batch, on_result)` is called in the optimizer's process: it starts the candidate's code only in
+    processes of its own, with `batch.env`, and puts each rollout's files in its `trace_dir`. It calls
+    `on_result(rollout, result)` once per rollout of the batch, from the calling thread, as each result lands
+    (it is stored at once: a batch killed half-way is resumed with only the rollouts still missing), gives a
+    rollout it could not run an `infra_error` (or `timeout`) result, and returns when every rollout has one.
+    """
+
+    def run_batch(self, batch: Batch, on_result: Callable[[BatchRollout, RolloutResult], None]) -> None: ...
 
 
 class BenchmarkBase:
@@ -203,6 +241,9 @@ class BenchmarkBase:
     def check(self) -> list[str]:
         return []
 
+    def rollout_needs(self) -> RolloutNeeds:
+        return RolloutNeeds()
+
 
 def default_fingerprint(bench: object) -> str:
     """sha256 (16 hex) over the class's qualified name, its module's source and `vars(bench)` as JSON."""
@@ -227,7 +268,7 @@ def hashed_split(name: str, ratios: list[float]) -> str:
     return SPLITS[-1]
 
 
-_DEFAULTS = ("fingerprint", "model_fingerprint", "symptoms", "patch_bank", "check")
+_DEFAULTS = ("fingerprint", "model_fingerprint", "symptoms", "patch_bank", "check", "rollout_needs")
 _DEFAULT_ATTRS = ("trace_format", "score_kind", "metric")
 
 

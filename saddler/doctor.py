@@ -28,6 +28,7 @@ from saddler.doctor_backends import (
     sdk_checks,
 )
 from saddler.errors import ExecutorError
+from saddler.executor.environment import rollout_gaps
 from saddler.executor.sandbox import BWRAP_HINT, Sandbox, resolve_sandbox
 from saddler.sessions.confine import bwrap_works
 
@@ -126,7 +127,14 @@ def _benchmark(config: RunConfig) -> list[Check]:
     except Exception as exc:  # a plugin's constructor may raise anything; the doctor reports it
         return [Check(name, False, True, f"cannot be built from benchmark_options: {exc}")]
     check = getattr(plugin, "check", None)
-    return [Check(name, False, True, str(p)) for p in (check() if callable(check) else [])]
+    checks = [Check(name, False, True, str(p)) for p in (check() if callable(check) else [])]
+    needs = getattr(plugin, "rollout_needs", None)
+    if callable(needs):
+        gaps = rollout_gaps(needs(), config.executor, os.environ)
+        checks += [Check("rollout needs", False, True, f"executor.{key}: {why}") for key, why in gaps]
+        if not gaps and (needs().network or needs().env):
+            checks.append(Check("rollout needs", True, True, f"network and variables passed ({needs().why})"))
+    return checks
 
 
 def _evo_dag(which: Callable[[str], str | None]) -> Check:

@@ -40,6 +40,11 @@ class ExecutorError(SaddlerError):
     """The executor itself cannot run (missing sandbox, ray not installed, cluster unreachable)."""
 
 
+class RolloutsFailedError(SaddlerError):
+    """No rollout of the baseline could run (every one an `infra_error`): the benchmark or the machine is broken,
+    not the harness; the message quotes the first error."""
+
+
 class BackendError(SaddlerError):
     """An optimizer backend cannot run at all (missing CLI, missing credentials)."""
 

@@ -61,12 +61,12 @@ def template_description(path: Path) -> str:
 
 def benchmarks() -> dict[str, str]:
     """Registered benchmarks (bundled and `saddler.benchmarks` entry points) by name -> one-line description
-    (the module docstring's first line), found without importing them."""
+    (the first line of the class's own docstring, else of its module's), found without importing them."""
     found = registered_benchmarks()
-    return {name: _module_summary(target.partition(":")[0]) for name, target in sorted(found.items())}
+    return {name: _summary(*target.partition(":")[::2]) for name, target in sorted(found.items())}
 
 
-def _module_summary(module: str) -> str:
+def _summary(module: str, attr: str) -> str:
     try:
         spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):
@@ -77,5 +77,6 @@ def _module_summary(module: str) -> str:
         tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError):
         return ""
-    doc = ast.get_docstring(tree) or ""
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == attr]
+    doc = (ast.get_docstring(classes[0]) if classes else None) or ast.get_docstring(tree) or ""
     return doc.strip().splitlines()[0] if doc.strip() else ""

@@ -1,8 +1,10 @@
 """Node scores: the one place they are computed (dev, test, reports, exports, benchmarks).
 
 A node's score on a split is per repetition the mean over tasks of the per-task score, then mean ± population
-std over repetitions. The per-task score is `passed` (0/1) under `pass_rate` — that figure is Pass@1 — or the
-graded `score` (0..1, partial credit) under `mean_score` (`node_score`; `policies.score` chooses).
+std over repetitions. An `infra_error` rollout (not the candidate's fault) counts nowhere: `counted` leaves it out
+of every score, and `infra_share` says how many there were. The per-task score is `passed` (0/1) under
+`pass_rate` — that figure is Pass@1 — or the graded `score` (0..1, partial credit) under `mean_score`
+(`node_score`; `policies.score` chooses).
 `metric_mean` reads a benchmark's own metric back from the scores. `bootstrap_ci` resamples tasks (seeded) for a
 confidence interval of a node's mean score, and `paired_bootstrap_ci` for the difference between two nodes on the
 same tasks, so a report can say how much of a gain could be noise.
@@ -20,8 +22,8 @@ import numpy as np
 from saddler.benchmark import SCORE_KINDS, MetricScale
 
 __all__ = [
-    "MEASURED", "SCORE_KINDS", "PassAt1", "bootstrap_ci", "metric_mean", "node_score", "paired_bootstrap_ci",
-    "pass_at_1", "recorded_score_kind",
+    "MEASURED", "SCORE_KINDS", "PassAt1", "bootstrap_ci", "counted", "infra_share", "metric_mean", "node_score",
+    "paired_bootstrap_ci", "pass_at_1", "recorded_score_kind",
 ]  # fmt: skip
 
 MEASURED = ("success", "task_failure")
@@ -49,10 +51,21 @@ class PassAt1:
         return len(self.per_run)
 
 
+def counted(rows: Iterable[ScoredRow]) -> list[ScoredRow]:
+    """The rows a score counts: all but `infra_error` ones (the rollout could not run; its score means nothing)."""
+    return [row for row in rows if getattr(row, "disposition", "") != "infra_error"]
+
+
+def infra_share(rows: Iterable[ScoredRow]) -> tuple[int, int]:
+    """(infra_error rows, all rows)."""
+    listed = list(rows)
+    return len(listed) - len(counted(listed)), len(listed)
+
+
 def _per_task(rows: Iterable[ScoredRow], kind: str) -> dict[str, float]:
-    """Task id -> the task's mean `task_value` over its repetitions."""
+    """Task id -> the task's mean `task_value` over its counted repetitions."""
     values: dict[str, list[float]] = defaultdict(list)
-    for row in rows:
+    for row in counted(rows):
         values[row.task_id].append(task_value(row, kind))
     return {task: float(np.mean(v)) for task, v in values.items()}
 
@@ -80,9 +93,10 @@ def task_value(row: ScoredRow, kind: str) -> float:
 
 
 def node_score(rows: Iterable[ScoredRow], kind: str) -> PassAt1:
-    """Mean ± std over repetitions of the per-repetition mean `task_value`; no rows gives 0, 0 and no runs."""
+    """Mean ± std over repetitions of the per-repetition mean `task_value` of the counted rows (no infra errors);
+    no such rows gives 0, 0 and no runs."""
     per_rep: dict[int, list[float]] = defaultdict(list)
-    for row in rows:
+    for row in counted(rows):
         per_rep[row.repetition].append(task_value(row, kind))
     if not per_rep:
         return PassAt1(0.0, 0.0, ())

@@ -25,5 +25,16 @@ if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-ge
   { apt-get install -y -qq bubblewrap || { apt-get update -qq && apt-get install -y -qq bubblewrap; }; } >/dev/null 2>&1 \
     || echo "note: bubblewrap could not be installed; the bwrap tests will be skipped" >&2
 fi
+# Real Harbor (it needs Python >= 3.12) for the Harbor adapter's end-to-end tests, in its own venv, pinned to the
+# version tests/fixtures/harbor/recorded was recorded with. Best effort: without a Python 3.12 those tests skip.
+if [ -z "${SADDLER_TEST_HARBOR:-}" ]; then
+  HARBOR_VENV="$PWD/.venv-harbor"
+  PY312=${PYTHON312:-$(command -v python3.12 || ls "$HOME"/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | head -n 1 || true)}
+  if [ ! -x "$HARBOR_VENV/bin/harbor" ] && [ -n "$PY312" ]; then
+    { "$PY312" -m venv "$HARBOR_VENV" && "$HARBOR_VENV/bin/python" -m pip install -q 'harbor==0.26.0'; } >/dev/null 2>&1 \
+      || echo "note: Harbor could not be installed with $PY312; the real-Harbor tests will be skipped" >&2
+  fi
+  if [ -x "$HARBOR_VENV/bin/harbor" ]; then export SADDLER_TEST_HARBOR="$HARBOR_VENV/bin/harbor"; fi
+fi
 # Exit 5 (no tests collected) is non-zero: set -e makes it fail the run.
 python -m pytest "$@"

@@ -1,15 +1,15 @@
 """Tiny benchmarks for the executor tests; importable by rollout children (put `tests/` on PYTHONPATH).
 
-`FakeBenchmark` is deterministic: a task's score depends on the harness's `policy.txt`, the task id and
-the seed. Task ids choose a behaviour: `ok-*` (graded), `crash-*` (raises), `exit-*` (hard exit 7),
-`oom-*` (allocates 4 GiB), `sleep-*` (sleeps forever), `daemon-*` (leaves a setsid process behind, then
-grades normally), `ghost-*` (leaves an orphan with an empty environment in its own session; `*-hang`
-then hangs), `barrier-*` (waits until N rollouts have started), `patricide-*` (kills its fork server,
-then hangs), `hostile-*` (everything a bad rollout can do; its prompt is JSON with `outside`, a path to write to,
-and `token`, digits naming its `sleep` children), `attack-*` (tries each escape of issue 12.5 and reports what
-worked in `attack.json` among its traces; prompt JSON: `secret`, `port`, `optimizer_pid`, `write` paths), `leave-*`
-(leaves marks wherever it can write) and `look-*` (reports in `look.json` which marks of a previous rollout it
-sees; both take the prompt JSON `token`).
+`FakeBenchmark` is deterministic: a task's score depends on the harness's `policy.txt`, the task id and the seed.
+Task ids choose a behaviour: `ok-*` (graded), `crash-*` (raises), `exit-*` (hard exit 7), `oom-*` (allocates 4 GiB),
+`sleep-*` (sleeps forever), `chatty-*` (10 kB on stderr, then sleeps forever), `daemon-*` (leaves a setsid process
+behind, then grades normally), `ghost-*` (leaves an orphan with an empty environment in its own session; `*-hang`
+then hangs), `barrier-*` (waits until N rollouts have started), `patricide-*` (kills its fork server, then hangs),
+`hostile-*` (everything a bad rollout can do; its prompt is JSON with `outside`, a path to write to, and `token`,
+digits naming its `sleep` children), `attack-*` (tries each escape of issue 12.5 and reports what worked in
+`attack.json` among its traces; prompt JSON: `secret`, `port`, `optimizer_pid`, `write` paths), `leave-*` (leaves
+marks wherever it can write) and `look-*` (reports in `look.json` which marks of a previous rollout it sees; both
+take the prompt JSON `token`).
 """
 
 from __future__ import annotations
@@ -68,6 +68,10 @@ class FakeBenchmark:
                 os.kill(parent, 9)
             time.sleep(10_000)
         if kind == "sleep":
+            time.sleep(10_000)
+        if kind == "chatty":  # a page of an unrelated logging warning, then hangs (as a model call without network)
+            sys.stderr.write("WARNING inspect_ai: an unrelated logging warning\n" * 200 + "last line before the hang\n")
+            sys.stderr.flush()
             time.sleep(10_000)
         if kind == "barrier":  # passes only if `parties` rollouts (prompt JSON: dir, parties) run at the same time
             spec = json.loads(task.prompt)

@@ -48,11 +48,11 @@ def test_list_text() -> None:
     assert lines[1 + len(BENCHMARKS)] == "templates:"
 
 
-def test_benchmark_descriptions_come_from_module_docstrings_without_import() -> None:
+def test_benchmark_descriptions_come_from_class_or_module_docstrings_without_import() -> None:
     descriptions = resources.benchmarks()
     assert sorted(descriptions) == sorted(BENCHMARKS)
     for name, target in BENCHMARKS.items():
-        module = target.partition(":")[0]
+        module, _, attr = target.partition(":")
         parts = module.split(".")
         candidates = [Path(*parts).with_suffix(".py"), Path(*parts) / "__init__.py"]
         root = Path(__file__).resolve().parents[1]
@@ -60,7 +60,9 @@ def test_benchmark_descriptions_come_from_module_docstrings_without_import() -> 
         if source is None:
             assert descriptions[name] == "(not installed)"
         else:
-            doc = ast.get_docstring(ast.parse(source.read_text())) or ""
+            tree = ast.parse(source.read_text())
+            classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == attr]
+            doc = (ast.get_docstring(classes[0]) if classes else None) or ast.get_docstring(tree) or ""
             assert descriptions[name] == (doc.strip().splitlines()[0] if doc.strip() else "")
 
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from benchmarks.command import CommandBenchmark, metric_name_of
+from evodag.cli import app as evodag_app
 from saddler.benchmark import MetricScale
 from saddler.cli.app import app
 from saddler.errors import ConfigError
@@ -86,7 +87,7 @@ def _harness(root: Path, baseline: str) -> Path:
     return root
 
 
-def _run(tmp_path: Path, direction: str, baseline: str, values: str) -> tuple[dict, str]:
+def _run(tmp_path: Path, direction: str, baseline: str, values: str, **extra: str) -> tuple[dict, str]:
     harness = _harness(tmp_path / "knob-harness", baseline)
     command = f"{sys.executable} {AGENT} {tmp_path / 'agent-state'} {values} knob.txt {{prompt_file}}"
     sets = {
@@ -96,6 +97,7 @@ def _run(tmp_path: Path, direction: str, baseline: str, values: str) -> tuple[di
         "sessions.command": json.dumps(command),
         "loop.max_iterations": "3", "loop.batch_size": "1", "loop.test_runs": "2",
         "policies.evolution": '"continue"', "policies.phases": '"none"', "executor.workers": "1",
+        **{f"benchmark_options.{k}": json.dumps(v) for k, v in extra.items()},
     }  # fmt: skip
     args = ["init", str(tmp_path / "run"), "--harness", str(harness), "--benchmark", "command", "--backend", "command"]
     for key, value in sets.items():
@@ -125,3 +127,26 @@ def test_a_minimize_target_returns_the_lowest_metric(tmp_path: Path) -> None:
     assert summary["metric"] == "accuracy (minimize)"
     assert summary["best_node"] == 4
     assert "| Test accuracy (minimize) | 250 | 120 | -130 |" in report
+
+
+@pytest.mark.slow
+def test_a_metric_is_shown_in_its_unit_and_direction_wherever_a_person_reads_it(tmp_path: Path) -> None:
+    """A minimized p50_ms in the thousands: every number a person reads is the metric, not the 0..1 score."""
+    summary, report = _run(tmp_path, "minimize", "5200", "4800,6100,3900", metric_name="p50_ms", metric_unit="ms")
+    assert (summary["baseline_test_metric"], summary["best_test_metric"], summary["best_node"]) == (5200.0, 3900.0, 4)
+    run_dir = tmp_path / "run"
+    rows = [line.split("\t")[:3] for line in (run_dir / "results.tsv").read_text().splitlines()[1:]]
+    assert [r[1:] for r in rows] == [["5200", "keep"], ["4800", "keep"], ["6100", "discard"], ["3900", "keep"]]
+    history = CliRunner().invoke(evodag_app, ["history", "--run", str(run_dir)]).stdout
+    assert "scores shown as p50_ms (ms, minimize)" in history.splitlines()[0]
+    assert "batch 5200 ms -> 4800 ms  dev 4800 ms" in history and "batch 4800 ms -> 6100 ms" in history
+    assert "reason: batch p50_ms (ms, minimize) 4800 ms -> 6100 ms on 1 task(s)" in history  # the decision's reason
+    assert "| -400 ms (better) | -400 ms (better) |" in report  # the accepted mutation's batch Δ and dev Δ
+    assert "| Test p50_ms (ms, minimize) | 5200 | 3900 | -1300 |" in report
+    assert summary["metric"] == "p50_ms (ms, minimize)"
+    assert "| batch p50_ms (ms, minimize) 4800 ms -> 6100 ms on 1 task(s)" in report  # failed mutations
+    test_row = next(line for line in report.splitlines() if line.startswith("| Test mean score"))
+    assert "(5200 ms)" in test_row and "(3900 ms)" in test_row
+    assert "0.000 -> 0.000" not in history + report
+    status = CliRunner().invoke(app, ["status", str(run_dir)]).stdout
+    assert "dev 3900 ms (baseline 5200 ms)" in status

@@ -28,6 +28,8 @@ CODE_FOLDERS = (*SOURCE_PACKAGES, "bench", "scripts")
 EXTERNAL_NAMES = {
     "GenerateConfig.seed": "Inspect AI's GenerateConfig (the inspect benchmark passes the rollout's seed)",
     "Database": "sqlite-utils' Database (what `StoreBase.db` hands out)",
+    "BaseAgent": "Harbor's agent base class (the harbor benchmark's agent_import_path names one)",
+    "AgentTimeoutError": "Harbor's exception type of an agent timeout (read from a trial's result.json)",
 }
 """Python names the docs give that belong to other projects."""
 _PLACEHOLDER = re.compile(r"<[^>/]*>")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -10,14 +10,14 @@ from fake_benchmarks import SPEC, FakeBenchmark
 
 from evodag.models import Node
 from evodag.store import EvoDAG
-from saddler.benchmark import RolloutResult
+from saddler.benchmark import Batch, BatchRollout, RolloutResult
 from saddler.config import ExecutorConfig
 from saddler.executor.base import RolloutJob
 from saddler.executor.local import LocalExecutor
 from saddler.harness.space import HarnessSpace
 from saddler.ports import ResultCallback
 from saddler.reporting.progress import NullProgress
-from saddler.run.evaluate import Evaluator
+from saddler.run.evaluate import BatchSettings, Evaluator
 
 
 class World:
@@ -183,5 +183,46 @@ def test_unknown_disposition_is_stored_as_infra_error(world: World) -> None:
 
     world.evaluator.executor = Odd({})
     [row] = world.evaluator.evaluate(world.baseline, [task], "train", [0])
-    assert (row.disposition, row.passed, row.score) == ("infra_error", False, 1.0)
+    assert (row.disposition, row.passed, row.score) == ("infra_error", False, 0.0)  # its score counts nowhere
     assert "unknown disposition 'weird'" in row.error_tail
+
+
+class BatchRunner(FakeBenchmark):
+    """A `BatchBenchmark`: records each batch it is given; `die_after` results, then raises (a killed job)."""
+
+    def __init__(self, die_after: int | None = None) -> None:
+        super().__init__(n_tasks=4)
+        self.batches: list[Batch] = []
+        self.die_after = die_after
+
+    def run_batch(self, batch: Batch, on_result: Callable[[BatchRollout, RolloutResult], None]) -> None:
+        self.batches.append(batch)
+        for n, rollout in enumerate(batch.rollouts):
+            if self.die_after is not None and n == self.die_after:
+                raise KeyboardInterrupt("the job was killed")
+            assert Path(batch.harness_dir, "policy.txt").read_text() == "baseline"
+            on_result(rollout, RolloutResult(rollout.task.id, 1.0, True, "success"))
+
+
+def test_a_batch_benchmark_gets_every_miss_as_one_batch_and_a_killed_batch_redoes_only_the_missing(
+    world: World,
+) -> None:
+    settings = BatchSettings(workers=3, env={"PATH": "/usr/bin"}, timeout_s=45.0)
+    dying = BatchRunner(die_after=5)
+    evaluator = Evaluator(world.store, world.run_id, world.space, dying, SPEC, {}, world.executor, world.root,
+                          batch=settings)  # fmt: skip
+    tasks = dying.tasks("train")
+    with pytest.raises(KeyboardInterrupt):
+        evaluator.evaluate(world.baseline, tasks, "train", [11, 12])
+    [batch] = dying.batches
+    assert (len(batch.rollouts), batch.workers, batch.env, batch.timeout_s) == (8, 3, {"PATH": "/usr/bin"}, 45.0)
+    assert world.store.count_rollouts(world.run_id) == 5  # each result was stored as it landed
+    assert {r.trace_dir.parent for r in batch.rollouts} == {world.root / "traces" / f"n{world.baseline.id}" / "train"}
+    again = BatchRunner()
+    resumed = Evaluator(world.store, world.run_id, world.space, again, SPEC, {}, world.executor, world.root,
+                        batch=settings)  # fmt: skip
+    rows = resumed.evaluate(world.baseline, tasks, "train", [11, 12])
+    [rest] = again.batches
+    done = {(r.task.id, r.seed) for r in batch.rollouts[:5]}
+    assert {(r.task.id, r.seed) for r in rest.rollouts} == {(r.task.id, r.seed) for r in batch.rollouts} - done
+    assert len(rows) == 8 and resumed.executed_count == 3

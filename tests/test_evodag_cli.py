@@ -64,11 +64,12 @@ def step(edge_id: int, parent: int, child: int, kind: str, diff: str, files: lis
 
 def test_summary(db: Path) -> None:
     assert run_json(db, "summary") == {
+        "metric": None, "batch_metric": False,
         "run": {"id": 1, "seed": 7, "started_at": "2026-01-01T00:00:01.000+00:00", "finished_at": None,
                 "termination_reason": None, "best_node_id": 6, "baseline_node_id": 1, "status": "running"},
         "nodes": {"total": 8, "by_status": {"accepted": 3, "baseline": 1, "invalid": 1, "neutral": 1, "pending": 1,
                                             "rejected": 1}},
-        "rollouts": {"count": 32, "cost": 0.42},
+        "rollouts": {"count": 32, "cost": 0.42, "infra_errors": 0},
         "sessions": {"count": 4, "cost": 1.0},
         "baseline": N1,
         "best": N6,

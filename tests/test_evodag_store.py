@@ -153,7 +153,7 @@ def test_readonly_reads_a_file_one_index_migration_behind(tmp_path: Path) -> Non
         assert (version(ro.conn), ro.get_run().seed, ro.summary()["rollouts"]) == (
             READABLE_FROM,
             5,
-            {"count": 0, "cost": 0},
+            {"count": 0, "cost": 0, "infra_errors": 0},
         )
     with EvoDAG(path) as rw:
         assert version(rw.conn) == LATEST

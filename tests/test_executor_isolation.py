@@ -118,6 +118,22 @@ def test_timeout_is_recorded_and_per_job_override_applies(
     runner.close()
 
 
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+def test_the_error_tail_keeps_saddlers_timeout_marker_and_the_last_output(
+    tmp_path: Path,
+    mode: str,
+    executor_config: Callable[..., Any],
+    make_harness: Callable[..., Path],
+    make_job: Callable[..., Any],
+) -> None:
+    runner = IsolatedRunner(executor_config(timeout_s=60), mode)
+    result = runner.run(make_job(make_harness(tmp_path / "h"), tmp_path / "t", "chatty-1", timeout_s=1.0))
+    runner.close()
+    assert result.disposition == "timeout"
+    assert result.error_tail.startswith("[saddler] timed out after 1s\n")  # not cut off by 10 kB of warnings
+    assert result.error_tail.rstrip().endswith("last line before the hang") and len(result.error_tail) <= 2048
+
+
 @pytest.fixture
 def hostile_run(
     executor_config: Callable[..., Any], make_harness: Callable[..., Path], make_job: Callable[..., Any]

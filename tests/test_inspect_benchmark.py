@@ -161,3 +161,69 @@ def test_the_inspect_agent_template_runs_a_react_loop_with_its_tools_offline(tmp
     assert (out.passed, out.disposition, out.llm_calls) == (True, "success", 3), out.error_tail
     transcript = Path(out.trace_path or "").read_text()
     assert "- tool call `calculator`(expression='3 * 12 * 7')" in transcript and "\n252\n" in transcript
+
+
+@pytest.mark.slow
+def test_an_inspect_task_reaches_an_openai_compatible_server_on_localhost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rollouts that call a model need the network: `init` sets it (and passes the key and base URL), `validate`
+    refuses it turned off, and the run's rollouts reach the model instead of hanging until the timeout."""
+    from openai_server import OpenAICompatibleServer
+
+    harness = _git_harness(tmp_path / "arith-harness")
+    command = f"{sys.executable} {AGENT} {tmp_path / 'agent-state'} add+mul+sub skills.txt {{prompt_file}}"
+    sets = {
+        "benchmark_options.task": json.dumps(TASK), "benchmark_options.model": '"openai/test-model"',
+        "benchmark_options.model_args": "{responses_api = false}",
+        "benchmark_options.solver": '"solver.py@arith_solver"', "sessions.command": json.dumps(command),
+        "loop.max_iterations": "1", "loop.batch_size": "6", "loop.test_runs": "1", "policies.evolution": '"continue"',
+        "policies.phases": '"none"', "executor.workers": "2", "executor.timeout_s": "120",
+    }  # fmt: skip
+    runner = CliRunner()
+    with OpenAICompatibleServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        args = ["init", "--harness", str(harness), "--benchmark", "inspect", "--backend", "command"]
+        flags = [x for k, v in sets.items() for x in ("--set", f"{k}={v}")]
+        off = runner.invoke(app, [args[0], str(tmp_path / "off"), *args[1:], *flags, "--set", "executor.network=false"])
+        assert off.exit_code == 2
+        assert (
+            "run.executor.network: the benchmark's rollouts call the network (the task model openai/test-model is "
+            "called from each rollout); with executor.network = false they hang until executor.timeout_s: set "
+            "executor.network = true"
+        ) in off.output
+        init = runner.invoke(app, [args[0], str(tmp_path / "run"), *args[1:], *flags])
+        assert init.exit_code == 0, init.output
+        assert (
+            "set executor.network = true; executor.env_allow += OPENAI_API_KEY, OPENAI_BASE_URL: the task model "
+            "openai/test-model is called from each rollout"
+        ) in init.output
+        result = runner.invoke(app, ["run", str(tmp_path / "run"), "--json"])
+        assert result.exit_code == 0, result.output
+        assert "/v1/chat/completions" in server.requests and "/v1/responses" not in server.requests
+    summary = json.loads(result.stdout)
+    assert summary["baseline_test"] == [pytest.approx(1 / 3), 0.0]  # the model adds; the harness knows nothing yet
+    assert summary["best_test"] == [1.0, 0.0]
+    db = sqlite3.connect(tmp_path / "run" / "evodag.sqlite")
+    assert {d for (d,) in db.execute("SELECT disposition FROM rollouts")} <= {"success", "task_failure"}
+
+
+def test_the_doctor_flags_what_a_model_calling_rollout_lacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "saddler.toml").write_text(
+        f'[run]\nbenchmark = "inspect"\n[run.benchmark_options]\ntask = {json.dumps(TASK)}\nmodel = "openai/gpt-4o"\n'
+    )
+    result = CliRunner().invoke(app, ["doctor", str(run), "--json"])
+    needs = [c["detail"] for c in json.loads(result.stdout)["checks"] if c["name"] == "rollout needs"]
+    why = "(the task model openai/gpt-4o is called from each rollout)"
+    assert needs == [
+        f"executor.network: the benchmark's rollouts call the network {why}; with executor.network = false they hang "
+        "until executor.timeout_s: set executor.network = true",
+        f"executor.env_allow: the benchmark's rollouts read OPENAI_API_KEY {why} but executor.env_allow does not pass "
+        "it: add 'OPENAI_API_KEY' to executor.env_allow",
+        f"executor.env: OPENAI_API_KEY is not set {why}: export it before saddler run",
+    ]
+    assert result.exit_code == 1

@@ -82,7 +82,8 @@ def test_an_entry_point_registers_a_short_name(plugin_dir: Path, tmp_path: Path)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-bench\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[saddler.benchmarks]\narithmetic = my_bench:ArithmeticBench\n")
     listing = json.loads(runner.invoke(app, ["list", "--json"]).stdout)
-    assert {"name": "arithmetic", "description": ""} in listing["benchmarks"]
+    described = "The harness's agent.py defines solve(question) -> str; a task passes when it returns the answer."
+    assert {"name": "arithmetic", "description": described} in listing["benchmarks"]  # the class's own docstring
     assert type(load_benchmark("arithmetic")).__name__ == "ArithmeticBench"
     summary = _init_and_run(plugin_dir, tmp_path / "run", "arithmetic", 0)
     assert summary["baseline_test"] == [0.5, 0.0]

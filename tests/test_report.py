@@ -98,7 +98,10 @@ def _mut(
         "batch_after": None if after is None else round(after, 6),
         "batch_delta": delta,
         "dev_mean": dev,
+        "dev_before": round(dev - dev_delta, 6),
         "dev_delta": dev_delta,
+        "batch_delta_text": "—" if delta is None else f"{delta:+.3f}",
+        "dev_delta_text": f"{dev_delta:+.3f}",
     }
 
 
@@ -215,7 +218,8 @@ def test_patch_kind_statistics_and_cost(finished: tuple[EvoDAG, Fixture, Path]) 
     # train rows: it1 3+3, it2 3+3, it3 2 (tr-1 cached), it4 0+3, it5 3+3, it6 3+3, it7 3, it8 2+3 = 37;
     # dev 6 nodes x 4 = 24; test 2 nodes x 4 tasks x 3 runs = 24
     assert r["cost"] == {
-        "rollouts": {"total": 85, "by_split": {"train": 37, "dev": 24, "test": 24}, "cost_usd": 0.85},
+        "rollouts": {"total": 85, "by_split": {"train": 37, "dev": 24, "test": 24}, "cost_usd": 0.85,
+                     "infra_errors": 0},
         # 8 diagnoses x 3 traces; N2's tr-5 and tr-7 (it4) and N7's tr-6 (it8) were already shown
         "traces_used": {"total": 24, "distinct": 21},
         "sessions": {
@@ -314,7 +318,7 @@ def test_report_md_tables_and_metric_lines(finished: tuple[EvoDAG, Fixture, Path
         assert line in text.splitlines(), line
     assert text.endswith(
         "```\nbaseline_test: 0.5000\nbest_test: 0.9167\ndelta_test: 0.4167\nbaseline_dev: 0.5000\nbest_dev: 1.0000\n"
-        f"best_node: {ids['N7']}\niterations: 8\nrollouts: 85\noptimizer_cost_usd: 0.5900\n```\n"
+        f"best_node: {ids['N7']}\niterations: 8\nrollouts: 85\ninfra_errors: 0\noptimizer_cost_usd: 0.5900\n```\n"
     )
 
 
@@ -416,7 +420,7 @@ def test_report_of_a_run_that_has_not_started(tmp_path: Path, open_store: Callab
     assert "| Optimizer sessions | 0 |" in text.splitlines()
     assert text.endswith(
         "baseline_test: nan\nbest_test: nan\ndelta_test: nan\nbaseline_dev: nan\nbest_dev: nan\nbest_node: none\n"
-        "iterations: 0\nrollouts: 0\noptimizer_cost_usd: 0.0000\n```\n"
+        "iterations: 0\nrollouts: 0\ninfra_errors: 0\noptimizer_cost_usd: 0.0000\n```\n"
     )
     assert (tmp_path / "progress.png").stat().st_size > 5_000
     assert write_results_tsv(store, tmp_path / "results.tsv").read_text() == "commit\tmetric\tstatus\tdescription\n"

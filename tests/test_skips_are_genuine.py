@@ -19,6 +19,10 @@ GENUINE: dict[tuple[str, str], str] = {
         "test_inspect_benchmark.py",
         "\"needs inspect-ai: pip install 'saddler[inspect]' (scripts/test.sh installs it)\"",
     ): ("the optional `inspect` extra is not installed (found by find_spec; a broken install fails)"),
+    (
+        "test_harbor_benchmark.py",
+        "'needs a Harbor install (SADDLER_TEST_HARBOR or .venv-harbor: Python 3.12) and bwrap'",
+    ): "no Python 3.12 with Harbor here (scripts/test.sh installs it where it finds a Python 3.12), or no bwrap",
     ("test_disk_full.py", "'needs unshare with user and mount namespaces'"): "a kernel or container without userns",
     ("test_cli_errors.py", "'needs /dev/full'"): "a system without /dev/full",
     ("test_presets.py", "f'pi runs confined and bubblewrap cannot run here: {BWRAP_WHY}'"): "bubblewrap absent",

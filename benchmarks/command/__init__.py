@@ -8,6 +8,7 @@ Options (`[run.benchmark_options]`):
 - `metric_regex`: group 1 is the metric (multiline); empty: the output's single number (or last numeric line).
 - `metric_name`: how reports name it; default: the identifier the regex starts with (`p99_latency_ms` for
   `^p99_latency_ms:\\s*([0-9.]+)`), else `metric`.
+- `metric_unit`: its unit (`ms`, `%`), shown after every value of it; default none.
 - `score_min` / `score_max`: a bounded metric's range (e.g. 0 and 1 for accuracy): the score is then the metric
   mapped linearly onto 0..1 (direction-aware) and clamps outside. Without them the score is a strictly
   monotonic map of any real metric (`saddler.benchmark.MetricScale`): ranking and acceptance on the score
@@ -44,7 +45,10 @@ def metric_name_of(metric_regex: str) -> str:
 
 
 class CommandBenchmark(BenchmarkBase):
-    """The `command` benchmark (see the module docstring)."""
+    """Any eval command that prints a metric (`eval_command` + `metric_regex`, the 002 seed's contract).
+
+    Its options and behaviour: the module docstring.
+    """
 
     name = "command"
     score_kind = "mean_score"
@@ -63,6 +67,7 @@ class CommandBenchmark(BenchmarkBase):
         score_max: float | None = None,
         pass_threshold: float | None = None,
         metric_name: str = "",
+        metric_unit: str = "",
     ) -> None:
         if not eval_command.strip():
             raise ConfigError('the command benchmark needs benchmark_options.eval_command (e.g. "python3 eval.py")')
@@ -81,7 +86,7 @@ class CommandBenchmark(BenchmarkBase):
         self.timeout_s, self.score_min, self.score_max = timeout_s, score_min, score_max
         self.pass_threshold = pass_threshold
         self.metric: MetricScale = MetricScale(
-            metric_name or metric_name_of(metric_regex), metric_direction, score_min, score_max
+            metric_name or metric_name_of(metric_regex), metric_direction, score_min, score_max, metric_unit
         )
 
     def tasks(self, split: str) -> list[Task]:

@@ -27,23 +27,13 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from saddler.benchmark import BenchmarkBase, RolloutResult, Task
+from saddler.benchmark import BenchmarkBase, RolloutNeeds, RolloutResult, Task, model_needs
 from saddler.errors import ConfigError
 
 INSTALL_HINT = "the inspect benchmark needs inspect-ai: pip install 'saddler[inspect]'"
-KEY_VARIABLES = {
-    "anthropic": "ANTHROPIC_API_KEY",
-    "openai": "OPENAI_API_KEY",
-    "google": "GOOGLE_API_KEY",
-    "mistral": "MISTRAL_API_KEY",
-    "grok": "XAI_API_KEY",
-    "groq": "GROQ_API_KEY",
-    "together": "TOGETHER_API_KEY",
-}
 
 
 def inspect_installed() -> bool:
@@ -55,7 +45,10 @@ def inspect_installed() -> bool:
 
 
 class InspectBenchmark(BenchmarkBase):
-    """The `inspect` benchmark (see the module docstring)."""
+    """An Inspect AI task as the benchmark, the candidate's solver (agent) code as the harness.
+
+    Its options and behaviour: the module docstring.
+    """
 
     name = "inspect"
     score_kind = "mean_score"
@@ -165,18 +158,16 @@ class InspectBenchmark(BenchmarkBase):
         return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
     def check(self) -> list[str]:
-        """What is missing here: inspect-ai, the task file, the model provider's API key."""
+        """What is missing here: the task file (inspect-ai itself: the constructor refuses without it)."""
         problems: list[str] = []  # inspect-ai itself: __init__ refuses to build without it
         file = self.task.partition("@")[0]
         if file.endswith(".py") and not Path(file).is_file():
             problems.append(f"benchmark_options.task: no such file {file}")
-        variable = KEY_VARIABLES.get(self.model.partition("/")[0])
-        if variable and not os.environ.get(variable):
-            problems.append(
-                f"model {self.model} needs {variable}: export it and list it in executor.env_allow (rollouts get "
-                "only allow-listed variables)"
-            )
-        return problems
+        return problems  # the model's key and the network: `rollout_needs`, which the doctor checks
+
+    def rollout_needs(self) -> RolloutNeeds:
+        """The task model is called from each rollout: the network, its provider's key and base URL variables."""
+        return model_needs(self.model)
 
 
 def _inspect_version() -> str:

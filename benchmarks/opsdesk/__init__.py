@@ -12,7 +12,7 @@ TYPE_CHECKING = False  # imports stay lazy: a rollout child imports this package
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from saddler.benchmark import BankPatch, RolloutResult, Symptom, Task
+    from saddler.benchmark import BankPatch, RolloutNeeds, RolloutResult, Symptom, Task
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH_SOURCES = ("env.py", "world.py", "tasks.py", "grader.py", "session.py", "runner.py", "sdk.py")
@@ -40,7 +40,10 @@ def _digest(names: tuple[str, ...]) -> str:
 
 
 class OpsdeskBenchmark:
-    """The opsdesk benchmark. `noise` scales the simulated agent's mistake rates and transient faults."""
+    """The bundled offline benchmark: a SIMULATED office assistant in twelve universes.
+
+    `noise` scales the simulated agent's mistake rates and transient faults.
+    """
 
     name = "opsdesk"
     trace_format = (
@@ -91,6 +94,12 @@ class OpsdeskBenchmark:
     def check(self) -> list[str]:
         """Nothing to install: opsdesk is pure Python and offline."""
         return []
+
+    def rollout_needs(self) -> RolloutNeeds:
+        """Nothing: a simulation, no network, no key."""
+        from saddler.benchmark import RolloutNeeds
+
+        return RolloutNeeds()
 
 
 __all__ = ["TEMPLATE_DIR", "OpsdeskBenchmark"]

@@ -47,7 +47,10 @@ def make_agent(agent: str, model: str = "sonnet", omit_rate: float = 0.25) -> tu
 
 
 class SkillEvalsBenchmark(BenchmarkBase):
-    """The `skill-evals` benchmark (see the module docstring)."""
+    """Grade a SKILL.md harness on `{skill-name}-workspace/evals/evals.json` (the 000 seed's schema).
+
+    Its options and behaviour: the module docstring.
+    """
 
     name = "skill-evals"
     trace_format = (

@@ -45,6 +45,11 @@ def run_job(job: dict[str, Any], bench: Benchmark | None = None) -> RolloutResul
     trace_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     result = bench.run(Path(job["harness_dir"]), task, int(job["seed"]), trace_dir)
+    if not isinstance(result, RolloutResult):
+        raise TypeError(
+            f"{type(bench).__name__}.run() returned {type(result).__name__} {str(result)[:200]}: it must return a "
+            "saddler.benchmark.RolloutResult(task_id, score, passed, disposition, ...) (see the README)"
+        )
     if not result.duration_s:
         result.duration_s = time.perf_counter() - start
     return result

@@ -11,8 +11,11 @@ import importlib.util
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+from saddler.benchmark import RolloutNeeds
 from saddler.config import ExecutorConfig
 
 MARKER_VAR = "SADDLER_ROLLOUT_MARKER"
@@ -90,6 +93,46 @@ def scrubbed_env(config: ExecutorConfig, benchmark: str, marker: str) -> dict[st
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env[MARKER_VAR] = marker
     return env
+
+
+def rollout_gaps(needs: RolloutNeeds, config: ExecutorConfig, environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """What `[run.executor]` (and the environment it passes on) lacks for rollouts that need `needs`: (dotted key
+    under `run.executor`, what is wrong and what to do); empty when nothing is missing."""
+    why = f" ({needs.why})" if needs.why else ""
+    gaps = []
+    if needs.network and not config.network:
+        gaps.append(("network", f"the benchmark's rollouts call the network{why}; with executor.network = false "
+                                "they hang until executor.timeout_s: set executor.network = true"))  # fmt: skip
+    for name in (*needs.env, *needs.optional_env):
+        if name not in config.env_allow and (name in needs.env or environ.get(name)):
+            gaps.append(("env_allow", f"the benchmark's rollouts read {name}{why} but executor.env_allow does not "
+                                      f"pass it: add {name!r} to executor.env_allow"))  # fmt: skip
+    for name in needs.env:
+        if not environ.get(name):
+            gaps.append(("env", f"{name} is not set{why}: export it before saddler run"))
+    return gaps
+
+
+def apply_needs(executor: dict[str, Any], needs: RolloutNeeds, environ: Mapping[str, str]) -> list[str]:
+    """Set in a new run's `[run.executor]` table what the benchmark's rollouts need and the user left unset: the
+    network, and every variable of `needs` on the allow-list (optional ones when set here). Returns what it set,
+    one phrase each (for `saddler init` to say)."""
+    done = []
+    if needs.network and "network" not in executor:
+        executor["network"] = True
+        done.append("executor.network = true")
+    allow = list(executor.get("env_allow", ExecutorConfig().env_allow))
+    added = [n for n in (*needs.env, *needs.optional_env) if n not in allow and (n in needs.env or environ.get(n))]
+    if added:
+        executor["env_allow"] = allow + added
+        done.append(f"executor.env_allow += {', '.join(added)}")
+    return done
+
+
+def batch_env(config: ExecutorConfig, benchmark: str) -> dict[str, str]:
+    """The environment of a batch a benchmark runs itself (`BatchBenchmark`): a rollout's, without a private
+    HOME (the outside runner keeps its caches in the user's)."""
+    return scrubbed_env(config, benchmark, f"batch-{os.getpid()}")
 
 
 def home_env(home: str) -> dict[str, str]:

@@ -257,5 +257,15 @@ def _stop_servers(idle: list[Zygote], home: Path) -> None:
 def _failure(job: RolloutJob, disposition: str, elapsed: float, tail: str) -> RolloutResult:
     return RolloutResult(
         task_id=job.task.id, score=0.0, passed=False, disposition=disposition,
-        duration_s=elapsed, error_tail=tail[-TAIL_BYTES:],
+        duration_s=elapsed, error_tail=keep_marker(tail),
     )  # fmt: skip
+
+
+def keep_marker(text: str, limit: int = TAIL_BYTES) -> str:
+    """`text` cut to `limit` characters: its first line (saddler's own `[saddler] …` marker) kept whole, then as
+    much of the end of the rest (the rollout's last output) as fits."""
+    if len(text) <= limit:
+        return text
+    head, _, rest = text.partition("\n")
+    head = head[: limit // 2]
+    return f"{head}\n…{rest[-(limit - len(head) - 2) :]}"

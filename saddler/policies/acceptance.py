@@ -18,7 +18,8 @@ per-task score compared (`policies.score`): `mean_score` (mean graded score over
 Options for every rule: `min_margin` (the mean must rise by more than it), `reject_task_regression` (any task
 that passed before and fails after rejects, the 000 seed's assertion-level rule), `accept_neutral` (an equal
 score with no regression is kept: the seed's approved NEUTRAL). Every decision carries the confidence, computed
-the same way whatever the rule, so decisions of different strategies can be compared.
+the same way whatever the rule, so decisions of different strategies can be compared. `metric`: the benchmark's
+own metric, in which a mean graded score is stated in the decision's reason.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from statistics import mean
+
+from evodag.metric import MetricScale, score_text
 
 INVALID_DISPOSITIONS = ("infra_error", "timeout")
 MEASURES = ("sequential", "strict_mean", "pass_count")
@@ -131,6 +134,7 @@ class Acceptance:
     score: str = "mean_score"  # the per-task score compared (policies.score)
     measure: str = "sequential"  # sequential | strict_mean | pass_count (see the module docstring)
     confidence: float = 0.8  # sequential: decide at this confidence (or at 1 - it)
+    metric: MetricScale | None = None  # the reason states a mean graded score as this metric
 
     @property
     def gathers_evidence(self) -> bool:
@@ -153,7 +157,9 @@ class Acceptance:
         else:
             b, a, label = batch_mean(before, tasks, kind), batch_mean(after, tasks, kind), "batch"
         regressions = tuple(t for t in tasks if before[t].passed and not after[t].passed)
-        text = f"{label} {b:.3f} -> {a:.3f} on {len(tasks)} task(s)"
+        scale = self.metric if self.measure != "pass_count" and kind == "mean_score" else None
+        label += f" {scale.label}" if scale is not None else ""
+        text = f"{label} {score_text(b, scale)} -> {score_text(a, scale)} on {len(tasks)} task(s)"
         if self.measure == "sequential":
             text += f", {_count(wins)} win(s) {_count(losses)} loss(es), P(better) {conf:.2f}"
 
@@ -188,9 +194,10 @@ def make_acceptance(
     score: str = "mean_score",
     measure: str = "sequential",
     confidence: float = 0.8,
+    metric: MetricScale | None = None,
 ) -> Acceptance:
     if measure not in MEASURES:
         raise ValueError(f"unknown acceptance {measure!r}; available: {', '.join(MEASURES)}")
     if not 0.5 < confidence < 1.0:
         raise ValueError(f"the acceptance confidence must be in (0.5, 1), not {confidence}")
-    return Acceptance(min_margin, reject_task_regression, accept_neutral, score, measure, confidence)
+    return Acceptance(min_margin, reject_task_regression, accept_neutral, score, measure, confidence, metric)

@@ -17,6 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from evodag.history import metric_keys
+from evodag.metric import delta_text, run_metric, scale_of, score_text
 from evodag.models import Edge, Node, RolloutRow
 from evodag.store import EvoDAG
 from saddler import scoring
@@ -45,8 +47,9 @@ def pass_at_1(rows: Iterable[RolloutRow], kind: str = "pass_rate") -> dict[str, 
 def described_metric(store: EvoDAG, run_id: int) -> MetricScale | None:
     """The benchmark's own metric as the run recorded it at its start, or None."""
     for ev in store.events(run_id=run_id, kind="benchmark.described"):
-        if ev.payload.get("metric"):
-            return MetricScale(**ev.payload["metric"])
+        scale = scale_of(ev.payload.get("metric"))
+        if scale is not None:
+            return scale
     return None
 
 
@@ -71,7 +74,7 @@ def _metric_summary(
     def dev_rows(node: Node | None) -> list[RolloutRow]:
         return store.rollouts(run_id, node_id=node.id, split="dev") if node else []
 
-    out: dict[str, Any] = {"name": scale.name, "direction": scale.direction}
+    out: dict[str, Any] = {"name": scale.name, "direction": scale.direction, "label": scale.label}
     for split, (base_rows, best_rows) in (("test", test_rows), ("dev", (dev_rows(base), dev_rows(best)))):
         b, f = mean(base, base_rows), mean(best, best_rows)
         out[split] = {"baseline": b, "final": f, "delta": None if b is None or f is None else round(f - b, 9)}
@@ -97,17 +100,19 @@ def lineage(nodes: dict[int, Node], node_id: int) -> list[Node]:
     return chain[::-1]
 
 
-def _dev_delta(nodes: dict[int, Node], node: Node) -> float | None:
-    """Dev mean minus the dev mean of the nearest ancestor that was evaluated on dev."""
+def _dev_parent(nodes: dict[int, Node], node: Node) -> float | None:
+    """The dev mean of the nearest ancestor that was evaluated on dev (None when the node has no dev mean)."""
     if node.dev_mean is None:
         return None
     for ancestor in reversed(lineage(nodes, node.id)[:-1]):
         if ancestor.dev_mean is not None:
-            return _r(node.dev_mean - ancestor.dev_mean)
+            return ancestor.dev_mean
     return None
 
 
-def _mutation(nodes: dict[int, Node], node: Node) -> dict[str, Any]:
+def _mutation(
+    nodes: dict[int, Node], node: Node, scales: tuple[MetricScale | None, MetricScale | None]
+) -> dict[str, Any]:
     hyp = node.hypothesis or {}
     delta = None
     if node.batch_before is not None and node.batch_after is not None:
@@ -125,7 +130,11 @@ def _mutation(nodes: dict[int, Node], node: Node) -> dict[str, Any]:
         "batch_after": _r(node.batch_after),
         "batch_delta": delta,
         "dev_mean": _r(node.dev_mean),
-        "dev_delta": _dev_delta(nodes, node),
+        "dev_before": _r(_dev_parent(nodes, node)),
+        "dev_delta": _delta(_dev_parent(nodes, node), node.dev_mean),
+        # as a person reads them: in the run's metric when it has one (from the unrounded scores)
+        "batch_delta_text": delta_text(node.batch_before, node.batch_after, scales[1]),
+        "dev_delta_text": delta_text(_dev_parent(nodes, node), node.dev_mean, scales[0]),
     }
 
 
@@ -231,7 +240,8 @@ def _patch_stats(candidates: list[Node]) -> dict[str, Any]:
 
 
 def _cost(store: EvoDAG, run_id: int, wall: float | None) -> dict[str, Any]:
-    by_split = Counter(r.split for r in store.rollouts(run_id))
+    rows = store.rollouts(run_id)
+    by_split = Counter(r.split for r in rows)
     traces: list[str] = []
     for ev in store.events(run_id=run_id, kind="diagnosis.evidence"):
         traces.extend(str(p) for p in ev.payload.get("trace_paths", []))
@@ -247,6 +257,7 @@ def _cost(store: EvoDAG, run_id: int, wall: float | None) -> dict[str, Any]:
             "total": store.count_rollouts(run_id),
             "by_split": {split: by_split.get(split, 0) for split in ("train", "dev", "test")},
             "cost_usd": _r(store.rollout_cost(run_id)),
+            "infra_errors": sum(1 for r in rows if r.disposition == "infra_error"),
         },
         "traces_used": {"total": len(traces), "distinct": len(set(traces))},
         "sessions": {
@@ -296,6 +307,7 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
     dev_base = {"mean": _r(base.dev_mean), "std": _r(base.dev_std)} if base else {"mean": None, "std": None}
     dev_best = {"mean": _r(best.dev_mean), "std": _r(best.dev_std)} if best else {"mean": None, "std": None}
     wall = _wall_time(run.started_at, run.finished_at)
+    scales = (run_metric(store, run.id), run_metric(store, run.id, batch=True))
     return {
         "run": {
             "id": run.id,
@@ -321,6 +333,14 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
             "dev": {"baseline": dev_base, "final": dev_best, "delta": _delta(dev_base["mean"], dev_best["mean"])},
             "score": kind,
             "metric": _metric_summary(store, run.id, base, best, (base_rows, best_rows)),
+            "scale": metric_keys(store, run.id),  # every score shown as the metric it stands for
+            "shown": {  # the baseline's and the best's scores in the metric, from the unrounded means
+                split: [
+                    score_text(getattr(n, f"{split}_mean"), scales[0]) if n and scales[0] else None
+                    for n in (base, best)
+                ]
+                for split in ("test", "dev")
+            },
         },
         "counts": {
             "iterations": len(iterations),
@@ -335,8 +355,8 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
         },
         "decisions": decisions(iterations),
         "effective_mutations": {
-            "lineage": [_mutation(nodes, n) for n in chain[1:]],
-            "accepted": [_mutation(nodes, n) for n in candidates if n.status == "accepted"],
+            "lineage": [_mutation(nodes, n, scales) for n in chain[1:]],
+            "accepted": [_mutation(nodes, n, scales) for n in candidates if n.status == "accepted"],
         },
         "per_task": _per_task(store, chain, base_rows, best_rows) if base and best else [],
         "failed_mutations": _failed(store, run.id, candidates),

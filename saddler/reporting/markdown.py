@@ -69,15 +69,21 @@ def _summary(f: dict[str, Any]) -> list[str]:
     test, dev, counts = f["summary"]["test"], f["summary"]["dev"], f["counts"]
     k = test["final"]["runs"] or test["baseline"]["runs"]
     label = SCORE_LABELS.get(f["summary"].get("score", "pass_rate"), "Pass@1")
+    metric_shown = f["summary"].get("shown") or {}
+
+    def shown(figure: dict[str, Any], split: str, which: int) -> str:
+        text = (metric_shown.get(split) or [None, None])[which]
+        return _score(figure) + (f" ({text})" if text else "")
+
     rows: list[Row] = [
-        [f"Test {label} (k={k})", _score(test["baseline"]), _score(test["final"]), _delta_ci(test)],
-        [f"Dev {label}", _score(dev["baseline"]), _score(dev["final"]), _signed(dev["delta"])],
+        [f"Test {label} (k={k})", shown(test["baseline"], "test", 0), shown(test["final"], "test", 1), _delta_ci(test)],
+        [f"Dev {label}", shown(dev["baseline"], "dev", 0), shown(dev["final"], "dev", 1), _signed(dev["delta"])],
     ]
     metric = f["summary"].get("metric")
     for split in ("test", "dev") if metric else ():
         m = metric[split]
         rows.append(
-            [f"{split.title()} {metric['name']} ({metric['direction']})", _g(m["baseline"]), _g(m["final"]),
+            [f"{split.title()} {metric.get('label') or metric['name']}", _g(m["baseline"]), _g(m["final"]),
              _g(m["delta"], "+")]
         )  # fmt: skip
     rows += [
@@ -99,8 +105,8 @@ def _mutations(rows: list[dict[str, Any]]) -> list[Row]:
             m["subtype"],
             m["origin"],
             m["hypothesis"],
-            _signed(m["batch_delta"]),
-            _signed(m["dev_delta"]),
+            m["batch_delta_text"],
+            m["dev_delta_text"],
         ]
         for m in rows
     ]
@@ -196,6 +202,7 @@ def _cost(f: dict[str, Any]) -> list[str]:
     roles = ", ".join(f"{role} {v['count']}" for role, v in se["by_role"].items())
     rows: list[Row] = [
         ["Rollouts executed", f"{ro['total']} ({split})"],
+        ["Infra errors (count nowhere)", infra_text(ro["infra_errors"], ro["total"])],
         ["Rollout cost (USD)", f"{ro['cost_usd']:.4f}"],
         ["Traces used by diagnosis", f"{tr['total']} ({tr['distinct']} distinct)"],
         ["Optimizer sessions", f"{se['count']} ({roles})" if roles else se["count"]],
@@ -205,6 +212,11 @@ def _cost(f: dict[str, Any]) -> list[str]:
         ["Wall time", _duration(c["wall_time_s"])],
     ]
     return ["## Cost", "", *table(["Item", "Value"], rows)]
+
+
+def infra_text(errors: int, total: int) -> str:
+    """`N of M rollouts (P%)`: the share of rollouts that could not run (their scores count nowhere)."""
+    return f"{errors} of {total} rollouts ({100 * errors / total:.1f}%)" if total else "0"
 
 
 def _metric(x: float | None) -> str:
@@ -231,6 +243,7 @@ def metric_lines(f: dict[str, Any]) -> list[str]:
         f"best_node: {f['best']['node'] if f['best'] else 'none'}",
         f"iterations: {f['counts']['iterations']}",
         f"rollouts: {f['cost']['rollouts']['total']}",
+        f"infra_errors: {f['cost']['rollouts']['infra_errors']}",
         f"optimizer_cost_usd: {f['cost']['sessions']['cost_usd']:.4f}",
     ]
 
@@ -251,6 +264,10 @@ def render_report(f: dict[str, Any]) -> str:
     head.insert(len(head) - 1, meaning)
     if f["best"]:
         head += ["", f"Best node (highest dev score): #{f['best']['node']} `{f['best']['commit']}`."]
+    errors, total = f["cost"]["rollouts"]["infra_errors"], f["cost"]["rollouts"]["total"]
+    if errors:
+        head += ["", f"**Infra errors:** {infra_text(errors, total)} could not run (the benchmark or the machine "
+                     "failed, not the harness): their scores count in no figure of this report."]  # fmt: skip
     sections = [
         head,
         _summary(f),

@@ -2,14 +2,16 @@
 
 The baseline comes first (status keep), then every decided candidate in iteration order. metric = dev mean
 when the node was evaluated on dev, else its batch score after the patch, else 0.0000 (autoresearch's
-value for a crash). status: keep (accepted / neutral), discard (rejected), crash (invalid). Pending nodes
-(not decided yet) are left out.
+value for a crash); in the benchmark's own metric (its unit, 6 significant digits) when the run ranks on one.
+status: keep (accepted / neutral), discard (rejected), crash (invalid). Pending nodes (not decided yet) are
+left out.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from evodag.metric import run_metric
 from evodag.models import Node
 from evodag.store import EvoDAG
 from saddler.files import write_text_atomic
@@ -36,10 +38,12 @@ def result_rows(store: EvoDAG, run_id: int | None = None) -> list[tuple[str, str
     run = store.get_run(run_id)
     nodes = [n for n in store.nodes(run.id) if n.status in STATUS]
     nodes.sort(key=lambda n: (n.status != "baseline", n.iteration, n.id))
+    dev_scale, batch_scale = run_metric(store, run.id), run_metric(store, run.id, batch=True)
     rows = []
     for node in nodes:
-        metric = node.dev_mean if node.dev_mean is not None else node.batch_after
-        rows.append((node.commit[:7], f"{metric or 0.0:.4f}", STATUS[node.status], describe(node)))
+        score, scale = (node.dev_mean, dev_scale) if node.dev_mean is not None else (node.batch_after, batch_scale)
+        metric = scale.plain(score) if scale is not None and score is not None else f"{score or 0.0:.4f}"
+        rows.append((node.commit[:7], metric, STATUS[node.status], describe(node)))
     return rows
 
 

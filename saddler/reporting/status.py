@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from evodag.metric import MetricScale, run_metric, scale_of, score_text
 from evodag.models import Run
 from evodag.store import EvoDAG
 from saddler.control import PAUSED, STOP_REQUESTED, RunControls
@@ -48,7 +49,8 @@ def status_snapshot(store: EvoDAG, run_dir: Path, run_id: int | None = None) -> 
     iterations = store.iterations(run.id)
     best = store.get_node(run.best_node_id) if run.best_node_id is not None else None
     base = store.get_node(run.baseline_node_id) if run.baseline_node_id is not None else None
-    by_split = Counter(r.split for r in store.rollouts(run.id))
+    rows = store.rollouts(run.id)
+    by_split = Counter(r.split for r in rows)
     optimizer, rollouts = store.session_cost(run.id), store.rollout_cost(run.id)
     return {
         "run_id": run.id,
@@ -74,6 +76,8 @@ def status_snapshot(store: EvoDAG, run_dir: Path, run_id: int | None = None) -> 
         "baseline_dev": base.dev_mean if base else None,
         "rollouts": store.count_rollouts(run.id),
         "rollouts_by_split": {split: by_split.get(split, 0) for split in ("train", "dev", "test")},
+        "infra_errors": sum(1 for r in rows if r.disposition == "infra_error"),
+        "metric": scale.to_dict() if (scale := run_metric(store, run.id)) is not None else None,
         "cost_usd": {
             "optimizer": round(optimizer, 6),
             "rollouts": round(rollouts, 6),
@@ -82,8 +86,8 @@ def status_snapshot(store: EvoDAG, run_dir: Path, run_id: int | None = None) -> 
     }
 
 
-def _score(x: float | None) -> str:
-    return "—" if x is None else f"{x:.4f}"
+def _score(x: float | None, scale: MetricScale | None = None) -> str:
+    return score_text(x, scale, digits=4)
 
 
 def render_status(snap: dict[str, Any]) -> str:
@@ -104,14 +108,17 @@ def render_status(snap: dict[str, Any]) -> str:
     best = "—" if snap["best_node"] is None else f"node {snap['best_node']} ({snap['best_commit']})"
     split = ", ".join(f"{k} {v}" for k, v in snap["rollouts_by_split"].items())
     cost = snap["cost_usd"]
+    scale = scale_of(snap.get("metric"))
+    errors = snap.get("infra_errors", 0)
+    infra = f" · infra errors {errors} ({100 * errors / snap['rollouts']:.1f}%, counted nowhere)" if errors else ""
     return "\n".join(
         [
             head,
             where,
             f"last decisions: {decisions}",
-            f"best: {best} dev {_score(snap['best_dev'])} (baseline {_score(snap['baseline_dev'])})",
+            f"best: {best} dev {_score(snap['best_dev'], scale)} (baseline {_score(snap['baseline_dev'], scale)})",
             f"stall {snap['stall_count']}{limit} · exploration {'on' if snap['exploration'] else 'off'}",
             f"rollouts {snap['rollouts']} ({split}) · cost ${cost['total']:.4f} "
-            f"(optimizer ${cost['optimizer']:.4f}, rollouts ${cost['rollouts']:.4f})",
+            f"(optimizer ${cost['optimizer']:.4f}, rollouts ${cost['rollouts']:.4f}){infra}",
         ]
     )

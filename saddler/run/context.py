@@ -16,7 +16,9 @@ from evodag.models import Iteration, Node, RolloutRow
 from evodag.store import EvoDAG
 from saddler.benchmark import SCORE_KINDS, Benchmark, Task, load_benchmark
 from saddler.config import RunConfig
+from saddler.errors import RolloutsFailedError
 from saddler.executor import make_executor
+from saddler.executor.environment import batch_env
 from saddler.harness.space import HarnessSpace
 from saddler.policies import (
     Acceptance,
@@ -31,7 +33,7 @@ from saddler.policies import (
 )
 from saddler.ports import Executor, Progress, SessionBackend
 from saddler.run import evolution
-from saddler.run.evaluate import Evaluator
+from saddler.run.evaluate import BatchSettings, Evaluator
 from saddler.run.folder import RunPaths
 from saddler.run.outcomes import evidence, failure_kinds, split_seeds, task_outcomes, transitions
 from saddler.run.session_calls import SessionCalls
@@ -73,14 +75,16 @@ class RunContext:
         index = self.task_index
         tasks = [index[t] for t in batch]
         if self.cfg.loop.noise_rule == "two_then_majority":
-            return self.evaluator.evaluate_majority(node, tasks, "train", self.train_seeds)
-        return self.evaluator.evaluate(node, tasks, "train", self.train_seeds)
+            rows = self.evaluator.evaluate_majority(node, tasks, "train", self.train_seeds)
+        else:
+            rows = self.evaluator.evaluate(node, tasks, "train", self.train_seeds)
+        return refuse_broken_baseline(node, rows)
 
     def eval_dev(self, node: Node) -> Node:
         """Dev score of `node` under `score_kind` (cached on the node once computed)."""
         if node.dev_mean is not None:
             return node
-        rows = self.evaluator.evaluate(node, self.tasks["dev"], "dev", self.dev_seeds)
+        rows = refuse_broken_baseline(node, self.evaluator.evaluate(node, self.tasks["dev"], "dev", self.dev_seeds))
         score = node_score(rows, self.score_kind)
         return self.store.update_node(node.id, dev_mean=score.mean, dev_std=score.std)
 
@@ -191,6 +195,20 @@ class RunContext:
         )
 
 
+def refuse_broken_baseline(node: Node, rows: list[RolloutRow]) -> list[RolloutRow]:
+    """`rows`, unless `node` is the baseline and not one of its rollouts could run (all `infra_error`): then the
+    benchmark or the machine is broken, and the run stops (`RolloutsFailedError`, exit 1) with the first error."""
+    if node.status != "baseline" or not rows or any(r.disposition != "infra_error" for r in rows):
+        return rows
+    first = rows[0]
+    detail = (first.error_tail or first.rationale or "no error text").strip()
+    where = f" (trace: {first.trace_path})" if first.trace_path else ""
+    raise RolloutsFailedError(
+        f"every one of the baseline's {len(rows)} {first.split} rollout(s) is an infra_error: the benchmark could "
+        f"not run them, so there is nothing to optimize. The first ({first.task_id}){where}:\n{detail}"
+    )
+
+
 def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progress) -> RunContext:
     """Open every collaborator of a run (creating the run row on first use)."""
     space = HarnessSpace(paths.harness(cfg.harness), paths.worktrees)
@@ -219,6 +237,7 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
         paths.root,
         cache_store=cache,
         progress=progress,
+        batch=BatchSettings(cfg.executor.workers, batch_env(cfg.executor, cfg.benchmark), cfg.executor.timeout_s),
     )
     pol, loop = cfg.policies, cfg.loop
     train_ids = [t.id for t in tasks["train"]]
@@ -255,6 +274,7 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
             kind,
             pol.acceptance,
             pol.acceptance_confidence,
+            benchmark.metric,
         ),
         stop=StopConditions(loop, paths.root),
         train_seeds=split_seeds(cfg.seed, "train", reps),

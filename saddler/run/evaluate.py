@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import math
 import re
 import shutil
 import tempfile
@@ -28,7 +29,7 @@ from typing import Any
 
 from evodag.models import DISPOSITIONS, Node, RolloutRow
 from evodag.store import EvoDAG
-from saddler.benchmark import Benchmark, RolloutResult, Task, complete
+from saddler.benchmark import Batch, BatchBenchmark, BatchRollout, Benchmark, RolloutResult, Task, complete
 from saddler.errors import DiskFullError, ExecutorError
 from saddler.executor.base import RolloutJob, rollout_cache_key
 from saddler.executor.environment import private_base, private_prefix
@@ -58,6 +59,16 @@ def rollout_trace_dir(run_dir: Path, node_id: int, split: str, task_id: str, rep
 
 
 @dataclass(frozen=True)
+class BatchSettings:
+    """What a benchmark that runs whole batches (`BatchBenchmark`) gets from `[run.executor]`: how many rollouts
+    at once, the scrubbed rollout environment, the time one rollout may take."""
+
+    workers: int
+    env: dict[str, str]
+    timeout_s: float
+
+
+@dataclass(frozen=True)
 class _Planned:
     task: Task
     repetition: int
@@ -80,6 +91,7 @@ class Evaluator:
         run_dir: Path,
         cache_store: EvoDAG | None = None,
         progress: Progress | None = None,
+        batch: BatchSettings | None = None,
     ) -> None:
         self.store, self.run_id, self.space = store, run_id, space
         self.benchmark_name, self.benchmark_options = benchmark_name, dict(benchmark_options)
@@ -87,6 +99,8 @@ class Evaluator:
         self.cache_store = cache_store
         self.progress: Progress = progress or NullProgress()
         benchmark = complete(benchmark)  # a plugin with only tasks + run gets the defaults
+        self.batch_runner = benchmark if batch is not None and isinstance(benchmark, BatchBenchmark) else None
+        self.batch = batch
         self.bench_fp = benchmark.fingerprint()
         self.model_fp = benchmark.model_fingerprint()
         self.executed_count = 0
@@ -181,6 +195,9 @@ class Evaluator:
 
     def _execute(self, node: Node, split: str, misses: list[_Planned], rows: dict[str, RolloutRow]) -> None:
         harness_dir = self._snapshot(node.commit)
+        if self.batch_runner is not None:
+            self._execute_batch(node, split, misses, rows, Path(harness_dir))
+            return
         tree = self.space.tree_of(node.commit)
         by_key = {item.key: item for item in misses}
         jobs = [
@@ -194,29 +211,14 @@ class Evaluator:
                 split=split,
                 seed=item.seed,
                 repetition=item.repetition,
-                trace_dir=str(
-                    rollout_trace_dir(self.run_dir, node.id, split, item.task.id, item.repetition, item.seed)
-                ),
+                trace_dir=str(self._trace_dir(node, split, item)),
                 cache_key=item.key,
             )
             for item in misses
         ]
 
         def on_result(job: RolloutJob, result: RolloutResult) -> None:
-            if job.cache_key in rows:  # a retried task delivered twice: the first result stands
-                return
-            fault_point("rollout", job.trace_dir)
-            if result.disposition == "infra_error" and any(m in result.error_tail for m in _DISK_FULL):
-                raise DiskFullError(f"rollout {job.task.id}", job.trace_dir)  # the machine's fault, not the candidate's
-            result = _with_trace(_sanitize(result), Path(job.trace_dir))
-            fields = {name: getattr(result, name) for name in _COPIED}
-            rows[job.cache_key] = self.store.add_rollout(
-                **self._identity(node, split, by_key[job.cache_key]), **fields, cost=result.cost
-            )
-            if self.cache_store is not None:
-                self.cache_store.cache_put(job.cache_key, {**result.to_dict(), "task_group": job.task.group})
-            self.executed_count += 1
-            self.progress.advance()
+            self._store(node, split, by_key[job.cache_key], result, rows)
 
         self.progress.start(len(jobs), f"n{node.id} {split}")
         try:
@@ -228,6 +230,48 @@ class Evaluator:
         finally:
             self.progress.finish()
 
+    def _execute_batch(
+        self, node: Node, split: str, misses: list[_Planned], rows: dict[str, RolloutRow], harness_dir: Path
+    ) -> None:
+        """The misses as one batch of a `BatchBenchmark`, each result stored the moment it is handed on."""
+        assert self.batch_runner is not None and self.batch is not None
+        rollouts = {BatchRollout(m.task, m.seed, m.repetition, self._trace_dir(node, split, m)): m for m in misses}
+        digest = hashlib.sha256("\n".join(sorted(m.key for m in misses)).encode()).hexdigest()[:12]
+        folder = self.run_dir / "traces" / f"n{node.id}" / split / f"batch-{digest}"
+        folder.mkdir(parents=True, exist_ok=True)
+        batch = Batch(harness_dir, tuple(rollouts), folder, self.batch.workers, dict(self.batch.env),
+                      self.batch.timeout_s)  # fmt: skip
+
+        def on_result(rollout: BatchRollout, result: RolloutResult) -> None:
+            self._store(node, split, rollouts[rollout], result, rows)
+
+        self.progress.start(len(misses), f"n{node.id} {split}")
+        try:
+            self.batch_runner.run_batch(batch, on_result)
+        finally:
+            self.progress.finish()
+
+    def _trace_dir(self, node: Node, split: str, item: _Planned) -> Path:
+        return rollout_trace_dir(self.run_dir, node.id, split, item.task.id, item.repetition, item.seed)
+
+    def _store(
+        self, node: Node, split: str, item: _Planned, result: RolloutResult, rows: dict[str, RolloutRow]
+    ) -> None:
+        """Store one executed rollout's result as this node's row (and in the shared cache)."""
+        if item.key in rows:  # a retried task delivered twice: the first result stands
+            return
+        trace_dir = self._trace_dir(node, split, item)
+        fault_point("rollout", str(trace_dir))
+        if result.disposition == "infra_error" and any(m in result.error_tail for m in _DISK_FULL):
+            raise DiskFullError(f"rollout {item.task.id}", str(trace_dir))  # the machine's fault, not the candidate's
+        result = _with_trace(_sanitize(result), trace_dir)
+        fields = {name: getattr(result, name) for name in _COPIED}
+        rows[item.key] = self.store.add_rollout(**self._identity(node, split, item), **fields, cost=result.cost)
+        if self.cache_store is not None:
+            self.cache_store.cache_put(item.key, {**result.to_dict(), "task_group": item.task.group})
+        self.executed_count += 1
+        self.progress.advance()
+
 
 def _with_trace(result: RolloutResult, trace_dir: Path) -> RolloutResult:
     """Point a result that names no trace at its rollout's trace folder, when the rollout wrote anything there."""
@@ -237,9 +281,19 @@ def _with_trace(result: RolloutResult, trace_dir: Path) -> RolloutResult:
 
 
 def _sanitize(result: RolloutResult) -> RolloutResult:
-    """A result the store accepts: an unknown disposition becomes `infra_error`, the score is clamped to 0..1."""
+    """A result the store accepts: one that breaks the contract (an unknown disposition, a score that is not a
+    number, `passed` that is not a bool) becomes an `infra_error` that says what was wrong (its score counts
+    nowhere); the score is clamped to 0..1."""
+    problems = []
     if result.disposition not in DISPOSITIONS:
-        result.error_tail = f"[saddler] unknown disposition {result.disposition!r}\n{result.error_tail}"[-2048:]
-        result.disposition, result.passed = "infra_error", False
+        problems.append(f"unknown disposition {result.disposition!r} (one of {', '.join(DISPOSITIONS)})")
+    if isinstance(result.score, bool) or not isinstance(result.score, int | float) or not math.isfinite(result.score):
+        problems.append(f"score {result.score!r} is not a finite number")
+    if not isinstance(result.passed, bool):
+        problems.append(f"passed {result.passed!r} is not a bool")
+    if problems:
+        head = f"[saddler] the benchmark's RolloutResult breaks the contract: {'; '.join(problems)}"
+        result.error_tail = f"{head}\n{result.error_tail}"[:2048]
+        result.disposition, result.passed, result.score = "infra_error", False, 0.0
     result.score = min(1.0, max(0.0, float(result.score)))
     return result

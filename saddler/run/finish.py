@@ -37,6 +37,7 @@ class RunOutcome:
     baseline_test_metric: float | None = None
     best_test_metric: float | None = None
     delta_test_ci95: tuple[float, float] | None = None  # paired bootstrap over the test tasks
+    infra_errors: int = 0  # rollouts that could not run: their scores count nowhere
 
     def metric_lines(self) -> list[str]:
         lines = [f"termination: {self.reason}", f"best_node: {self.best_node}", f"score: {self.score}"]
@@ -58,6 +59,9 @@ class RunOutcome:
             for label, value in (("baseline", self.baseline_test_metric), ("best", self.best_test_metric)):
                 lines.append(f"{label}_test_metric: {'nan' if value is None else f'{value:.6g}'}")
         lines.append(f"rollouts: {self.rollouts}")
+        if self.infra_errors:
+            share = 100 * self.infra_errors / max(1, self.rollouts)
+            lines.append(f"infra_errors: {self.infra_errors} ({share:.1f}% of rollouts, counted nowhere)")
         if self.report:
             lines.append(f"report: {self.report}")
         return lines
@@ -125,9 +129,10 @@ def _outcome(ctx: RunContext, reason: str, base: Node, best: Node, report: Path 
         ctx.store.count_rollouts(ctx.run_id),
         report,
         ctx.score_kind,
-        f"{scale.name} ({scale.direction})" if scale is not None else None,
+        scale.label if scale is not None else None,
         *metrics,
         delta_ci,
+        ctx.store.disposition_counts(ctx.run_id).get("infra_error", 0),
     )
 
 

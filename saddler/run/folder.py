@@ -10,6 +10,7 @@ RUN/.lock             the single-writer lock (`saddler.runlock`)
 
 from __future__ import annotations
 
+import os
 import shutil
 import tomllib
 from collections.abc import Callable
@@ -169,6 +170,7 @@ def init_run(
         )
     merge_overrides(run, overrides)
     _absolute_prompts(run)
+    notes = _benchmark_settings(run)
     _check_new_run(run, source, "template" if template else "--harness")
     dirty = _uncommitted(source, paths.root) if harness is not None else []
     if dirty and not include_uncommitted:
@@ -206,7 +208,37 @@ def init_run(
         raise
     if dirty and say is not None:
         say(f"included {len(dirty)} uncommitted file(s) of {source} in the run's baseline commit: {_listing(dirty)}")
+    for note in notes:
+        if say is not None:
+            say(note)
     return paths.config
+
+
+def _benchmark_settings(run: dict[str, Any]) -> list[str]:
+    """Fill in what the benchmark's rollouts need and the user left unset (`RolloutNeeds`: the network, the
+    variables to pass) and say what the run should know: what init set, and that the offline backend has nothing
+    to patch with when the benchmark ships no patch bank. A benchmark that cannot be built is left to the checks."""
+    from saddler.benchmark import load_benchmark
+    from saddler.executor.environment import apply_needs
+
+    try:
+        bench = load_benchmark(run["benchmark"], run.get("benchmark_options") or {})
+        needs, bank = bench.rollout_needs(), bench.patch_bank()
+    except Exception:  # a plugin may raise anything here; `_check_new_run` reports it as a config error
+        return []
+    notes = []
+    executor = dict(run.get("executor") or {})
+    done = apply_needs(executor, needs, os.environ)
+    if done:
+        run["executor"] = executor
+        notes.append(f"set {'; '.join(done)}: {needs.why or 'the benchmark says its rollouts need it'}")
+    if run.get("sessions", {}).get("backend") == "offline" and not bank:
+        notes.append(
+            f"note: the offline backend patches only benchmarks that ship a patch bank, and {bench.name} has none: "
+            "every offline diagnosis will be no_patch. Use --backend claude or command, or give the benchmark "
+            'symptoms() and patch_bank() (README: "Offline patches for your own benchmark")'
+        )
+    return notes
 
 
 def _uncommitted(source: Path, run_root: Path) -> list[str]:
@@ -243,7 +275,7 @@ def _check_new_run(run: dict[str, Any], source: Path, flag: str) -> None:
     except ValidationError as exc:
         lines = format_validation_error(exc, "run")
         raise ConfigError(f"saddler.toml: {len(lines)} error(s)\n" + "\n".join(f"  {line}" for line in lines)) from exc
-    errors, _ = check_run(cfg, Path.cwd())
+    errors, _ = check_run(cfg, Path.cwd(), ask_tasks=False)
     label = f"{flag} {source}" if flag == "--harness" else f"template {source.name}"
     if not (source / "saddler.toml").is_file():
         errors.append(

@@ -23,7 +23,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from saddler.benchmark import Benchmark, benchmark_target, complete, is_known_benchmark, registered_benchmarks
+from saddler.benchmark import (
+    SPLITS,
+    Benchmark,
+    Task,
+    benchmark_target,
+    complete,
+    is_known_benchmark,
+    registered_benchmarks,
+)
 from saddler.config import (
     HarnessConfig,
     RunConfig,
@@ -33,6 +41,7 @@ from saddler.config import (
     read_toml,
 )
 from saddler.errors import ConfigError, SaddlerError, UnknownNameError
+from saddler.executor.environment import rollout_gaps
 from saddler.harness import components
 from saddler.harness.gitcmd import git, is_repo_root
 from saddler.policies.phases import NONE, make_phase_schedule
@@ -50,23 +59,31 @@ def module_available(name: str) -> bool:
 # -- [run] ------------------------------------------------------------------------------------------------
 
 
-def check_run(cfg: RunConfig, run_dir: Path | None) -> tuple[list[str], Benchmark | None]:
+def check_run(cfg: RunConfig, run_dir: Path | None, *, ask_tasks: bool = True) -> tuple[list[str], Benchmark | None]:
     """Problems of a validated `[run]` (dotted paths under `run.`) and the benchmark built from it (None when
-    it cannot be built). Prompt files are looked up relative to `run_dir` (skipped when None)."""
+    it cannot be built). Prompt files are looked up relative to `run_dir` (skipped when None). With `ask_tasks`
+    the benchmark's `tasks()` is called for every split and what it returns checked (`init` cannot: a template's
+    task file may be inside the harness clone it has not made yet)."""
     errors: list[str] = []
     bench, bench_errors = _benchmark(cfg.benchmark, cfg.benchmark_options)
     errors += bench_errors
-    if bench is not None and cfg.policies.sampler != "full" and "batch_size" in cfg.loop.model_fields_set:
+    explicit = cfg.policies.sampler != "full" and "batch_size" in cfg.loop.model_fields_set
+    train = None
+    if bench is not None and ask_tasks:
+        train = _task_errors(bench, errors)
+    elif bench is not None and explicit:
         try:
             train = len(bench.tasks("train"))
         except (SaddlerError, ValueError, OSError) as exc:
             errors.append(f"run.benchmark: cannot list its train tasks: {exc}")
-        else:
-            if cfg.loop.batch_size > train:
-                errors.append(
-                    f"run.loop.batch_size: {cfg.loop.batch_size} is more than the benchmark's {train} train "
-                    f"task(s); use at most {train}"
-                )
+    if bench is not None:
+        gaps = rollout_gaps(bench.rollout_needs(), cfg.executor, os.environ)
+        errors += [f"run.executor.{key}: {why}" for key, why in gaps if key != "env"]  # env: the doctor's
+    if train is not None and explicit and cfg.loop.batch_size > train:
+        errors.append(
+            f"run.loop.batch_size: {cfg.loop.batch_size} is more than the benchmark's {train} train task(s); use "
+            f"at most {train}"
+        )
     if cfg.sessions.backend not in BACKENDS:
         errors.append(f"run.sessions.backend: {UnknownNameError('backend', cfg.sessions.backend, list(BACKENDS))}")
     for role, path in cfg.sessions.prompts.items():
@@ -79,6 +96,34 @@ def check_run(cfg: RunConfig, run_dir: Path | None) -> tuple[list[str], Benchmar
             "run.executor.kind: ray is not installed; pip install 'saddler[ray]' or set executor.kind = \"local\""
         )
     return errors, bench
+
+
+def _task_errors(bench: Benchmark, errors: list[str]) -> int | None:
+    """Call the benchmark's `tasks(split)` for every split as the run will, and check what comes back: a list of
+    `Task`s of that split. Appends what is wrong to `errors`; returns the number of train tasks (None: unknown)."""
+    train = None
+    for split in SPLITS:
+        try:
+            tasks = bench.tasks(split)
+        except Exception as exc:  # the plugin's own code: say what it raised, not a traceback
+            errors.append(f"run.benchmark: tasks({split!r}) raised {type(exc).__name__}: {exc}")
+            continue
+        if not isinstance(tasks, list | tuple):
+            errors.append(f"run.benchmark: tasks({split!r}) returned {type(tasks).__name__}, not a list of Task")
+            continue
+        wrong = [t for t in tasks if not isinstance(t, Task)]
+        if wrong:
+            errors.append(
+                f"run.benchmark: tasks({split!r}) returned {type(wrong[0]).__name__} {str(wrong[0])[:80]!r}, not a "
+                f"saddler.benchmark.Task: return Task(id=..., group=..., split={split!r}) for each task"
+            )
+            continue
+        other = [t.id for t in tasks if t.split != split]
+        if other:
+            errors.append(f"run.benchmark: tasks({split!r}) returned tasks of another split: {', '.join(other[:5])}")
+        if split == "train":
+            train = len(tasks)
+    return train
 
 
 def _resolve(path: str, base: Path) -> Path:
