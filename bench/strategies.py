@@ -23,6 +23,9 @@ Grep-able lines per strategy:
 then what the search did (`strategy_<name>_capability_in_returned`, `..._saturated_batches`,
 `..._blocked_iterations`) and `finding_*` lines comparing `full` with `phases_off` (see `explain`).
 
+Real GEPA (`gepa_strategy.VARIANTS`: `gepa`, and `gepa_phases` with saddler's phase schedule; extra `bench`) runs
+with saddler's offline proposer on the search rollouts `full` spent on the same seed; see bench/gepa_strategy.py.
+
 Usage: python bench/strategies.py [--seeds 10] [--iterations 30] [--only full,phases_off] [--out DIR] [--reuse]
 The 10 strategies x 10 seeds take about 12 minutes on 2 cores (5 to 20 s a run with the shared cache);
 `--reuse` measures the finished runs of an earlier `--out` again in seconds. All runs share one rollout cache,
@@ -39,6 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import gepa_strategy
 
 from evodag.models import Node, RolloutRow
 from evodag.store import EvoDAG
@@ -347,17 +352,28 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--reuse", action="store_true", help="measure the finished runs already in --out again")
     args = parser.parse_args()
-    names = [n for n in args.only.split(",") if n] or list(STRATEGIES)
-    unknown = [n for n in names if n not in STRATEGIES]
+    gepa = list(gepa_strategy.VARIANTS) if gepa_strategy.installed() else []
+    names = [n for n in args.only.split(",") if n] or list(STRATEGIES) + gepa
+    unknown = [n for n in names if n not in STRATEGIES and n not in gepa]
     if unknown:
-        parser.error(f"unknown strategy {', '.join(unknown)}; choose from {', '.join(STRATEGIES)}")
+        extra = "" if gepa else " (gepa and gepa_phases need the bench extra: pip install -e '.[bench]')"
+        parser.error(f"unknown strategy {', '.join(unknown)}; choose from {', '.join([*STRATEGIES, *gepa])}{extra}")
+    if any(n in gepa_strategy.VARIANTS for n in names) and "full" not in names:
+        parser.error("the gepa strategies spend what `full` spends on the same seed: add full to --only")
+    names.sort(key=lambda n: n in gepa_strategy.VARIANTS)  # full first: its search rollouts are GEPA's budget
     out = args.out or Path(tempfile.mkdtemp(prefix="saddler-strategies-"))
     cache = out / "shared-cache.sqlite"
     started = time.monotonic()
     results: dict[str, list[SeedResult]] = {}
+    pools: dict[str, list[gepa_strategy.GepaOutcome]] = {}
     for name in names:
         for seed in range(args.seeds):
-            r = run_one(name, STRATEGIES[name], seed, args.iterations, out, cache, args.reuse)
+            if name in gepa_strategy.VARIANTS:
+                budget = next(f.spent for f in results["full"] if f.seed == seed)
+                pools.setdefault(name, []).append(gepa_strategy.bench_seed(name, seed, budget, out, cache, args.reuse))
+                r = SeedResult(**pools[name][-1].seed_fields())
+            else:
+                r = run_one(name, STRATEGIES[name], seed, args.iterations, out, cache, args.reuse)
             results.setdefault(name, []).append(r)
             print(
                 f"# {name} seed {seed}: test {r.test:.3f} search {r.spent} test rollouts {r.test_spent} "
@@ -368,6 +384,8 @@ def main() -> None:
     say: Callable[[str], None] = lambda line: print(line, flush=True)  # noqa: E731
     for name, runs in results.items():
         report(name, runs, say)
+        if name in pools:
+            gepa_strategy.report(name, pools[name], say)
         if name != "full" and "full" in results:
             paired(name, runs, results["full"], say)
     explain(results, say)
