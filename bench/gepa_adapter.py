@@ -17,10 +17,11 @@ from typing import Any
 
 from evodag.models import Iteration, Node, RolloutRow
 from saddler.harness.gitcmd import git
+from saddler.policies.stopping import NO_TRAINING_FAILURES
 from saddler.run.context import RunContext
 from saddler.run.diagnosis import validate
 from saddler.run.loop import COMMIT_EPOCH
-from saddler.run.outcomes import by_task, evidence
+from saddler.run.outcomes import by_task, evidence, failure_kinds
 from saddler.scoring import task_value
 
 COMPONENTS = ("capability", "steering")
@@ -66,20 +67,38 @@ def candidate_of(ctx: RunContext, commit: str) -> dict[str, str]:
 
 
 class Schedule:
-    """GEPA callback: the iteration, and the train tasks shown before it (what saddler's phase schedule reads)."""
+    """GEPA callback: what saddler's phase schedule reads before an iteration, from GEPA's loop: the train tasks
+    shown (every sampled minibatch, skipped ones included, as saddler counts batches its parent passes) and each
+    iteration's decision in saddler's words (accepted / rejected by GEPA, no_training_failures when GEPA skips a
+    perfect minibatch; the proposer records no_patch and invalid)."""
 
     def __init__(self) -> None:
         self.iteration, self.shown, self.seen = 0, 0, set[Item]()
         self.before = (0, 0)
-        self.saturated = 0
+        self.decisions: dict[int, str | None] = {}
+
+    @property
+    def saturated(self) -> int:
+        return sum(d == NO_TRAINING_FAILURES for d in self.decisions.values())
+
+    def decided_before(self, number: int) -> list[str | None]:
+        return [d for n, d in sorted(self.decisions.items()) if n < number]
 
     def on_minibatch_sampled(self, event: Mapping[str, Any]) -> None:
         self.iteration, self.before = int(event["iteration"]), (self.shown, len(self.seen))
+        self.decisions[self.iteration] = None
         self.shown += len(event["minibatch_ids"])
         self.seen.update(event["minibatch_ids"])
 
     def on_evaluation_skipped(self, event: Mapping[str, Any]) -> None:
-        self.saturated += event["reason"] == "all_scores_perfect"
+        if event["reason"] == "all_scores_perfect":
+            self.decisions[int(event["iteration"])] = NO_TRAINING_FAILURES
+
+    def on_candidate_accepted(self, event: Mapping[str, Any]) -> None:
+        self.decisions[int(event["iteration"])] = "accepted"
+
+    def on_candidate_rejected(self, event: Mapping[str, Any]) -> None:
+        self.decisions[int(event["iteration"])] = "rejected"
 
 
 class IdleStop:
@@ -169,7 +188,10 @@ class SaddlerAdapter:
         ids = sorted({int(rec["rollout_id"]) for recs in reflective_dataset.values() for rec in recs})
         rows = [self.train_rows[i] for i in ids]
         number = self.schedule.iteration
-        phase = ctx.phases.phase(*self.schedule.before)
+        stalled = ctx.phases.stalled(self.schedule.decided_before(number))
+        phase = ctx.phases.phase(*self.schedule.before, stalled=stalled)
+        moved = ctx.phases.follow_evidence(phase, failure_kinds(rows, ctx.space.classify))  # as the loop does
+        phase = moved[0] if moved else phase
         batch = sorted({r.task_id for r in rows})
         it = Iteration(id=0, run_id=ctx.run_id, number=number, epoch=0, batch=batch, parent_id=parent.id, phase=phase)
         ctx.space.clock = lambda: COMMIT_EPOCH + number * 60  # same seed => same commits
@@ -186,9 +208,11 @@ class SaddlerAdapter:
             event = {
                 "iteration": number, "parent": parent.id, "phase": phase, "allowed_kinds": request.allowed_kinds,
                 "evidence_tasks": batch, "status": result.status, "origin": hyp.origin if hyp else None,
+                "phase_moved": moved[1] if moved else None,
             }  # fmt: skip
             if commit is None or hyp is None:
                 self.blocked += 1
+                self.schedule.decisions[number] = "no_patch"
                 ctx.store.log_event("gepa.proposal", {**event, "reason": result.reason}, run_id=ctx.run_id)
                 return {}
             texts = candidate_of(ctx, commit)
@@ -199,6 +223,7 @@ class SaddlerAdapter:
         node = known or self._child(parent, commit, it, hyp.model_dump(), problems)
         ctx.store.log_event("gepa.proposal", {**event, "node": node.id, "problems": problems}, run_id=ctx.run_id)
         if problems:
+            self.schedule.decisions[number] = "invalid"
             return {}
         self.nodes.setdefault(candidate_key(texts), node)
         return {kind: text for kind, text in texts.items() if text != candidate[kind]}

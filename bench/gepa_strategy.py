@@ -15,11 +15,14 @@ rollout is the same cost unit as for every other strategy of the bench:
   split-qualified example ids (`Item`), which avoids gepa-ai/gepa#424 (train and val ids collide in 0.1.4);
 - the proposer is the run's session backend (`load_backend` of `[run.sessions]`, so backend options pass through
   `overrides`), asked for one diagnosis-patch in a worktree of the parent with the minibatch's train evidence only
-  (`outcomes.evidence` refuses any other split), the lineage's origins and what was tried on that parent before,
-  then validated as the loop validates; GEPA gets the new texts of the kinds that changed. With `phases` the allowed
-  kinds follow the run's capability-then-steering schedule, counted in train tasks shown to GEPA's minibatches
-  (skipped ones included, as saddler counts batches its parent already passes); without, both kinds always.
-  GEPA has no plateau rule, so the proposer is never in exploration mode;
+  (`outcomes.evidence` refuses any other split) and the lineage's origins, but no memory of what was tried before
+  (GEPA's proposer sees only the candidate and the minibatch), then validated as the loop validates; GEPA gets the
+  new texts of the kinds that changed. With `phases` the allowed kinds are those of the run's phase schedule
+  applied as the loop applies it: `PhaseSchedule.phase` on the train tasks shown to GEPA's minibatches (skipped
+  ones included, as saddler counts batches its parent already passes) and its stall rule on GEPA's decisions,
+  then `follow_evidence` on the parent's failures in the minibatch; without, both kinds always. GEPA has no
+  plateau rule, so the proposer is never in exploration mode;
+- GEPA stops at its budget, or after `IDLE_LIMIT` iterations in a row that spent nothing (`IdleStop`);
 - GEPA returns its best candidate on val; it and the baseline are evaluated on test (k seeds) after the search, and,
   for the bench only, every candidate of GEPA's pool too (`within_2pts_of_dag_best`).
 """
@@ -31,6 +34,7 @@ import importlib.util
 import json
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +87,7 @@ class GepaOutcome:
     metric_calls: int = 0  # GEPA's own count (equals `spent`)
     executed: int = 0  # search rollouts actually executed (the rest were served from a cache)
     proposals: int = 0
+    decisions: dict[str, int] = field(default_factory=dict)  # GEPA's iterations by decision, in saddler's words
     pool_tests: list[float] = field(default_factory=list)  # test of every pool candidate (bench only)
     pool_test_rollouts: int = 0
 
@@ -217,6 +222,7 @@ def _measure(ctx: RunContext, adapter: SaddlerAdapter, result: Any, baseline: No
         metric_calls=int(result.total_metric_calls),
         executed=executed,
         proposals=adapter.proposals,
+        decisions=dict(sorted(Counter(str(d) for d in adapter.schedule.decisions.values()).items())),
         pool_tests=pool_tests,
         pool_test_rollouts=pool_test_rollouts,
     )

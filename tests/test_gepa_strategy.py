@@ -17,6 +17,7 @@ from evodag.store import EvoDAG
 from saddler.benchmark import load_benchmark
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import gepa_adapter
 import gepa_strategy
 import strategies
 
@@ -56,9 +57,15 @@ def test_gepa_counts_rollouts_as_saddler_does_and_sees_test_only_after_the_searc
     assert {r.task_id for r in tested} == tasks and {r.node_id for r in tested} == {n.id for n in pool}
     assert first.test_spent + first.pool_test_rollouts == len(tested) == len(tasks) * len(pool)
     assert len(first.pool_tests) == first.accepted + 1 and run.best_node_id in {n.id for n in pool}
-    # the proposer was shown train tasks only, in the capability phase (40 train tasks x 2 epochs not yet shown)
+    # the proposer was shown train tasks only, in the capability phase (40 train tasks x 2 epochs not yet shown,
+    # nothing stalled, no batch pointing at steering files only)
     assert proposals and all(set(p["evidence_tasks"]) <= TRAIN for p in proposals)
-    assert {(p["phase"], tuple(p["allowed_kinds"])) for p in proposals} == {("capability", ("capability",))}
+    assert {(p["phase"], tuple(p["allowed_kinds"]), p["phase_moved"]) for p in proposals} == {
+        ("capability", ("capability",), None)
+    }
+    # every GEPA iteration has a decision in saddler's words (what the phase schedule's stall rule reads)
+    assert "None" not in first.decisions and first.decisions.get("accepted", 0) == first.accepted
+    assert first.decisions.get("no_patch", 0) == first.blocked and sum(first.decisions.values()) >= len(proposals)
 
     again = _run(tmp_path, "b", phases=True)  # the same seed: the same figures, every rollout from the cache
     assert again.executed == 0
@@ -73,6 +80,23 @@ def test_without_phases_every_kind_is_allowed_and_the_bench_reads_the_fields_of_
     assert outcome.pool_tests == [] and outcome.pool_test_rollouts == 0
     result = strategies.SeedResult(**outcome.seed_fields())
     assert (result.spent, result.test, result.seed) == (outcome.spent, outcome.test, 3)
+
+
+def test_the_schedule_reads_gepa_events_as_saddler_counts_shown_tasks_and_decisions() -> None:
+    from gepa.core.callbacks import CandidateRejectedEvent, EvaluationSkippedEvent, MinibatchSampledEvent
+
+    schedule, item = gepa_adapter.Schedule(), gepa_adapter.Item
+    schedule.on_minibatch_sampled(MinibatchSampledEvent(iteration=1, minibatch_ids=[item("train", "a"),
+                                                        item("train", "b")], trainset_size=40))  # fmt: skip
+    schedule.on_candidate_rejected(CandidateRejectedEvent(iteration=1, old_score=1, new_score=1, reason="tie"))
+    schedule.on_minibatch_sampled(MinibatchSampledEvent(iteration=2, minibatch_ids=[item("train", "a"),
+                                                        item("train", "c")], trainset_size=40))  # fmt: skip
+    schedule.on_evaluation_skipped(EvaluationSkippedEvent(iteration=2, candidate_idx=0, reason="all_scores_perfect",
+                                                          scores=[1.0, 1.0], is_seed_candidate=True))  # fmt: skip
+    schedule.on_minibatch_sampled(MinibatchSampledEvent(iteration=3, minibatch_ids=[item("train", "d")],
+                                                        trainset_size=40))  # fmt: skip
+    assert (schedule.iteration, schedule.before, schedule.saturated) == (3, (4, 3), 1)
+    assert schedule.decided_before(3) == ["rejected", "no_training_failures"]
 
 
 def test_within_2pts_and_reach_follow_the_pool_in_gepa_order() -> None:
