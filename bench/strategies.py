@@ -177,12 +177,27 @@ def defaults_found(results: dict[str, dict[str, list[SeedResult]]], say: Say) ->
 def _job(args: tuple[Any, ...]) -> tuple[str, str, int, SeedResult]:
     cell, name, template, overrides, seed, iterations, run_dir, cache, reuse, budget = args
     if name in GEPA:
-        from gepa_strategy import run_gepa  # the optional `bench` extra
+        import gepa_strategy  # needs the optional `bench` extra
 
-        proposer = cell.split(".")[1]
-        phases = name == "gepa_phases"
-        return cell, name, seed, run_gepa(template, proposer, seed, run_dir, cache, budget, phases=phases)
+        sets = {"sessions": overrides["sessions"]}
+        outcome = gepa_strategy.bench_seed(
+            name, seed, budget, run_dir.parent, cache, reuse, template=template, overrides=sets
+        )
+        fields = outcome.seed_fields()
+        decisions = outcome.decisions
+        fields |= {
+            "rejected": decisions.get("rejected", 0), "ties_rejected": 0, "ties_after_evidence": 0,
+            "good_rejected": 0, "false_accepts": 0, "evidence_rollouts": 0,
+            "dag_best_test": max(outcome.pool_tests, default=outcome.test),
+        }  # fmt: skip
+        return cell, name, seed, SeedResult(**fields)
     return cell, name, seed, run_one(template, overrides, seed, iterations, run_dir, cache, reuse)
+
+
+def _gepa_installed() -> bool:
+    import gepa_strategy
+
+    return gepa_strategy.installed()
 
 
 def main() -> None:
@@ -197,12 +212,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--reuse", action="store_true", help="measure the finished runs already in --out again")
     args = parser.parse_args()
-    names = [n for n in args.only.split(",") if n] or [*STRATEGIES, *GEPA]
+    names = [n for n in args.only.split(",") if n] or [*STRATEGIES, *(GEPA if _gepa_installed() else ())]
     unknown = [n for n in names if n not in STRATEGIES and n not in GEPA]
     if unknown:
         parser.error(f"unknown strategy {', '.join(unknown)}; choose from {', '.join([*STRATEGIES, *GEPA])}")
     if any(n in GEPA for n in names) and "full" not in names:
         parser.error("GEPA's budget is the default's search rollouts: include `full` with a gepa strategy")
+    if any(n in GEPA for n in names) and not _gepa_installed():
+        parser.error("the gepa strategies need the bench extra: pip install 'saddler[bench]'")
     out = args.out or Path(tempfile.mkdtemp(prefix="saddler-strategies-"))
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     cells = [(b, p) for b in args.benchmarks.split(",") if b for p in args.proposers.split(",") if p]

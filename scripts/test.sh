@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Full set-up + every check on a fresh machine: a fresh venv, a non-editable install with the dev,
-# ray and inspect extras, smoke checks of the installed console scripts, ruff (lint + format), mypy, the import
-# layer contracts, then pytest.
+# Full set-up + every check on a fresh machine: a fresh venv, a non-editable install with the dev, ray, inspect and
+# bench extras, smoke checks of the installed console scripts, ruff (lint + format), mypy, the import layer
+# contracts, then pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${SADDLER_TEST_VENV:-.venv-test}
@@ -10,7 +10,7 @@ PY=${PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ]; then "$PY" -m venv "$VENV"; fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps .
-"$VENV/bin/python" -m pip install -q ".[dev,ray,inspect]"
+"$VENV/bin/python" -m pip install -q ".[dev,ray,inspect,bench]"
 export PATH="$VENV/bin:$PATH"
 # The installed (non-editable) package must find its bundled benchmarks and templates.
 ( cd /tmp && saddler --help >/dev/null && evo-dag --help >/dev/null && saddler list --json )

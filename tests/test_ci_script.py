@@ -58,7 +58,7 @@ def test_every_check_runs_in_order_and_a_clean_run_passes(fake_venv: Path) -> No
     assert calls == [
         "python -m pip install -q --upgrade pip",
         "python -m pip install -q --force-reinstall --no-deps .",
-        "python -m pip install -q .[dev,ray,inspect]",
+        "python -m pip install -q .[dev,ray,inspect,bench]",
         "saddler --help",
         "evo-dag --help",
         "saddler list --json",

@@ -15,6 +15,7 @@ GENUINE: dict[tuple[str, str], str] = {
     ("conftest.py", "f\"live test: set {' or '.join(keys)}\""): "no API key for a live test",
     ("plugins/executors.py", "reason"): "the sandbox mode's tool is absent (bwrap not installed, no Landlock)",
     ("test_executor_ray.py", "ray"): "the optional `ray` extra is not installed (a broken install fails)",
+    ("test_gepa_strategy.py", "gepa"): "the optional `bench` extra (gepa) is not installed (a broken install fails)",
     (
         "test_inspect_benchmark.py",
         "\"needs inspect-ai: pip install 'saddler[inspect]' (scripts/test.sh installs it)\"",
