@@ -59,7 +59,8 @@ REACH = 0.9
 IDLE_LIMIT = 100  # iterations in a row that spend no rollout before GEPA is stopped (`IdleStop`); ~10 ms each
 SEED_FIELDS = (
     "seed", "test", "baseline_test", "spent", "test_spent", "returned_dev", "reach", "charged_dev",
-    "capability_in_returned", "saturated", "blocked", "accepted", "wall_s", "origins", "notes",
+    "capability_in_returned", "saturated", "blocked", "accepted", "wall_s", "origins", "notes", "rejected",
+    "ties_rejected", "ties_after_evidence", "good_rejected", "false_accepts", "dag_best_test", "evidence_rollouts",
 )  # fmt: skip
 
 
@@ -90,6 +91,18 @@ class GepaOutcome:
     decisions: dict[str, int] = field(default_factory=dict)  # GEPA's iterations by decision, in saddler's words
     pool_tests: list[float] = field(default_factory=list)  # test of every pool candidate (bench only)
     pool_test_rollouts: int = 0
+
+    # what the bench measures of a saddler run's decisions, where GEPA has no counterpart: GEPA gathers no
+    # evidence and stores no per-decision ties; its rejections are its own decisions in saddler's words
+    @property
+    def rejected(self) -> int:
+        return self.decisions.get("rejected", 0)
+
+    ties_rejected = ties_after_evidence = good_rejected = false_accepts = evidence_rollouts = 0
+
+    @property
+    def dag_best_test(self) -> float:
+        return max(self.pool_tests, default=self.test)
 
     @property
     def within_2pts_of_dag_best(self) -> bool:

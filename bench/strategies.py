@@ -183,14 +183,7 @@ def _job(args: tuple[Any, ...]) -> tuple[str, str, int, SeedResult]:
         outcome = gepa_strategy.bench_seed(
             name, seed, budget, run_dir.parent, cache, reuse, template=template, overrides=sets
         )
-        fields = outcome.seed_fields()
-        decisions = outcome.decisions
-        fields |= {
-            "rejected": decisions.get("rejected", 0), "ties_rejected": 0, "ties_after_evidence": 0,
-            "good_rejected": 0, "false_accepts": 0, "evidence_rollouts": 0,
-            "dag_best_test": max(outcome.pool_tests, default=outcome.test),
-        }  # fmt: skip
-        return cell, name, seed, SeedResult(**fields)
+        return cell, name, seed, SeedResult(**outcome.seed_fields())
     return cell, name, seed, run_one(template, overrides, seed, iterations, run_dir, cache, reuse)
 
 
