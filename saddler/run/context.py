@@ -78,13 +78,22 @@ class RunContext:
             rows = self.evaluator.evaluate_majority(node, tasks, "train", self.train_seeds)
         else:
             rows = self.evaluator.evaluate(node, tasks, "train", self.train_seeds)
-        return refuse_broken_baseline(node, rows)
+        return self._refuse_broken_baseline(node, rows)
+
+    def _refuse_broken_baseline(self, node: Node, rows: list[RolloutRow]) -> list[RolloutRow]:
+        """`refuse_broken_baseline`, knowing whether any rollout of the baseline stored so far ran."""
+        if node.status != "baseline" or any(r.disposition != "infra_error" for r in rows):
+            return rows
+        stored = self.store.rollouts(run_id=self.run_id, node_id=node.id)
+        return refuse_broken_baseline(node, rows, any(r.disposition != "infra_error" for r in stored))
 
     def eval_dev(self, node: Node) -> Node:
         """Dev score of `node` under `score_kind` (cached on the node once computed)."""
         if node.dev_mean is not None:
             return node
-        rows = refuse_broken_baseline(node, self.evaluator.evaluate(node, self.tasks["dev"], "dev", self.dev_seeds))
+        rows = self._refuse_broken_baseline(
+            node, self.evaluator.evaluate(node, self.tasks["dev"], "dev", self.dev_seeds)
+        )
         score = node_score(rows, self.score_kind)
         return self.store.update_node(node.id, dev_mean=score.mean, dev_std=score.std)
 
@@ -195,10 +204,11 @@ class RunContext:
         )
 
 
-def refuse_broken_baseline(node: Node, rows: list[RolloutRow]) -> list[RolloutRow]:
-    """`rows`, unless `node` is the baseline and not one of its rollouts could run (all `infra_error`): then the
-    benchmark or the machine is broken, and the run stops (`RolloutsFailedError`, exit 1) with the first error."""
-    if node.status != "baseline" or not rows or any(r.disposition != "infra_error" for r in rows):
+def refuse_broken_baseline(node: Node, rows: list[RolloutRow], ran_before: bool = False) -> list[RolloutRow]:
+    """`rows`, unless `node` is the baseline and not one of its rollouts could run (all `infra_error`, and none of
+    its earlier ones ran either: `ran_before`): then the benchmark or the machine is broken, and the run stops
+    (`RolloutsFailedError`, exit 1) with the first error."""
+    if node.status != "baseline" or not rows or ran_before or any(r.disposition != "infra_error" for r in rows):
         return rows
     first = rows[0]
     detail = (first.error_tail or first.rationale or "no error text").strip()
