@@ -86,7 +86,7 @@ def test_results_match_the_benchmark_in_process_and_traces_land_in_the_run(world
         expected = world.bench.run(checkout, task, 5, world.root / "scratch")
         assert (row.score, row.passed, row.disposition) == (expected.score, expected.passed, expected.disposition)
         assert row.node_id == world.baseline.id and row.split == "dev" and row.task_group == task.group
-        own = world.root / "traces" / f"n{world.baseline.id}" / "dev" / f"{task.id}-r0-s5"
+        own = world.root / "heldout" / f"n{world.baseline.id}" / "dev" / f"{task.id}-r0-s5"
         assert row.trace_path == str(own / f"{task.id}-s5.json")
         assert Path(row.trace_path).is_file()
 

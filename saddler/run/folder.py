@@ -2,10 +2,14 @@
 
 RUN/saddler.toml      [run] config          RUN/evodag.sqlite  the EvoDAG
 RUN/harness/          the run's own clone   RUN/worktrees/     candidate worktrees
-RUN/traces/           rollout traces        RUN/sessions/      session transcripts
+RUN/traces/           train rollout traces  RUN/heldout/       dev and test rollout traces
+RUN/sessions/         session transcripts and the session view of the EvoDAG (`evodag.view`)
 RUN/best/             exported best harness RUN/report.md, results.tsv, progress.png
 RUN/PAUSE, RUN/STOP   sentinels honoured at iteration boundaries
 RUN/.lock             the single-writer lock (`saddler.runlock`)
+
+Sessions may read only `RunPaths.session_readable` of it: held-out data (the full EvoDAG, dev and test traces, the
+report and the export, which hold test scores) is sealed from them.
 """
 
 from __future__ import annotations
@@ -87,8 +91,27 @@ class RunPaths:
         return self.root / "traces"
 
     @property
+    def heldout(self) -> Path:
+        """Dev and test traces: never shown to a session (`session_readable`)."""
+        return self.root / "heldout"
+
+    def trace_root(self, split: str) -> Path:
+        """Where the traces of `split` go: `traces/` for train, `heldout/` for dev and test."""
+        return self.traces if split == "train" else self.heldout
+
+    @property
     def sessions(self) -> Path:
         return self.root / "sessions"
+
+    @property
+    def session_db(self) -> Path:
+        """The session view of the EvoDAG (`evodag.view`): what sessions query, refreshed before each session."""
+        return self.sessions / "evodag-view.sqlite"
+
+    def session_readable(self, harness: str = "harness") -> list[Path]:
+        """What a session may read of the run folder: its config, the harness clone and its worktrees, the train
+        traces and the transcripts with the session view. Nothing else, so nothing held out."""
+        return [self.config, self.harness(harness), self.worktrees, self.traces, self.sessions]
 
     @property
     def best(self) -> Path:
