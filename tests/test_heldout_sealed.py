@@ -93,8 +93,30 @@ def held_out_tasks(run_dir: Path) -> dict[str, str]:
     return {t.id: split for split in ("dev", "test") for t in bench.tasks(split)}
 
 
+def executed_jobs(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every rollout job the run's executor is given from now on."""
+    import saddler.run.context as context
+
+    jobs: list[Any] = []
+    real = context.make_executor
+
+    class Counting:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def run(self, batch: Any, on_result: Any) -> None:
+            jobs.extend(batch)
+            self.inner.run(batch, on_result)
+
+        def close(self) -> None:
+            self.inner.close()
+
+    monkeypatch.setattr(context, "make_executor", lambda cfg: Counting(real(cfg)))
+    return jobs
+
+
 def test_test_results_of_a_stop_stay_sealed_when_the_search_resumes(
-    tmp_path: Path, make_run: Callable[..., Path], probes: Probes
+    tmp_path: Path, make_run: Callable[..., Path], probes: Probes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run_dir = make_run(tmp_path / "r", loop={"max_iterations": 4})
     probes.hook = lambda role, request: request.iteration == 2 and RunControls(run_dir).request_stop()
@@ -103,9 +125,12 @@ def test_test_results_of_a_stop_stay_sealed_when_the_search_resumes(
         best = store.best_node()
         assert best is not None and best.test_mean is not None  # `saddler stop` evaluated it on test
         assert store.rollouts(node_id=best.id, split="test")
+        tested_at_stop = {(n.commit, "test") for n in store.nodes() if n.test_mean is not None}
     RunControls(run_dir).clear()  # `saddler resume`
     probes.seen.clear()
+    jobs = executed_jobs(monkeypatch)
     assert Optimizer(run_dir, quiet=True).run().reason == "max_iterations"
+    assert not tested_at_stop & {(job.commit, job.split) for job in jobs}, "test rollouts of the stop were paid again"
     resumed = [request for _, _, request in probes.seen]
     assert resumed, "the resumed search ran no session"
     for request in resumed:
