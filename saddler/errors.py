@@ -57,6 +57,20 @@ class RunStateError(SaddlerError):
     """The run folder is missing, locked by another process, or inconsistent."""
 
 
+class FolderRefusedError(RunStateError):
+    """A folder cannot be used as asked (not empty without `--force`, holds no run to replace): nothing was
+    changed, and the user chooses another folder."""
+
+    exit_code = 2
+
+
+class UncommittedHarnessError(HarnessError):
+    """The harness repository has changes a run would leave out (uncommitted files, no commit at all): the user
+    commits them or passes `--include-uncommitted`."""
+
+    exit_code = 2
+
+
 class ChangedInputsError(SaddlerError):
     """A run's results-affecting inputs changed since it started; `changed` names the dotted keys."""
 
