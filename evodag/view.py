@@ -47,7 +47,7 @@ def write_session_view(source: EvoDAG, dest: Path, run_id: int | None = None) ->
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.new-{os.getpid()}")
-    for leftover in (tmp, Path(f"{tmp}-journal"), Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+    for leftover in dest.parent.glob(f".{dest.name}.new-*"):  # a killed writer's (one run writes its view at once)
         leftover.unlink(missing_ok=True)
     try:
         with EvoDAG(tmp, clock=source.clock) as out:

@@ -369,3 +369,21 @@ def test_a_confined_agent_finds_nothing_held_out_in_the_run_folder(tmp_path: Pat
     assert sorted(listed) == ["harness", "saddler.toml", "sessions", "traces", "worktrees"], shown.stderr
     assert "train trace" in shown.stdout
     assert "the full store" not in shown.stdout and "0.98" not in shown.stdout and "expected" not in shown.stdout
+
+
+def test_the_session_view_replaces_itself_whole(tmp_path: Path, fixture_dag: Callable[[Path], dict[str, int]]) -> None:
+    from evodag.view import write_session_view
+
+    fixture_dag(tmp_path / "evodag.sqlite")
+    dest = tmp_path / "sessions" / "evodag-view.sqlite"
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / ".evodag-view.sqlite.new-99999").write_text("a killed writer's")
+    with EvoDAG(tmp_path / "evodag.sqlite", readonly=True) as store:
+        write_session_view(store, dest)
+        first = dest.stat().st_ino
+        write_session_view(store, dest)
+    assert dest.stat().st_ino != first  # renamed into place: a reader holding the old file keeps reading it
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["evodag-view.sqlite"]
+    with EvoDAG(dest, readonly=True) as view:
+        assert {r.split for r in view.rollouts()} <= {"train"}
+        assert all(n.test_mean is None for n in view.nodes())
