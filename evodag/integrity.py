@@ -84,23 +84,27 @@ def check_rows(conn: sqlite3.Connection, path: Path) -> None:
         raise CorruptRowError(exc.table, exc.row_id, exc.column, exc.problem, str(path)) from None
 
 
-_SQL_OK = {  # the stored values `codec.decoder` accepts for each kind, as an SQL condition on column {c}
-    "int": "typeof({c}) = 'integer'",
-    "float": "typeof({c}) IN ('integer', 'real')",
-    "str": "typeof({c}) = 'text'",
-    "bool": "(typeof({c}) = 'integer' AND {c} IN (0, 1))",
-    "dict": "(typeof({c}) = 'text' AND CASE WHEN json_valid({c}) THEN json_type({c}) = 'object' ELSE 0 END)",
-    "list": "(typeof({c}) = 'text' AND CASE WHEN json_valid({c}) THEN json_type({c}) = 'array' ELSE 0 END)",
+_SQL_OK = {  # the stored values `codec.decoder` accepts for each kind, as comparisons on a non-NULL column {c}:
+    # SQLite orders NULL < numbers < text < blobs, and column affinity has already turned numeric text into numbers
+    # (INTEGER / REAL columns) and numbers into text (TEXT columns), so comparisons say the type without a function
+    "int": "{c} = CAST({c} AS INTEGER)",
+    "float": "({c} >= -1e999 AND {c} <= 1e999)",
+    "str": "({c} >= '' AND {c} < X'')",
+    "bool": "{c} IN (0, 1)",
+    "dict": "CASE WHEN {c} >= '' AND {c} < X'' AND json_valid({c}) THEN json_type({c}) = 'object' ELSE 0 END",
+    "list": "CASE WHEN {c} >= '' AND {c} < X'' AND json_valid({c}) THEN json_type({c}) = 'array' ELSE 0 END",
 }
 
 
 def _bad_row_sql(cls: type) -> str:
+    """The first row after `?` holding a value its record's decoder may refuse (it is then decoded to say which)."""
     conditions = []
     for name, kind, nullable in codec.column_kinds(cls):
-        if kind == "any":
+        if kind == "any" or name == "id":  # an INTEGER PRIMARY KEY is always an integer
             continue
-        ok = _SQL_OK[kind].format(c=f'"{name}"')
-        conditions.append(f'NOT ("{name}" IS NULL OR {ok})' if nullable else f"NOT {ok}")
+        column = f'"{name}"'
+        ok = _SQL_OK[kind].format(c=column)
+        conditions.append(f"NOT ({column} IS NULL OR {ok})" if nullable else f"NOT ({column} IS NOT NULL AND {ok})")
     where = " OR ".join(conditions) or "0"
     return f"SELECT {codec.select_list(cls)} FROM {codec.TABLE_OF[cls]} WHERE id > ? AND ({where}) ORDER BY id LIMIT 1"
 
