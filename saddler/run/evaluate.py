@@ -240,7 +240,9 @@ class Evaluator:
         assert self.batch_runner is not None and self.batch is not None
         rollouts = {BatchRollout(m.task, m.seed, m.repetition, self._trace_dir(node, split, m)): m for m in misses}
         digest = hashlib.sha256("\n".join(sorted(m.key for m in misses)).encode()).hexdigest()[:12]
-        folder = self.run_dir / "traces" / f"n{node.id}" / split / f"batch-{digest}"
+        folder = (
+            RunPaths(self.run_dir).trace_root(split) / f"n{node.id}" / split / f"batch-{digest}"
+        )  # dev, test: held out
         folder.mkdir(parents=True, exist_ok=True)
         batch = Batch(harness_dir, tuple(rollouts), folder, self.batch.workers, dict(self.batch.env),
                       self.batch.timeout_s)  # fmt: skip
