@@ -7,8 +7,9 @@ with the bulk helper `EvoDAG.add_rollouts`), then prints the median of `--repeat
 `evodag_<query>_ms: <median>` for summary, lineage (of the deepest node), scenario (with the task registry),
 best, lessons(task), history (last 50 iterations) and lineage_train_outcomes (the curriculum sampler's view
 of the deepest node), then `evodag_history_all_ms` (every iteration, not budgeted: its output is the size
-of the run), then `evodag_cli_summary_s: <median>` (wall) for the whole `evo-dag summary --json`
-process and its CPU time (`evodag_cli_summary_cpu_s`).
+of the run), `evodag_session_view_ms` (writing the session view sessions query, `evodag.view`, done before every
+session of an LLM backend; not budgeted), then `evodag_cli_summary_s: <median>` (wall) for the whole
+`evo-dag summary --json` process and its CPU time (`evodag_cli_summary_cpu_s`).
 Budgets: 50 ms per query, 1 s for the CLI process; exit status 1 if one is exceeded.
 """
 
@@ -30,6 +31,7 @@ from typing import Any
 from evodag.history import history
 from evodag.queries import lineage_train_outcomes
 from evodag.store import EvoDAG
+from evodag.view import write_session_view
 
 QUERY_BUDGET_MS = 50.0
 CLI_BUDGET_S = 1.0
@@ -154,6 +156,8 @@ def main() -> int:
                     failed.append(name)
             whole = median_ms(lambda: history(s), max(1, args.repeat // 2))
             print(f"evodag_history_all_ms: {whole:.2f}  ({args.nodes - 1} iterations)")
+            view = median_ms(lambda: write_session_view(s, folder / "view.sqlite"), max(1, args.repeat // 2))
+            print(f"evodag_session_view_ms: {view:.2f}  (the session view, written before each LLM session)")
         cmd = [*cli_command(), "summary", "--json", "--db", str(path)]
         cli_times, cli_cpu = [], []
         for _ in range(max(3, args.repeat // 2)):

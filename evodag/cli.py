@@ -2,9 +2,9 @@
 
 The database is `--db PATH`, else `$EVODAG_DB`, else `evodag.sqlite` in `--run DIR` (default: the current
 directory). Every command prints plain text, or a stable JSON document with `--json`. Missing database,
-unknown node/edge/task: one line on stderr, exit code 2; a damaged file or value (named by table, row and column):
-one line, exit code 1. Heavy imports (networkx) happen only in the
-commands that need them so `evo-dag summary` starts fast.
+unknown node/edge/task: one line on stderr, exit code 2; a damaged file or value anywhere in the store (named by
+table, row and column, found when the file is opened): one line, exit code 1. Heavy imports (networkx) happen only
+in the commands that need them so `evo-dag summary` starts fast.
 """
 
 from __future__ import annotations

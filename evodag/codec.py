@@ -114,6 +114,11 @@ def _schema(cls: Any) -> tuple[_Column, ...]:
     return tuple(out)
 
 
+def column_kinds(cls: type) -> tuple[tuple[str, str, bool], ...]:
+    """(column, kind, nullable) of a record's table: kind is int | float | str | bool | dict | list | any."""
+    return tuple((c.name, c.kind, c.nullable) for c in _schema(cls))
+
+
 # stored (SQLite) types each kind accepts: JSON and booleans are stored as text and 0/1
 _STORED: dict[str, tuple[type, ...]] = {
     "int": (int,), "float": (int, float), "str": (str,), "bool": (int,), "dict": (str,), "list": (str,), "any": (),

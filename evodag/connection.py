@@ -55,6 +55,7 @@ def open_connection(path: Path, *, readonly: bool) -> sqlite3.Connection:
                 )
             integrity.quick_check(conn, path)
             integrity.check_tables(conn, path)
+            integrity.check_values(conn, path)
         except BaseException:
             conn.close()
             raise

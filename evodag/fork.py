@@ -5,9 +5,13 @@ as they stood when iteration N finished: nodes of iterations 0..N (test scores c
 end of a run), their edges and blobs, the iterations, lessons and sessions (with their stored answers and
 changes) of iterations 1..N, the rollouts those iterations used (train rollouts of each iteration's parent and
 candidate on the tasks it compared, its batch and any close-call evidence; dev rollouts of the copied nodes; only
-rows the run held when iteration N finished) and the events logged up to that moment. Every other
-rollout of the source run goes to the new file's `rollout_cache`, so a fork that evaluates the same harness on
-the same task and seed reuses it instead of paying again. Ids are kept, so every reference stays valid.
+rows the run held when iteration N finished) and the events logged up to that moment. Every other train or dev
+rollout of the source run goes to the new file's `rollout_cache`, so a fork that evaluates the same harness on the
+same task and seed reuses it instead of paying again. Ids are kept, so every reference stays valid.
+
+A fork carries no test data in any form: no test rollout (not even in its cache), no test score on a node, no
+event field holding one (`evodag.view.HELD_OUT_NODE_FIELDS` are removed from every payload, and a node update
+that held nothing else is left out). The fork's sessions start from a history that never saw test.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from evodag.errors import InvalidValueError
 from evodag.history import compared_tasks
 from evodag.models import Iteration, RolloutRow, Run
 from evodag.store import EvoDAG
+from evodag.view import HELD_OUT_NODE_FIELDS
 
 Rewrite = Callable[[str | None], str | None]
 _CACHED = ("score", "passed", "disposition", "llm_calls", "duration_s", "trace_path", "error_tail", "rationale",
@@ -116,10 +121,25 @@ def _copy(
     conn.execute("INSERT INTO iterations SELECT * FROM src.iterations WHERE run_id = ? AND number <= ?", (rid, n))
     conn.execute("INSERT INTO lessons SELECT * FROM src.lessons WHERE run_id = ? AND iteration <= ?", (rid, n))
     conn.execute(f"INSERT INTO sessions SELECT * FROM {sessions}")
-    conn.execute("INSERT INTO events SELECT * FROM src.events WHERE run_id = ? AND id <= ?", (rid, boundary))
+    _copy_events(out, rid, boundary)
     for sid, path in conn.execute("SELECT id, transcript_path FROM sessions").fetchall():
         conn.execute("UPDATE sessions SET transcript_path = ? WHERE id = ?", (path_of(path), sid))
     _copy_rollouts(out, rid, nodes, used, path_of, last)
+
+
+def _copy_events(out: EvoDAG, rid: int, boundary: int) -> None:
+    """The events up to `boundary` without any held-out field (a node update that held only test scores is left
+    out: what remains would say only when test ran)."""
+    paths = ", ".join(f"'$.{name}'" for name in HELD_OUT_NODE_FIELDS)
+    held = " OR ".join(f"json_type(payload, '$.{name}') IS NOT NULL" for name in HELD_OUT_NODE_FIELDS)
+    out.conn.execute(
+        f"""INSERT INTO events (id, run_id, ts, kind, payload)
+            SELECT id, run_id, ts, kind, CASE WHEN {held} THEN json_remove(payload, {paths}) ELSE payload END
+            FROM src.events WHERE run_id = ? AND id <= ?
+            AND NOT (kind = 'node.updated' AND ({held})
+                     AND json_remove(payload, '$.id', {paths}) = '{{}}')""",
+        (rid, boundary),
+    )
 
 
 def _copy_rollouts(
@@ -127,7 +147,7 @@ def _copy_rollouts(
 ) -> None:
     """The rollouts iterations 0..N used (each iteration's parent and candidate on the tasks it compared, dev of the
     copied nodes; when iteration N recorded its `last_rollout`, only rows the run held then) are copied; every other
-    one with a cache key goes to `rollout_cache`."""
+    train or dev one with a cache key goes to `rollout_cache`; test ones nowhere."""
     conn = out.conn
     cols = codec.select_list(RolloutRow)
     names = codec.columns(RolloutRow)
@@ -144,7 +164,7 @@ def _copy_rollouts(
             and (row.split == "dev" or (row.split == "train" and (row.node_id, row.task_id) in used))
         ):
             conn.execute(insert, (*raw[:trace], path_of(row.trace_path), *raw[trace + 1 :]))
-        elif row.cache_key:
+        elif row.cache_key and row.split != "test":
             cached.setdefault(row.cache_key, {c: getattr(row, c) for c in _CACHED})
     for key, payload in cached.items():
         conn.execute(

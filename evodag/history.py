@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 SATURATED_REASON = "the parent passes every task of the mini-batch: nothing to diagnose"
 ATTEMPT_TRANSITIONS = ("fixed", "still_failing", "regressed")  # still_passing is not an attempt on the task
+HISTORY_EVENT_KINDS = ("iteration.started", "evolution.action", "diagnosis.no_patch")
+"""The events `history` reads (the session view keeps exactly these: `evodag.view`)."""
 _CHECK = re.compile(r"\s*([A-Za-z_][\w.\-]{0,47})\s*:")
 
 
@@ -71,13 +73,13 @@ def _evolution_and_no_patch(store: EvoDAG, rid: int, numbers: set[int]) -> tuple
 
     Events are read newest first and only back to the start of the earliest iteration asked for (its events all
     come after its `iteration.started`), so `--last N` reads O(N) events, not the whole log."""
+    kinds = ", ".join("?" for _ in HISTORY_EVENT_KINDS)
     rows = store.conn.execute(
-        """SELECT kind, json_extract(payload, '$.number'), json_extract(payload, '$.iteration'),
-                  json_extract(payload, '$.action'), json_extract(payload, '$.rationale'),
-                  json_extract(payload, '$.reason')
-           FROM events WHERE run_id = ? AND kind IN ('iteration.started', 'evolution.action', 'diagnosis.no_patch')
-           ORDER BY id DESC""",
-        (rid,),
+        f"""SELECT kind, json_extract(payload, '$.number'), json_extract(payload, '$.iteration'),
+                   json_extract(payload, '$.action'), json_extract(payload, '$.rationale'),
+                   json_extract(payload, '$.reason')
+            FROM events WHERE run_id = ? AND kind IN ({kinds}) ORDER BY id DESC""",
+        (rid, *HISTORY_EVENT_KINDS),
     )
     evolution: dict[int, Any] = {}
     no_patch: dict[int, str] = {}

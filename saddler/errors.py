@@ -57,6 +57,20 @@ class RunStateError(SaddlerError):
     """The run folder is missing, locked by another process, or inconsistent."""
 
 
+class FolderRefusedError(RunStateError):
+    """A folder cannot be used as asked (not empty without `--force`, holds no run to replace): nothing was
+    changed, and the user chooses another folder."""
+
+    exit_code = 2
+
+
+class UncommittedHarnessError(HarnessError):
+    """The harness repository has changes a run would leave out (uncommitted files, no commit at all): the user
+    commits them or passes `--include-uncommitted`."""
+
+    exit_code = 2
+
+
 class ChangedInputsError(SaddlerError):
     """A run's results-affecting inputs changed since it started; `changed` names the dotted keys."""
 
@@ -89,8 +103,13 @@ def disk_full_as(what: str, where: object) -> Iterator[None]:
         from evodag.connection import is_disk_full
 
         if is_disk_full(exc):
-            raise DiskFullError(what, exc.filename or where) from exc
+            raise DiskFullError(what, written_path(exc) or where) from exc
         raise
+
+
+def written_path(exc: OSError) -> str | None:
+    """The file a failed write was writing: a copy or a move names its source first and its destination second."""
+    return getattr(exc, "filename2", None) or getattr(exc, "filename", None)
 
 
 class AccessError(SaddlerError):
@@ -120,15 +139,18 @@ def free_space(path: str) -> str:
 
 def as_user_error(exc: BaseException) -> SaddlerError | None:
     """The one-line error a command shows for an environment fault, or None for anything else (a bug keeps its
-    traceback): disk full (OS or SQLite), permission denied / read-only file system, any other SQLite error."""
+    traceback): disk full (OS or SQLite), permission denied / read-only file system, any other SQLite error; a
+    `SaddlerError` is its own one line."""
     import sqlite3
 
     from evodag.connection import is_disk_full
 
+    if isinstance(exc, SaddlerError):
+        return exc  # already the one line
     if is_disk_full(exc):  # OS (ENOSPC, EDQUOT) or SQLite (SQLITE_FULL)
         if isinstance(exc, sqlite3.Error):
             return DiskFullError("SQLite", "the EvoDAG (evodag.sqlite)")
-        return DiskFullError("saddler", getattr(exc, "filename", None))
+        return DiskFullError("saddler", written_path(exc) if isinstance(exc, OSError) else None)
     if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         what = "read-only file system" if exc.errno == errno.EROFS else "permission denied"
         return AccessError(

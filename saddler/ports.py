@@ -41,10 +41,13 @@ class SessionBackend(Protocol):
 
     Contract: a backend never raises for a bad session (budget, max turns, unparsable output): it returns
     a result with status/outcome `failed:<reason>`. It raises `AuthenticationError` when credentials are
-    missing or rejected, and `BackendError` when it cannot run at all.
+    missing or rejected, and `BackendError` when it cannot run at all. `reads_history` says whether its sessions
+    query the request's `db_path` (the session view, written before each such session); a backend without the
+    attribute is taken to read it.
     """
 
     name: str
+    reads_history: bool
 
     def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult: ...
 

@@ -77,7 +77,7 @@ def test_diagnosis_builds_options_denies_protected_edit_and_parses_answer(
         ),
         Hook("Write", {"file_path": "/etc/passwd", "content": "x"}),
         Hook("Bash", {"command": "rm -rf ."}),
-        Hook("Bash", {"command": "evo-dag lessons --db x.sqlite"}),
+        Hook("Bash", {"command": f"evo-dag lessons --db {req.db_path}"}),
         Hook(
             "Edit",
             {"file_path": str(wt / "tools" / "search.py"), "old_string": "[]", "new_string": "[query]"},

@@ -75,3 +75,44 @@ def test_evo_dag_writing_to_a_full_device_is_one_line(
     result = runner.invoke(evodag_app, ["export", "--db", str(db), "--out", "/dev/full"])
     assert (result.exit_code, result.stdout) == (1, "")
     assert result.stderr == "evo-dag: cannot write /dev/full: No space left on device\n"
+
+
+def test_a_full_disk_while_traces_land_names_the_run_folder_not_the_private_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+    from types import SimpleNamespace
+
+    from saddler.benchmark import RolloutResult
+    from saddler.executor.workspace import RolloutFolder
+
+    private = RolloutFolder(tmp_path / "shm" / "saddler-rollout-1")
+    private.trace.mkdir(parents=True)
+    (private.trace / "trace.json").write_text("{}")
+    dest = tmp_path / "run" / "traces" / "n1" / "train" / "t1-r0-s7"
+
+    def full(src: str, dst: str, **_kw: object) -> None:  # what shutil's sendfile copy raises on a full disk
+        raise OSError(errno.ENOSPC, "No space left on device", str(src), None, str(dst))
+
+    monkeypatch.setattr(shutil, "copyfile", full)
+    job = SimpleNamespace(trace_dir=str(dest), harness_dir=str(tmp_path / "snapshot"))
+    with pytest.raises(DiskFullError) as exc:
+        private.land(RolloutResult("t1", 0.0, False, "task_failure"), job)  # type: ignore[arg-type]
+    assert str(dest) in str(exc.value) and "shm" not in str(exc.value)
+    copied = as_user_error(OSError(errno.ENOSPC, "No space left on device", "/dev/shm/x", None, str(dest)))
+    assert copied is not None and str(dest) in str(copied) and "/dev/shm" not in str(copied)
+
+
+@pytest.mark.slow
+def test_ctrl_c_prints_one_line_saying_how_to_resume(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    assert runner.invoke(app, ["init", str(run), "--template", "opsdesk"]).exit_code == 0
+    env = {**os.environ, "SADDLER_FAULT": "rollout:30:int"}  # SIGINT, as Ctrl-C sends it, mid-evaluation
+    proc = subprocess.run([sys.executable, "-m", "saddler", "run", str(run), "--quiet"], env=env, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 130
+    assert proc.stderr == f"interrupted; `saddler run {run}` resumes where it stopped\n"

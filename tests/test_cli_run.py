@@ -45,7 +45,7 @@ def test_init_refuses_a_non_empty_folder_without_force(tmp_path: Path) -> None:
     run = tmp_path / "run"
     _init(run)
     again = runner.invoke(app, ["init", str(run), "--template", "opsdesk"])
-    assert again.exit_code == 1
+    assert again.exit_code == 2  # the user chooses another folder
     assert again.output == f"error: {run} is not empty; pass --force to replace it\n"
     _init(run, "--force")
 

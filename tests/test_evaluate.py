@@ -86,7 +86,7 @@ def test_results_match_the_benchmark_in_process_and_traces_land_in_the_run(world
         expected = world.bench.run(checkout, task, 5, world.root / "scratch")
         assert (row.score, row.passed, row.disposition) == (expected.score, expected.passed, expected.disposition)
         assert row.node_id == world.baseline.id and row.split == "dev" and row.task_group == task.group
-        own = world.root / "traces" / f"n{world.baseline.id}" / "dev" / f"{task.id}-r0-s5"
+        own = world.root / "heldout" / f"n{world.baseline.id}" / "dev" / f"{task.id}-r0-s5"
         assert row.trace_path == str(own / f"{task.id}-s5.json")
         assert Path(row.trace_path).is_file()
 
@@ -226,3 +226,14 @@ def test_a_batch_benchmark_gets_every_miss_as_one_batch_and_a_killed_batch_redoe
     done = {(r.task.id, r.seed) for r in batch.rollouts[:5]}
     assert {(r.task.id, r.seed) for r in rest.rollouts} == {(r.task.id, r.seed) for r in batch.rollouts} - done
     assert len(rows) == 8 and resumed.executed_count == 3
+
+
+def test_a_held_out_batch_lands_in_the_held_out_folder(world: World) -> None:
+    bench = BatchRunner()
+    evaluator = Evaluator(world.store, world.run_id, world.space, bench, SPEC, {}, world.executor, world.root,
+                          batch=BatchSettings(workers=1, env={}, timeout_s=10.0))  # fmt: skip
+    evaluator.evaluate(world.baseline, bench.tasks("dev"), "dev", [5])
+    [batch] = bench.batches
+    held = world.root / "heldout" / f"n{world.baseline.id}" / "dev"
+    assert batch.folder.parent == held and {r.trace_dir.parent for r in batch.rollouts} == {held}
+    assert not (world.root / "traces").exists() or not list((world.root / "traces").rglob("dev"))

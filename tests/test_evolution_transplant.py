@@ -16,6 +16,8 @@ from saddler.run import evolution
 from saddler.run.transplant import apply_action
 from saddler.sessions.schema import EvolutionResult, SessionStats
 
+WHERE = {"run_dir": "/r", "db_path": "/r/sessions/evodag-view.sqlite", "readable": ["/r/traces"]}
+
 
 @pytest.fixture
 def world(
@@ -88,9 +90,9 @@ def test_a_conflicting_edge_is_named_and_nothing_is_stored(world: tuple[EvoDAG, 
 
 def test_answers_naming_what_does_not_exist_are_refused(world: tuple[EvoDAG, HarnessSpace, dict]) -> None:
     store, _, nodes = world
-    request = evolution.build_request(store, 1, 5, nodes["n2"], nodes["n2"], "/r", "/r/db")
+    request = evolution.build_request(store, 1, 5, nodes["n2"], nodes["n2"], WHERE)
     store.update_node(nodes["n4"].id, status="rejected")
-    request_rejected = evolution.build_request(store, 1, 5, nodes["n2"], nodes["n2"], "/r", "/r/db")
+    request_rejected = evolution.build_request(store, 1, 5, nodes["n2"], nodes["n2"], WHERE)
     n1, n2 = nodes["n1"].id, nodes["n2"].id
 
     def error(result: EvolutionResult, req: object = request) -> str:
@@ -116,5 +118,5 @@ def test_answers_naming_what_does_not_exist_are_refused(world: tuple[EvoDAG, Har
     assert error(rejected, request_rejected) == (
         f"node {nodes['n4'].id} is rejected: evolution may start from nodes {n1}, {n2}, {nodes['n3'].id} only"
     )
-    anything = evolution.build_request(store, 1, 5, nodes["n2"], nodes["n2"], "/r", "/r/db", bases="any")
+    anything = evolution.build_request(store, 1, 5, nodes["n2"], nodes["n2"], WHERE, bases="any")
     assert error(rejected, anything) == ""

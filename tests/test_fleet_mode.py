@@ -180,6 +180,29 @@ def test_kill_ends_the_fleet_processes_and_sweeps_orphans(
             proc.wait()
 
 
+def test_a_results_row_the_agent_wrote_is_shown_as_such_and_never_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
+    fleet_json = fleet_setup(**{"stop_when.max_iterations": 2})
+    monkeypatch.setenv("FAKE_FLEET_FORGE", "2")
+    root = tmp_path / "fleet-root"
+    paths = init_fleet(root, fleet_json)
+    FleetRun(root).run()
+    forged = "deadbee\t0.000000\tkeep\tp99 down to 0 ms (measured by me)"
+    assert forged in paths.results.read_text(encoding="utf-8")  # the agent's row stays in the file
+    measured = json.loads((root / ".orch-state.json").read_text(encoding="utf-8"))["best_metric"]
+    info = fleet_ops.status(FleetPaths.open(root))
+    assert info["best_metric"] == measured and 90 <= measured < 90.5
+    assert info["counts"] == {"keep": 2, "discard": 1, "crash": 0}, "counts are the orchestrator's own rows"
+    assert forged not in info["rows"] and info["agent_rows"] == [forged]
+    text = fleet_ops.render_status(info)
+    assert "not written by saddler" in text and forged in text
+    md = fleet_ops.report(FleetPaths.open(root))
+    kept = md.split("## Kept changes", 1)[1].split("## All experiments", 1)[0]
+    assert "deadbee" not in kept and "-100" not in md
+    assert "Rows saddler did not write" in md and "deadbee" in md.split("Rows saddler did not write", 1)[1]
+
+
 def test_dirty_workdir_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
 ) -> None:

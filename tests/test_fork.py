@@ -110,10 +110,39 @@ def test_the_fork_continues_where_the_source_went_without_paying_again(
     assert _cli("fork", str(source), str(fork), "--from-iteration", "2")[0] == 0
     before = (source / "evodag.sqlite").stat().st_mtime_ns
     assert _cli("run", str(fork), "--quiet")[0] == 0
-    assert sum(c.executed for c in counted) == 0, "every rollout came from the source's store"
+    with EvoDAG(fork / "evodag.sqlite", readonly=True) as new:
+        test_rollouts = len(new.rollouts(split="test"))
+    assert test_rollouts and sum(c.executed for c in counted) == test_rollouts, (
+        "every search rollout came from the source's store; test is evaluated afresh (a fork carries no test data)"
+    )
     expected, got = dag_signature(source), dag_signature(fork)
     assert got == expected
     assert (source / "evodag.sqlite").stat().st_mtime_ns == before, "the source is never written"
+
+
+def test_a_fork_carries_no_test_data_in_any_form(tmp_path: Path, make_run: Callable[..., Path]) -> None:
+    run_dir = make_run(tmp_path / "source", loop={"max_iterations": 2})
+    assert _cli("run", str(run_dir), "--quiet")[0] == 0  # finished: its best was evaluated on test
+    config = run_dir / "saddler.toml"
+    config.write_text(config.read_text().replace("max_iterations = 2", "max_iterations = 4"))
+    assert _cli("run", str(run_dir), "--quiet")[0] == 0  # the search went on, then test again at the end
+    with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as src:
+        test_keys = {r.cache_key for r in src.rollouts(split="test")}
+        tested = [n.id for n in src.nodes() if n.test_mean is not None and n.iteration <= 3]
+    assert test_keys and tested, "the source holds test results from before the fork point"
+    fork = tmp_path / "fork"
+    code, output = _cli("fork", str(run_dir), str(fork), "--from-iteration", "3")
+    assert code == 0, output
+    found = [p for p in fork.rglob("*") if p.is_dir() and p.name == "test"]
+    assert not found, "test traces were copied"
+    assert not (fork / "heldout").exists() or not list((fork / "heldout").glob("n*/test"))
+    with EvoDAG(fork / "evodag.sqlite", readonly=True) as new:
+        assert not new.rollouts(split="test")
+        assert all(n.test_mean is None and n.test_std is None for n in new.nodes())
+        assert not test_keys & set(new.cache_get_many(test_keys)), "test rollouts went to the fork's cache"
+        assert not [e for e in new.events() if "test_mean" in e.payload or "test_std" in e.payload]
+        for row in new.rollouts(split="dev"):
+            assert row.trace_path is None or Path(row.trace_path).is_file()
 
 
 def test_a_fork_with_other_settings_records_what_changed(source: Path, tmp_path: Path) -> None:

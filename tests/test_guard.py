@@ -18,13 +18,13 @@ from saddler.sessions import guard
 from saddler.sessions.claude import ClaudeBackend
 from saddler.sessions.guard import BashPolicy, bash_denial, guard_decision, hook_command
 
-POLICY = BashPolicy("python -m compileall -q .")
+POLICY = BashPolicy("python -m compileall -q .", "/r/sessions/evodag-view.sqlite")
 
 
 @pytest.mark.parametrize(
     "command",
     [
-        "evo-dag --db x.sqlite lessons",
+        "evo-dag --db /r/sessions/evodag-view.sqlite lessons",
         "evo-dag lessons --attribution true_regression",
         "evo-dag scenario t1 --json",
         "evo-dag history",
@@ -65,8 +65,8 @@ def test_writes_through_allowed_prefixes_are_refused(command: str, why: str) -> 
 
 def test_the_policy_describes_itself_for_the_prompts() -> None:
     text = POLICY.describe()
-    assert "`evo-dag` read-only subcommands (no `--out`)" in text
-    assert "`git diff` (no `--output`)" in text
+    assert "`evo-dag` read-only subcommands (no `--out`, `--run`)" in text
+    assert "`git diff` (no `--output`, `--no-index`)" in text
     assert "exactly `python -m compileall -q .`" in text
     assert POLICY.prefixes() == ["evo-dag", "git diff", "git status"]
 

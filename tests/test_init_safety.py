@@ -89,7 +89,7 @@ def test_init_force_refuses_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
     mine.mkdir()
     (mine / "thesis.tex").write_text("years of work")
     code, out = _init(mine, "--force")
-    assert code == 1 and "is not a saddler run folder" in out
+    assert code == 2 and "is not a saddler run folder" in out
     assert (mine / "thesis.tex").read_text() == "years of work"
 
 

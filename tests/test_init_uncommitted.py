@@ -44,7 +44,7 @@ def test_init_refuses_a_harness_with_uncommitted_changes_naming_the_files(tmp_pa
     repo = _repo(tmp_path / "repo")
     _dirty(repo)
     result = runner.invoke(app, ["init", str(tmp_path / "run"), "--harness", str(repo), "--benchmark", "opsdesk"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # the user's to fix
     assert "has 3 uncommitted file(s): agent.py, old.py, tools/new_tool.py." in result.output
     assert "--include-uncommitted" in result.output
     assert not (tmp_path / "run").exists()

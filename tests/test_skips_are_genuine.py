@@ -28,6 +28,7 @@ GENUINE: dict[tuple[str, str], str] = {
     ("test_cli_errors.py", "'needs /dev/full'"): "a system without /dev/full",
     ("test_presets.py", "f'pi runs confined and bubblewrap cannot run here: {BWRAP_WHY}'"): "bubblewrap absent",
     ("test_presets.py", "f'bubblewrap cannot run here: {BWRAP_WHY}'"): "bubblewrap absent",
+    ("test_heldout_sealed.py", "f'bubblewrap cannot run here: {why}'"): "bubblewrap absent",
     ("live/test_live_presets.py", "f'the {name} CLI is not on PATH'"): "a live test's agent CLI is not installed",
     ("live/test_live_presets.py", "'pi runs confined: needs bubblewrap'"): "bubblewrap absent",
 }

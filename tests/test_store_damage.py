@@ -182,3 +182,95 @@ def test_saddler_run_refuses_a_damaged_store_before_running_anything(tmp_path: P
     assert _digest(run / "evodag.sqlite") == before
     status = runner.invoke(saddler_app, ["status", str(run)])
     assert status.exit_code == 1 and "runs row 1, column config" in status.output
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small finished opsdesk run (2 iterations), to copy and damage."""
+    run = tmp_path_factory.mktemp("damage") / "run"
+    init_run(run, template="opsdesk", overrides={"loop": {"max_iterations": 2, "test_runs": 1}})
+    assert runner.invoke(saddler_app, ["run", str(run), "--quiet"]).exit_code == 0
+    return run
+
+
+READER_DAMAGE = [  # (damage, what every reader's one line names); none of the readers below reads all of these
+    ("UPDATE iterations SET batch = '[\"t\",' WHERE id = 1", "iterations row 1, column batch: invalid JSON"),
+    ("UPDATE edges SET fixed = '{\"a\": 1}' WHERE id = 1", "edges row 1, column fixed: expected a JSON array"),
+    ("UPDATE nodes SET hypothesis = 'oops' WHERE id = 2", "nodes row 2, column hypothesis: invalid JSON"),
+    ("UPDATE rollouts SET score = 'high' WHERE id = 3", "rollouts row 3, column score: expected a number, found text"),
+]
+READERS = [
+    (evodag_app, ["summary", "--run"]),
+    (evodag_app, ["best", "--run"]),
+    (saddler_app, ["status"]),
+    (saddler_app, ["status", "--json"]),
+    (saddler_app, ["report"]),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sql", "message"), READER_DAMAGE, ids=[m.split(":")[0] for _, m in READER_DAMAGE])
+def test_every_reader_refuses_a_damaged_value_in_one_line_before_writing(
+    tmp_path: Path, finished_run: Path, sql: str, message: str
+) -> None:
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run, symlinks=True)
+    _poke(run / "evodag.sqlite", sql)
+    written = {p.name: _digest(p) for p in (run / "report.md", run / "results.tsv", run / "progress.png")}
+    for app, args in READERS:
+        result = runner.invoke(app, [*args, str(run)])
+        assert result.exit_code == 1, (args, result.output)
+        assert result.output.count("\n") == 1 and message in result.output, (args, result.output)
+    assert {p.name: _digest(p) for p in (run / "report.md", run / "results.tsv", run / "progress.png")} == written
+
+
+STORED = [  # (table, column, a value as SQL): every kind of column, values the decoder accepts and refuses
+    *[("edges", "lines_added", v) for v in ("7", "2.5", "'5a'", "'x'", "X'00'", "-0", "9223372036854775807")],
+    *[("rollouts", "score", v) for v in ("0.5", "1", "'high'", "'1e5'", "X'01'", "1e999", "-1e999")],
+    *[("nodes", "phase", v) for v in ("'steering'", "5", "X'41'", "''")],
+    *[("rollouts", "passed", v) for v in ("0", "1", "2", "1.0", "'yes'", "-1")],
+    *[
+        ("nodes", "hypothesis", v)
+        for v in (
+            "NULL",
+            "'{\"a\": 1}'",
+            "'[1]'",
+            "'oops'",
+            "'{\"a\": NaN}'",
+            "'{\"a\": 1,}'",
+            "'{\"a\": \"' || char(1) || '\"}'",
+            "X'7b7d'",
+            "'  {} '",
+            "'{\"a\": Infinity}'",
+            "'{a: 1}'",
+            "'5'",
+        )
+    ],
+    *[("edges", "fixed", v) for v in ("'[]'", "'{}'", "'[1,]'", "'[\"t\"]'", "'[1] x'", "''")],
+    *[("nodes", "dev_mean", v) for v in ("NULL", "0.25", "'0.25x'")],
+    *[("events", "payload", v) for v in ("'{}'", "'{\"k\": [1, 2]}'", "'[]'", "'{'")],
+]
+
+
+@pytest.mark.parametrize(("table", "column", "value"), STORED, ids=[f"{t}.{c}={v}" for t, c, v in STORED])
+def test_the_readers_sql_check_refuses_exactly_what_the_decoder_refuses(
+    store_file: Path, table: str, column: str, value: str
+) -> None:
+    from evodag import integrity
+    from evodag.errors import CorruptRowError
+
+    if table == "events":
+        _poke(store_file, "DROP TRIGGER events_no_update")
+    _poke(store_file, f"UPDATE {table} SET {column} = {value} WHERE id = 2")
+    conn = sqlite3.connect(store_file)
+
+    def outcome(check: Callable[[sqlite3.Connection, Path], None]) -> tuple[object, ...] | None:
+        try:
+            check(conn, store_file)
+        except CorruptRowError as exc:
+            return (exc.table, exc.row_id, exc.column)
+        return None
+
+    assert outcome(integrity.check_values) == outcome(integrity.check_rows)

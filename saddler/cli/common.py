@@ -2,7 +2,8 @@
 
 `@handle_errors` turns a `SaddlerError` or `EvoDAGError` raised by a command into one message on stderr and the
 exception's `exit_code`, and so an environment fault (disk full, permission denied, read-only file system, an
-SQLite error: see `saddler.errors.as_user_error`); anything else is a bug and keeps its traceback.
+SQLite error: see `saddler.errors.as_user_error`) and Ctrl-C (`interrupted`, exit 130); anything else is a bug and
+keeps its traceback.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import typer
 from evodag.errors import EvoDAGError
 from saddler.errors import SaddlerError, as_user_error
 
+INTERRUPTED = 130  # the shell's exit status for a command ended by Ctrl-C (128 + SIGINT)
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -36,13 +38,15 @@ def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
             if known is None:
                 raise
             fail(str(known), known.exit_code)
+        except KeyboardInterrupt:
+            fail("interrupted", INTERRUPTED)
 
     return wrapper
 
 
 def fail(message: str, exit_code: int = 1) -> NoReturn:
-    """Print `error: <message>` to stderr and exit with `exit_code` (never returns)."""
-    typer.echo(f"error: {message}", err=True)
+    """Print `error: <message>` to stderr (only `<message>` for an interruption) and exit with `exit_code`."""
+    typer.echo(message if exit_code == INTERRUPTED else f"error: {message}", err=True)
     raise typer.Exit(exit_code)
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from saddler.cli.common import fail, handle_errors, print_json
+from saddler.cli.common import INTERRUPTED, fail, handle_errors, print_json
 from saddler.control import RunControls
 from saddler.run.folder import RunPaths
 
@@ -124,6 +124,8 @@ def register(app: typer.Typer) -> None:
         plotter = PlotProcess()  # first: it imports matplotlib while this process imports the loop
         try:
             outcome = _run(run_dir, quiet, json_out, allow_changed, plotter)
+        except KeyboardInterrupt:
+            fail(f"interrupted; `saddler run {run_dir}` resumes where it stopped", INTERRUPTED)
         finally:
             plotter.close()
         if json_out:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from saddler.benchmark import RolloutResult
+from saddler.errors import disk_full_as
 from saddler.executor.base import RolloutJob
 
 MAX_CACHED_BYTES = 256 * 1024 * 1024  # all trees held in memory together
@@ -139,14 +140,15 @@ class RolloutFolder:
     def land(self, result: RolloutResult, job: RolloutJob) -> RolloutResult:
         """Move the rollout's traces into `job.trace_dir` and make the result name the paths the run knows."""
         dest = Path(job.trace_dir)
-        for folder, _dirs, files in os.walk(self.trace):
-            for name in files:
-                src = Path(folder) / name
-                if not stat.S_ISREG(os.lstat(src).st_mode):
-                    continue
-                target = dest / src.relative_to(self.trace)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, target, follow_symlinks=False)
+        with disk_full_as("a rollout's traces", dest):  # the run folder is full, not the private one
+            for folder, _dirs, files in os.walk(self.trace):
+                for name in files:
+                    src = Path(folder) / name
+                    if not stat.S_ISREG(os.lstat(src).st_mode):
+                        continue
+                    target = dest / src.relative_to(self.trace)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(src, target, follow_symlinks=False)
         moves = ((str(self.trace), str(dest)), (str(self.harness), job.harness_dir))
         if result.trace_path and result.trace_path.startswith(str(self.trace) + os.sep):
             result.trace_path = str(dest) + result.trace_path[len(str(self.trace)) :]

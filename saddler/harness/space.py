@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path
 
 from saddler.config import HarnessConfig, parse_saddler_file
-from saddler.errors import ConfigError, HarnessError
+from saddler.errors import ConfigError, HarnessError, UncommittedHarnessError
 from saddler.harness import components
 from saddler.harness.diffs import DiffsMixin, StagedChange, worktree_head
 from saddler.harness.gitbatch import ObjectReader, RefWriter
@@ -97,7 +97,7 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
             raise HarnessError(f"{repo_dir} already exists and is not empty; open it with HarnessSpace() instead")
         if is_repo_root(source):
             if git(["rev-parse", "--verify", "-q", "HEAD"], source, check=False).returncode != 0:
-                raise HarnessError(f"{source} has no commits; commit the harness once before optimizing it")
+                raise UncommittedHarnessError(f"{source} has no commits; commit the harness once before optimizing it")
             repo_dir.parent.mkdir(parents=True, exist_ok=True)
             git(["clone", "-q", "--no-hardlinks", str(source), str(repo_dir)], repo_dir.parent)
             git(["remote", "remove", "origin"], repo_dir)

@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from evodag.errors import UnknownRunError
 from evodag.models import Iteration, Node, RolloutRow
 from evodag.store import EvoDAG
+from evodag.view import write_session_view
 from saddler.benchmark import SCORE_KINDS, Benchmark, Task, load_benchmark
 from saddler.config import RunConfig
 from saddler.errors import RolloutsFailedError
@@ -149,6 +151,13 @@ class RunContext:
             )
             return self.store.update_iteration(it.id, phase=phase)
 
+    def session_paths(self) -> dict[str, Any]:
+        """Where a session works: the run folder, the session view it queries (never the run's own EvoDAG) and
+        the parts of the run folder it may read (`RunPaths.session_readable`)."""
+        readable = self.paths.session_readable(self.cfg.harness)
+        return {"run_dir": str(self.paths.root), "db_path": str(self.paths.session_db),
+                "readable": [str(p) for p in readable]}  # fmt: skip
+
     def diagnosis_request(
         self,
         it: Iteration,
@@ -163,8 +172,7 @@ class RunContext:
     ) -> DiagnosisRequest:
         comp = self.space.config.components
         return DiagnosisRequest(
-            run_dir=str(self.paths.root),
-            db_path=str(self.paths.db),
+            **self.session_paths(),
             worktree=str(worktree),
             iteration=it.number,
             parent_node_id=parent.id,
@@ -188,8 +196,7 @@ class RunContext:
     ) -> ReflectionRequest:
         hyp = cand.hypothesis or {}
         return ReflectionRequest(
-            run_dir=str(self.paths.root),
-            db_path=str(self.paths.db),
+            **self.session_paths(),
             iteration=it.number,
             parent_node_id=parent.id,
             candidate_node_id=cand.id,
@@ -263,7 +270,9 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
         executor=executor,
         evaluator=evaluator,
         backend=backend,
-        calls=SessionCalls(store, run_id, backend, space),
+        calls=SessionCalls(
+            store, run_id, backend, space, view=lambda: write_session_view(store, paths.session_db, run_id)
+        ),
         ranking=make_ranking(pol.ranking),
         sampler=make_sampler(
             pol.sampler, train_ids, loop.batch_size, cfg.seed, pol.curriculum.temperature, pol.curriculum.unseen_share

@@ -7,8 +7,9 @@ with its source's other rollouts); the shared cross-run cache (`cache_store.cach
 for this node with cost 0 (nothing was spent) and the original trace path. Misses run through the executor;
 each result is inserted the moment it arrives (a crash loses nothing finished).
 
-Every executed rollout gets its own trace folder, `traces/n<node>/<split>/<task>-r<rep>-s<seed>/`
-(`rollout_trace_dir`), so parallel rollouts never share a file. A result without a `trace_path` whose folder
+Every executed rollout gets its own trace folder, `traces/n<node>/train/<task>-r<rep>-s<seed>/` for train and
+`heldout/n<node>/<split>/...` for dev and test (`rollout_trace_dir`; sessions never see `heldout/`), so parallel
+rollouts never share a file. A result without a `trace_path` whose folder
 holds files points at that folder: diagnosis then reads the rollout's own traces, whatever they are named.
 A rollout that failed because the disk is full is not stored as the candidate's failure: it raises
 `DiskFullError`, so the resumed run executes it again.
@@ -37,6 +38,7 @@ from saddler.harness.space import HarnessSpace
 from saddler.ports import Executor, Progress
 from saddler.reporting.progress import NullProgress
 from saddler.run.faults import fault_point
+from saddler.run.folder import RunPaths
 
 _DISK_FULL = ("No space left on device", "Disk quota exceeded", "[Errno 28]")
 _COPIED = (
@@ -49,13 +51,14 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._+=@-]+")
 
 
 def rollout_trace_dir(run_dir: Path, node_id: int, split: str, task_id: str, repetition: int, seed: int) -> Path:
-    """The trace folder of one rollout: `run_dir/traces/n<node>/<split>/<task>-r<rep>-s<seed>`. A task id that is
+    """The trace folder of one rollout: `<trace root>/n<node>/<split>/<task>-r<rep>-s<seed>`, the trace root being
+    `run_dir/traces` for train and `run_dir/heldout` for dev and test (`RunPaths.trace_root`). A task id that is
     not safe as one path component has anything but letters, digits and `._+=@-` replaced by `_` and a short
     digest of the id appended, so two ids never share a folder."""
     safe = _UNSAFE.sub("_", task_id).strip(".") or "task"
     if safe != task_id:
         safe += "~" + hashlib.sha256(task_id.encode()).hexdigest()[:8]
-    return Path(run_dir) / "traces" / f"n{node_id}" / split / f"{safe}-r{repetition}-s{seed}"
+    return RunPaths(Path(run_dir)).trace_root(split) / f"n{node_id}" / split / f"{safe}-r{repetition}-s{seed}"
 
 
 @dataclass(frozen=True)
@@ -237,7 +240,9 @@ class Evaluator:
         assert self.batch_runner is not None and self.batch is not None
         rollouts = {BatchRollout(m.task, m.seed, m.repetition, self._trace_dir(node, split, m)): m for m in misses}
         digest = hashlib.sha256("\n".join(sorted(m.key for m in misses)).encode()).hexdigest()[:12]
-        folder = self.run_dir / "traces" / f"n{node.id}" / split / f"batch-{digest}"
+        folder = (
+            RunPaths(self.run_dir).trace_root(split) / f"n{node.id}" / split / f"batch-{digest}"
+        )  # dev, test: held out
         folder.mkdir(parents=True, exist_ok=True)
         batch = Batch(harness_dir, tuple(rollouts), folder, self.batch.workers, dict(self.batch.env),
                       self.batch.timeout_s)  # fmt: skip

@@ -10,6 +10,7 @@ start from, or edges that cannot be applied there is refused with a reason the r
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from evodag.models import Node
 from evodag.store import EvoDAG
@@ -52,10 +53,11 @@ def build_request(
     iteration: int,
     current: Node,
     best: Node,
-    run_dir: str,
-    db_path: str,
+    where: dict[str, Any],
     bases: str = "kept",
 ) -> EvolutionRequest:
+    """Evolution's request for `iteration`: the DAG view and the nodes it may start from; `where` is the session's
+    run folder, view and readable paths (`RunContext.session_paths`)."""
     nodes = store.nodes(run_id=run_id)
     by_id = {n.id: n for n in nodes}
     true_fixes: dict[int, list[str]] = defaultdict(list)
@@ -88,8 +90,7 @@ def build_request(
         lineage_edges[node.id] = lineage_edge_ids(store, node.id)
         failing[node.id] = failing_tasks(store.rollouts(node_id=node.id, split="train"))
     return EvolutionRequest(
-        run_dir=run_dir,
-        db_path=db_path,
+        **where,
         iteration=iteration,
         current_node_id=current.id,
         best_node_id=best.id,

@@ -36,14 +36,7 @@ def evolve(ctx: RunContext, it: Iteration, current: Node, say: Say) -> Node:
         say(f"iter {it.number:>3} evolution: {rationale}")
         return current
     request = evolution.build_request(
-        ctx.store,
-        ctx.run_id,
-        it.number,
-        current,
-        ctx.best(),
-        str(ctx.paths.root),
-        str(ctx.paths.db),
-        ctx.cfg.policies.evolution_bases,
+        ctx.store, ctx.run_id, it.number, current, ctx.best(), ctx.session_paths(), ctx.cfg.policies.evolution_bases
     )
     result = _answer(ctx, it, request, current)
     base = ctx.store.get_node(result.parent_node_id)

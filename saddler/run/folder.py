@@ -2,10 +2,14 @@
 
 RUN/saddler.toml      [run] config          RUN/evodag.sqlite  the EvoDAG
 RUN/harness/          the run's own clone   RUN/worktrees/     candidate worktrees
-RUN/traces/           rollout traces        RUN/sessions/      session transcripts
+RUN/traces/           train rollout traces  RUN/heldout/       dev and test rollout traces
+RUN/sessions/         session transcripts and the session view of the EvoDAG (`evodag.view`)
 RUN/best/             exported best harness RUN/report.md, results.tsv, progress.png
 RUN/PAUSE, RUN/STOP   sentinels honoured at iteration boundaries
 RUN/.lock             the single-writer lock (`saddler.runlock`)
+
+Sessions may read only `RunPaths.session_readable` of it: held-out data (the full EvoDAG, dev and test traces, the
+report and the export, which hold test scores) is sealed from them.
 """
 
 from __future__ import annotations
@@ -16,13 +20,16 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
-from saddler.errors import ConfigError, HarnessError, RunStateError
+from saddler.errors import ConfigError, FolderRefusedError, UncommittedHarnessError
 from saddler.files import remove_path
 from saddler.runlock import run_lock
+
+if TYPE_CHECKING:
+    from saddler.run.preflight import HarnessSource
 
 __all__ = ["RunPaths", "init_run", "merge_overrides", "render_run_toml", "run_lock"]
 
@@ -76,7 +83,18 @@ class RunPaths:
         return self.root / "evodag.sqlite"
 
     def harness(self, rel: str = "harness") -> Path:
-        return self.root / rel
+        """The run's own clone of the harness, `run.harness` (`rel`) inside the run folder. Anything that leads
+        outside it (an absolute path, `..`, a symlink) is a `ConfigError` naming `run.harness`: saddler commits
+        candidates into this clone, never into a repository of the user's."""
+        path = self.root / rel
+        root, resolved = self.root.resolve(), path.resolve()
+        if root not in resolved.parents:
+            raise ConfigError(
+                f"saddler.toml: run.harness = {rel!r} is {resolved}, outside the run folder {root}; run.harness "
+                "names the run's own clone of your harness inside the run folder ('harness', made by `saddler "
+                "init --harness PATH`), so that your repository is never written to"
+            )
+        return path
 
     @property
     def worktrees(self) -> Path:
@@ -87,8 +105,27 @@ class RunPaths:
         return self.root / "traces"
 
     @property
+    def heldout(self) -> Path:
+        """Dev and test traces: never shown to a session (`session_readable`)."""
+        return self.root / "heldout"
+
+    def trace_root(self, split: str) -> Path:
+        """Where the traces of `split` go: `traces/` for train, `heldout/` for dev and test."""
+        return self.traces if split == "train" else self.heldout
+
+    @property
     def sessions(self) -> Path:
         return self.root / "sessions"
+
+    @property
+    def session_db(self) -> Path:
+        """The session view of the EvoDAG (`evodag.view`): what sessions query, refreshed before each session."""
+        return self.sessions / "evodag-view.sqlite"
+
+    def session_readable(self, harness: str = "harness") -> list[Path]:
+        """What a session may read of the run folder: its config, the harness clone and its worktrees, the train
+        traces and the transcripts with the session view. Nothing else, so nothing held out."""
+        return [self.config, self.harness(harness), self.worktrees, self.traces, self.sessions]
 
     @property
     def best(self) -> Path:
@@ -141,8 +178,9 @@ def init_run(
     Everything is checked first (the config with every override, the benchmark and its options, the backend,
     the harness's saddler.toml and files): a problem is a `ConfigError` listing each by dotted path, and
     nothing is created or changed. `force` replaces an existing run folder, under its run lock: a folder
-    another process is running is refused (`RunStateError`), and so is a non-empty folder that holds no run.
-    A harness repository with uncommitted changes is refused (`HarnessError` naming the files) unless
+    another process is running is refused (`RunStateError`), and so is a non-empty folder that holds no run
+    (`FolderRefusedError`, exit 2). A harness repository with uncommitted changes is refused
+    (`UncommittedHarnessError` naming the files, exit 2) unless
     `include_uncommitted`, which commits them in the run's clone as the baseline and says so through `say`.
     """
     from saddler.harness.space import HarnessSpace
@@ -171,21 +209,19 @@ def init_run(
     merge_overrides(run, overrides)
     _absolute_prompts(run)
     notes = _benchmark_settings(run)
-    _check_new_run(run, source, "template" if template else "--harness")
-    dirty = _uncommitted(source, paths.root) if harness is not None else []
-    if dirty and not include_uncommitted:
-        raise HarnessError(
-            f"--harness {source} has {len(dirty)} uncommitted file(s): {_listing(dirty)}. A run starts from the "
-            "last commit, so these would be left out: commit them, or pass --include-uncommitted to make them "
-            "part of the run's baseline (your repository is not changed)"
-        )
+    state = _source_state(source, paths.root) if harness is not None else None
+    _check_new_run(run, source, "template" if template else "--harness", state, include_uncommitted)
+    refused = state.problems(include_uncommitted) if state is not None else []
+    if refused:
+        raise UncommittedHarnessError(f"--harness {refused[0]}")
+    dirty = state.uncommitted if state is not None else []
 
     existed = paths.root.exists()
     if existed and any(paths.root.iterdir()):
         if not force:
-            raise RunStateError(f"{paths.root} is not empty; pass --force to replace it")
+            raise FolderRefusedError(f"{paths.root} is not empty; pass --force to replace it")
         if not _holds_a_run(paths):
-            raise RunStateError(
+            raise FolderRefusedError(
                 f"{paths.root} is not a saddler run folder (no saddler.toml [run], no evodag.sqlite); refusing to "
                 "delete it with --force: choose a new or empty folder"
             )
@@ -206,8 +242,15 @@ def init_run(
             for child in paths.root.iterdir():
                 remove_path(child)
         raise
+    if say is not None and state is not None and not state.repo:
+        say(
+            f"--harness {source} is not a git repository (or not its top folder): its files as they are now were "
+            f"committed as the baseline of the run's clone {paths.harness()}; {source} itself is not changed"
+        )
     if dirty and say is not None:
-        say(f"included {len(dirty)} uncommitted file(s) of {source} in the run's baseline commit: {_listing(dirty)}")
+        from saddler.run.preflight import listing
+
+        say(f"included {len(dirty)} uncommitted file(s) of {source} in the run's baseline commit: {listing(dirty)}")
     for note in notes:
         if say is not None:
             say(note)
@@ -241,16 +284,10 @@ def _benchmark_settings(run: dict[str, Any]) -> list[str]:
     return notes
 
 
-def _uncommitted(source: Path, run_root: Path) -> list[str]:
-    from saddler.harness.gitcmd import is_repo_root
-    from saddler.harness.uncommitted import uncommitted_files
+def _source_state(source: Path, run_root: Path) -> HarnessSource:
+    from saddler.run.preflight import harness_source
 
-    return uncommitted_files(source, exclude=run_root) if is_repo_root(source) else []
-
-
-def _listing(files: list[str], limit: int = 20) -> str:
-    shown = ", ".join(files[:limit])
-    return shown + (f" and {len(files) - limit} more" if len(files) > limit else "")
+    return harness_source(source, exclude=run_root)
 
 
 def _absolute_prompts(run: dict[str, Any]) -> None:
@@ -264,7 +301,9 @@ def _absolute_prompts(run: dict[str, Any]) -> None:
             prompts[role] = str((Path.cwd() / Path(value).expanduser()).resolve())
 
 
-def _check_new_run(run: dict[str, Any], source: Path, flag: str) -> None:
+def _check_new_run(
+    run: dict[str, Any], source: Path, flag: str, state: HarnessSource | None, include_uncommitted: bool
+) -> None:
     from pydantic import ValidationError
 
     from saddler.config import RunConfig, format_validation_error, parse_saddler_file, read_toml
@@ -287,7 +326,8 @@ def _check_new_run(run: dict[str, Any], source: Path, flag: str) -> None:
         if harness is None:
             errors.append(f"{label}: its saddler.toml has no [harness] table (see README)")
         else:
-            errors += [f"{label}: {line}" for line in check_harness(harness, harness_files(source), cfg)]
+            files = state.baseline_files(include_uncommitted) if state is not None else harness_files(source)
+            errors += [f"{label}: {line}" for line in check_harness(harness, files, cfg)]
     if errors:
         raise ConfigError(f"cannot create the run: {len(errors)} problem(s)\n" + "\n".join(f"  {e}" for e in errors))
 

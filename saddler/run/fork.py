@@ -54,7 +54,12 @@ def _fork(src: RunPaths, new: RunPaths, src_cfg: RunConfig, n: int, overrides: d
     old_root = f"{src.root}/"
 
     def rewrite(path: str | None) -> str | None:
-        return f"{new.root}/{path[len(old_root) :]}" if path and path.startswith(old_root) else path
+        if not path or not path.startswith(old_root):
+            return path
+        parts = path[len(old_root) :].split("/")
+        if parts[0] == src.traces.name and len(parts) > 2:  # `traces/n<id>/<split>/...` -> its split's trace root
+            parts[0] = new.trace_root(parts[2]).name
+        return "/".join([str(new.root), *parts])
 
     with EvoDAG(src.db, readonly=True) as source:
         source_inputs = source.get_run().inputs
@@ -100,11 +105,16 @@ def _drop_later_candidates(space: HarnessSpace, commits: set[str]) -> None:
 
 
 def _copy_artifacts(src: RunPaths, new: RunPaths, store: EvoDAG, run_id: int) -> None:
-    """The traces of the copied nodes and the transcripts (with prompt and answer files) of the copied sessions."""
+    """The train and dev traces of the copied nodes (never a test trace: a fork carries no test data) and the
+    transcripts (with prompt and answer files) of the copied sessions."""
     for node in store.nodes(run_id=run_id):
-        traces = src.traces / f"n{node.id}"
-        if traces.is_dir():
-            shutil.copytree(traces, new.traces / f"n{node.id}", symlinks=True)
+        for split in ("train", "dev"):
+            for root in dict.fromkeys(
+                (src.trace_root(split), src.traces)
+            ):  # runs before `heldout/` kept all in traces/
+                traces = root / f"n{node.id}" / split
+                if traces.is_dir():
+                    shutil.copytree(traces, new.trace_root(split) / f"n{node.id}" / split, symlinks=True)
     for session in store.sessions(run_id=run_id):
         if not session.transcript_path:
             continue

@@ -45,6 +45,7 @@ from saddler.executor.environment import rollout_gaps
 from saddler.harness import components
 from saddler.harness.gitcmd import git, is_repo_root
 from saddler.policies.phases import NONE, make_phase_schedule
+from saddler.run.folder import RunPaths
 from saddler.sessions.prompts import TEMPLATES
 from saddler.sessions.registry import BACKENDS
 
@@ -192,6 +193,58 @@ def harness_files(harness_dir: Path) -> list[str]:
     return sorted(found)
 
 
+@dataclass(frozen=True)
+class HarnessSource:
+    """What `saddler init --harness SOURCE` finds of SOURCE's git state (SOURCE is only read): whether it is a
+    repository's top folder (else a plain folder: its files are committed as the baseline of the run's clone),
+    whether that repository has a commit, and its uncommitted files (`saddler.harness.uncommitted`)."""
+
+    path: Path
+    repo: bool
+    committed: bool
+    uncommitted: list[str]
+
+    def problems(self, include_uncommitted: bool = False) -> list[str]:
+        """What `init` refuses: a repository without a commit; uncommitted files unless they are included."""
+        if self.repo and not self.committed:
+            return [f"{self.path} has no commits; commit the harness once before optimizing it"]
+        if self.uncommitted and not include_uncommitted:
+            return [
+                f"{self.path} has {len(self.uncommitted)} uncommitted file(s): {listing(self.uncommitted)}. A run "
+                "starts from the last commit, so these would be left out: commit them, or pass "
+                "--include-uncommitted to make them part of the run's baseline (your repository is not changed)"
+            ]
+        return []
+
+    def baseline_files(self, include_uncommitted: bool) -> list[str]:
+        """The files the run's baseline commit will hold: HEAD's (with `include_uncommitted`, as the working tree
+        has them: new and changed files in, deleted ones out); every file of a plain folder."""
+        files = set(harness_files(self.path))
+        if self.repo and include_uncommitted:
+            for rel in self.uncommitted:
+                (files.add if (self.path / rel).is_file() else files.discard)(rel)
+        return sorted(files)
+
+
+def harness_source(source: Path, exclude: Path | None = None) -> HarnessSource:
+    """The git state of the harness folder `source`; uncommitted paths inside `exclude` (the run folder being
+    made) are not counted."""
+    from saddler.harness.uncommitted import uncommitted_files
+
+    source = Path(source)
+    if not is_repo_root(source):
+        return HarnessSource(source, False, False, [])
+    committed = git(["rev-parse", "--verify", "-q", "HEAD"], source, check=False).returncode == 0
+    dirty = uncommitted_files(source, exclude=exclude) if committed else []
+    return HarnessSource(source, True, committed, dirty)
+
+
+def listing(files: list[str], limit: int = 20) -> str:
+    """`a, b, c and 5 more`: at most `limit` paths named."""
+    shown = ", ".join(files[:limit])
+    return shown + (f" and {len(files) - limit} more" if len(files) > limit else "")
+
+
 def check_harness(harness: HarnessConfig, files: list[str], cfg: RunConfig | None) -> list[str]:
     """Globs that match no file, missing required files, and phases (of `cfg`'s schedule, when given) with no
     editable file. Dotted paths under `harness.`."""
@@ -220,26 +273,26 @@ def check_harness(harness: HarnessConfig, files: list[str], cfg: RunConfig | Non
     except ConfigError:
         return errors
     phases = _phases(cfg)
+    hint = "" if (cfg or RunConfig()).policies.phases == NONE else ', or set run.policies.phases = "none"'
+
     for phase, allowed in phases:
         if not kinds & set(allowed):
             where = "harness.components." + ("capability" if "capability" in allowed else "steering")
             errors.append(
                 f"{where}: no editable file for the {phase} phase (allowed: {', '.join(allowed)}); add globs that "
-                'match files, or set run.policies.phases = "none"'
+                f"match files{hint}"
             )
     return errors
 
 
 def _phases(cfg: RunConfig | None) -> list[tuple[str, tuple[str, ...]]]:
     """(phase, editable kinds) for every phase the run's schedule goes through, in order. The schedule is the
-    one the run makes, on a train split of one task: which phases it visits is the same for any non-empty split."""
-    if cfg is None:
-        schedule = make_phase_schedule(NONE, 1, 1.0, False)
-    else:
-        pol = cfg.policies
-        schedule = make_phase_schedule(
-            pol.phases, 1, pol.capability_epochs, pol.steering_allows_capability, pol.phase_transition
-        )
+    one the run makes, on a train split of one task: which phases it visits is the same for any non-empty split.
+    Without a run config: the schedule of the default one (what `saddler init` makes)."""
+    pol = (cfg or RunConfig()).policies
+    schedule = make_phase_schedule(
+        pol.phases, 1, pol.capability_epochs, pol.steering_allows_capability, pol.phase_transition
+    )
     first, last = schedule.phase(0, 0), schedule.phase(math.ceil(schedule.capability_epochs), 1)
     return [(phase, tuple(sorted(schedule.allowed_kinds(phase)))) for phase in dict.fromkeys((first, last))]
 
@@ -282,24 +335,36 @@ def check_folder(folder: Path) -> FolderCheck:
         report.errors += [f"saddler.toml: {line}" for line in errors]
     if "run" in data:
         rel = (run.harness if run else str(data["run"].get("harness", "harness"))).rstrip("/")
-        if not (folder / rel).is_dir():
+        try:
+            harness_dir = RunPaths(folder).harness(rel)
+        except ConfigError as exc:
+            report.errors.append(str(exc))
+            return report
+        if not harness_dir.is_dir():
             report.errors.append(f"saddler.toml: run.harness: no such folder {rel!r}; run `saddler init` again")
             return report
-        _check_harness_folder(folder / rel, f"{rel}/saddler.toml", run, report)
+        _check_harness_folder(harness_dir, f"{rel}/saddler.toml", run, report, setting=f"run.harness = {rel!r}")
     else:
         _check_harness_folder(folder, "saddler.toml", None, report, parsed=data)
+        report.errors += [f"{folder}: {line}" for line in harness_source(folder).problems()]
     return report
 
 
 def _check_harness_folder(
-    harness_dir: Path, label: str, run: RunConfig | None, report: FolderCheck, parsed: dict[str, Any] | None = None
+    harness_dir: Path,
+    label: str,
+    run: RunConfig | None,
+    report: FolderCheck,
+    parsed: dict[str, Any] | None = None,
+    setting: str = "",
 ) -> None:
     if parsed is None:
         if not (harness_dir / "saddler.toml").is_file():
             report.checked.append(label)
+            named = f" (saddler.toml: {setting})" if setting else ""
             report.errors.append(
-                f"{label}: no such file; a harness needs a saddler.toml with [harness.components] saying which "
-                "files are capability, steering and protected (see README)"
+                f"{label}: no such file{named}; a harness needs a saddler.toml with [harness.components] saying "
+                "which files are capability, steering and protected (see README)"
             )
             return
         parsed = _check_file(harness_dir.parent, label, report)

@@ -8,6 +8,7 @@ edits as an uninterrupted one. Failed sessions are retried (see `failure_reason`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -51,10 +52,26 @@ def failure_reason(stats: SessionStats) -> str:
 
 
 class SessionCalls:
-    """The loop's door to the backend: one method per role, each paid for at most once per key."""
+    """The loop's door to the backend: one method per role, each paid for at most once per key.
 
-    def __init__(self, store: EvoDAG, run_id: int, backend: SessionBackend, space: HarnessSpace) -> None:
+    `view` writes the session view of the EvoDAG (`evodag.view`); it is called before every paid session of a
+    backend that reads the history (`SessionBackend.reads_history`), so the session queries the run as it is then,
+    without anything held out."""
+
+    def __init__(
+        self,
+        store: EvoDAG,
+        run_id: int,
+        backend: SessionBackend,
+        space: HarnessSpace,
+        view: Callable[[], object] | None = None,
+    ) -> None:
         self.store, self.run_id, self.backend, self.space = store, run_id, backend, space
+        self.view = view
+
+    def _before_session(self) -> None:
+        if self.view is not None and getattr(self.backend, "reads_history", True):
+            self.view()
 
     def diagnose(self, request: DiagnosisRequest, node_id: int) -> tuple[DiagnosisResult, str | None]:
         """Diagnosis-patch in `request.worktree` (a fresh worktree of the parent); a stored attempt's change is
@@ -66,6 +83,7 @@ class SessionCalls:
             if stored.change_sha is not None:
                 self.space.apply_change(worktree, self.store.get_blob_bytes(stored.change_sha))
             return _rebuild(DiagnosisResult, stored), None
+        self._before_session()
         result = self.backend.diagnose_patch(request)
         change = self.space.worktree_change(worktree) if result.status == "patched" else None
         patch = change.patch if change is not None else None
@@ -77,6 +95,7 @@ class SessionCalls:
         stored = self._stored(request.iteration, "reflection", request.attempt)
         if stored is not None:
             return _rebuild(ReflectionResult, stored)
+        self._before_session()
         result = self.backend.reflect(request)
         self._record("reflection", request.iteration, request.attempt, node_id, result, None)
         return result
@@ -85,6 +104,7 @@ class SessionCalls:
         stored = self._stored(request.iteration, "evolution", request.attempt)
         if stored is not None:
             return _rebuild(EvolutionResult, stored)
+        self._before_session()
         result = self.backend.evolve(request)
         self._record("evolution", request.iteration, request.attempt, node_id, result, None)
         fault_point("evolve")

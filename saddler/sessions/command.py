@@ -140,7 +140,7 @@ class CommandBackend(common.LLMSessionBackend):
         spec = {
             "worktree": str(worktree) if worktree else "",
             "protected": protected,
-            "check": policy.check_command,
+            **guard.policy_spec(policy),
             "writable": [str(files["result"])] if self.channel == "file" else [],
         }
         hook = {"type": "command", "command": guard.hook_command(spec)}
@@ -208,12 +208,16 @@ class CommandBackend(common.LLMSessionBackend):
             )
         worktree = Path(request.worktree) if isinstance(request, DiagnosisRequest) else None
         executable = shutil.which(argv[0])
-        readable = [self.run_dir, Path(sys.prefix), Path.home()]
+        readable = [Path(sys.prefix), Path.home()]
         if executable:
             readable.append(Path(executable).resolve().parent)
         readable = [p for p in dict.fromkeys(readable) if p.exists()]
         cwd = worktree or self.run_dir
-        return confine.bwrap_argv(argv, writable=[worktree] if worktree else [], readable=readable, cwd=cwd)
+        visible = [Path(p) for p in request.readable]
+        return confine.bwrap_argv(
+            argv, writable=[worktree] if worktree else [], readable=readable, cwd=cwd, sealed=self.run_dir,
+            visible=visible,
+        )  # fmt: skip
 
     # -- one session ---------------------------------------------------------------------------
 

@@ -229,6 +229,7 @@ class LLMSessionBackend:
     """
 
     name = "llm"
+    reads_history = True  # its agents query the session view with `evo-dag`
 
     def __init__(
         self,
@@ -251,9 +252,11 @@ class LLMSessionBackend:
         raise NotImplementedError
 
     def policy(self, request: Request) -> guard.BashPolicy:
-        """The Bash policy of a session: the request's check command (diagnosis), else the configured one."""
+        """The Bash policy of a session: the request's check command (diagnosis), else the configured one; `evo-dag`
+        on the request's session view; reads inside the run folder limited to the request's `readable` paths."""
         check = (request.check_command if isinstance(request, DiagnosisRequest) else "") or self.config.check_command
-        return guard.BashPolicy(check)
+        reads = guard.ReadPolicy(request.run_dir, tuple(request.readable))
+        return guard.BashPolicy(check, request.db_path, reads)
 
     def _with_retries(
         self,

@@ -1,8 +1,10 @@
 """Confining a CLI agent that has no sandbox of its own (pi) with bubblewrap.
 
 The agent sees the whole filesystem read-only, a private empty /tmp, and writable only the paths it is given
-(the candidate worktree during diagnosis, nothing otherwise). The network stays (it calls its model's API).
-Its own process tree lives in a new PID namespace and dies with bwrap, which dies with saddler's process group.
+(the candidate worktree during diagnosis, nothing otherwise). The run folder is sealed: an empty folder in its
+place shows only the parts a session may read, so the full EvoDAG and the held-out traces do not exist for the
+agent. The network stays (it calls its model's API). Its own process tree lives in a new PID namespace and dies
+with bwrap, which dies with saddler's process group.
 """
 
 from __future__ import annotations
@@ -17,13 +19,26 @@ BWRAP = "bwrap"
 
 
 def bwrap_argv(
-    argv: Sequence[str], *, writable: Sequence[Path], readable: Sequence[Path], cwd: Path, bwrap: str = BWRAP
+    argv: Sequence[str],
+    *,
+    writable: Sequence[Path],
+    readable: Sequence[Path],
+    cwd: Path,
+    sealed: Path | None = None,
+    visible: Sequence[Path] = (),
+    bwrap: str = BWRAP,
 ) -> list[str]:
     """`argv` wrapped in bubblewrap: `/` read-only, private /tmp, `readable` re-exposed read-only (they may lie
-    under /tmp), `writable` bound read-write, working directory `cwd`."""
+    under /tmp), the folder `sealed` replaced by an empty one showing only its `visible` paths (read-only, those
+    that exist), `writable` bound read-write, working directory `cwd`."""
     wrapped = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for path in readable:
         wrapped += ["--ro-bind", str(path), str(path)]
+    if sealed is not None:
+        wrapped += ["--tmpfs", str(sealed)]
+        for path in visible:
+            if path.exists():
+                wrapped += ["--ro-bind", str(path), str(path)]
     for path in writable:
         wrapped += ["--bind", str(path), str(path)]
     wrapped += ["--unshare-pid", "--die-with-parent", "--chdir", str(cwd), "--", *argv]

@@ -56,7 +56,8 @@ class DiagnosisRequest(_Model):
     """Diagnose the batch's failures and edit the harness in `worktree` (one session does both)."""
 
     run_dir: str
-    db_path: str
+    db_path: str  # the session view of the EvoDAG (`evodag.view`), never the run's own file
+    readable: list[str] = Field(default_factory=list)  # the run folder's paths it may read (empty: none of it)
     worktree: str
     iteration: int
     parent_node_id: int
@@ -126,7 +127,8 @@ class ReflectionRequest(_Model):
     """Compare parent and candidate on the same batch; dev only as aggregates."""
 
     run_dir: str
-    db_path: str
+    db_path: str  # the session view of the EvoDAG (`evodag.view`), never the run's own file
+    readable: list[str] = Field(default_factory=list)  # the run folder's paths it may read (empty: none of it)
     iteration: int
     parent_node_id: int
     candidate_node_id: int
@@ -186,7 +188,8 @@ class EvolutionRequest(_Model):
     """Choose where the next iteration starts."""
 
     run_dir: str
-    db_path: str
+    db_path: str  # the session view of the EvoDAG (`evodag.view`), never the run's own file
+    readable: list[str] = Field(default_factory=list)  # the run folder's paths it may read (empty: none of it)
     iteration: int
     current_node_id: int
     best_node_id: int

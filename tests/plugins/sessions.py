@@ -32,6 +32,13 @@ COMPONENTS = {
 }
 
 
+def session_paths(run_dir: Path) -> dict[str, object]:
+    """Where a session of a run at `run_dir` works, as `RunContext.session_paths` says it."""
+    readable = [run_dir / p for p in ("saddler.toml", "harness", "worktrees", "traces", "sessions")]
+    return {"run_dir": str(run_dir), "db_path": str(run_dir / "sessions" / "evodag-view.sqlite"),
+            "readable": [str(p) for p in readable]}  # fmt: skip
+
+
 def _git(cwd: Path, *args: str) -> str:
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
     return proc.stdout
@@ -56,8 +63,7 @@ def _diagnosis_request(
     trace.parent.mkdir(parents=True, exist_ok=True)
     trace.write_text('{"step": 1, "tool": "search", "result": []}\n', encoding="utf-8")
     return DiagnosisRequest(
-        run_dir=str(run_dir),
-        db_path=str(run_dir / "evodag.sqlite"),
+        **session_paths(run_dir),  # type: ignore[arg-type]
         worktree=str(worktree),
         iteration=iteration,
         parent_node_id=1,
@@ -86,8 +92,7 @@ def _diagnosis_request(
 
 def _reflection_request(run_dir: Path, iteration: int = 3) -> ReflectionRequest:
     return ReflectionRequest(
-        run_dir=str(run_dir),
-        db_path=str(run_dir / "evodag.sqlite"),
+        **session_paths(run_dir),  # type: ignore[arg-type]
         iteration=iteration,
         parent_node_id=1,
         candidate_node_id=2,
@@ -107,8 +112,7 @@ def _reflection_request(run_dir: Path, iteration: int = 3) -> ReflectionRequest:
 
 def _evolution_request(run_dir: Path, iteration: int = 3) -> EvolutionRequest:
     return EvolutionRequest(
-        run_dir=str(run_dir),
-        db_path=str(run_dir / "evodag.sqlite"),
+        **session_paths(run_dir),  # type: ignore[arg-type]
         iteration=iteration,
         current_node_id=3,
         best_node_id=2,

@@ -43,9 +43,9 @@ __all__ = ["FleetRun", "init_fleet", "next_session"]
 
 def next_session(paths: FleetPaths) -> dict[str, Any]:
     """What the next iteration would run (the seed's `launch.sh --dry-run`): its number, search flag, argv, prompt."""
-    rows = tsv.read_results(paths.results)
     with EvoDAG(paths.db, readonly=True) as store:
         n = len(store.iterations()) + 1
+        rows = tsv.recorded(store)
     discards = tsv.trailing_discards(rows)
     search = paths.spec.search.enabled and discards >= paths.spec.search.plateau_threshold
     prompt = build_prompt(paths, n, discards, search, [r.line() for r in rows])
@@ -172,13 +172,13 @@ class FleetRun:
 
     @staticmethod
     def _log_row(store: EvoDAG, run_id: int, n: int, row: tsv.ResultRow) -> None:
-        store.log_event("fleet.result", {"iteration": n, "line": row.line()}, run_id=run_id)
+        store.log_event(tsv.RESULT_EVENT, {"iteration": n, "line": row.line()}, run_id=run_id)
 
     def _restore_rows(self, store: EvoDAG, run_id: int) -> None:
         """Append every results.tsv row the store recorded that the file lacks (a kill between the two)."""
         have = {row.line() for row in tsv.read_results(self.paths.results)}
         for event in store.events(run_id=run_id):
-            if event.kind == "fleet.result" and event.payload["line"] not in have:
+            if event.kind == tsv.RESULT_EVENT and event.payload["line"] not in have:
                 commit, metric, status, description = event.payload["line"].split("\t", 3)
                 tsv.append_result(self.paths.results, tsv.ResultRow(commit, float(metric), status, description))
                 self.say(f"restored the results.tsv row of iteration {event.payload['iteration']}")
@@ -265,7 +265,7 @@ class FleetRun:
         current = self._baseline(store, run_id)
         stop = self.spec.stop_when
         while True:
-            rows = tsv.read_results(self.paths.results)
+            rows = tsv.recorded(store)  # the orchestrator's own rows: one the agent wrote never counts
             done = len(store.iterations(run_id=run_id))
             if done >= stop.max_iterations:
                 return "max_iterations"

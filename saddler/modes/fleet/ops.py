@@ -44,9 +44,10 @@ def _read_pid(path: Path) -> int | None:
 
 
 def status(paths: FleetPaths) -> dict[str, Any]:
-    """Iteration, best metric, results.tsv rows, cost, plateau count (counted from results.tsv), run state."""
+    """Iteration, best metric, results rows, cost, plateau count, run state: from the orchestrator's own rows
+    (`results.results_of`); rows of results.tsv it did not write are listed apart (`agent_rows`), never counted."""
     state = paths.read_state()
-    rows = tsv.read_results(paths.results)
+    rows, foreign = tsv.results_of(paths.db, paths.results)
     direction = paths.spec.problem.metric_direction
     return {
         "fleet": paths.spec.fleet_name, "workdir": str(paths.workdir), "status": state.get("status", "uninitialized"),
@@ -57,7 +58,7 @@ def status(paths: FleetPaths) -> dict[str, Any]:
         "trailing_discards": tsv.trailing_discards(rows), "plateau_threshold": paths.spec.search.plateau_threshold,
         "counts": {s: sum(r.status == s for r in rows) for s in tsv.STATUSES},
         "termination_reason": state.get("termination_reason"),
-        "rows": [r.line() for r in rows],
+        "rows": [r.line() for r in rows], "agent_rows": [r.line() for r in foreign],
     }  # fmt: skip
 
 
@@ -72,6 +73,9 @@ def render_status(info: dict[str, Any]) -> str:
         f"keep {info['counts']['keep']}  discard {info['counts']['discard']}  crash {info['counts']['crash']}",
         "", tsv.HEADER, *info["rows"][-15:],
     ]  # fmt: skip
+    if info["agent_rows"]:
+        lines += ["", f"{len(info['agent_rows'])} row(s) of results.tsv not written by saddler (not counted):",
+                  *info["agent_rows"][-15:]]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -182,7 +186,7 @@ def follow(
 def report(paths: FleetPaths) -> str:
     """The Markdown summary of a fleet run."""
     info = status(paths)
-    rows = tsv.read_results(paths.results)
+    rows, foreign = tsv.results_of(paths.db, paths.results)
     base, best = info["baseline_metric"], info["best_metric"]
     change = "—"
     if base not in (None, 0) and best is not None:
@@ -202,6 +206,11 @@ def report(paths: FleetPaths) -> str:
     out += [f"| `{r.commit}` | {r.metric:g} | {r.description} |" for r in rows if r.status == "keep"]
     out += ["", "## All experiments", "", "| # | Commit | Metric | Status | Description |", "|---|---|---|---|---|"]
     out += [f"| {i} | `{r.commit}` | {r.metric:g} | {r.status} | {r.description} |" for i, r in enumerate(rows)]
+    if foreign:
+        out += ["", "## Rows saddler did not write", "",
+                "In results.tsv but not measured by the orchestrator (an agent wrote them): never counted.", "",
+                "| Commit | Metric | Status | Description |", "|---|---|---|---|"]  # fmt: skip
+        out += [f"| `{r.commit}` | {r.metric:g} | {r.status} | {r.description} |" for r in foreign]
     searches = [
         p
         for p in sorted(paths.logs.glob("session-iter-*.jsonl"))
