@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Record what the real claude, codex and pi CLIs print when their model answers, fails or runs out of its usage
+window: `python tests/record_real_clis.py [CASE_PREFIX]` writes `tests/fixtures/real_clis/<cli>-<case>.json`
+(argv, exit code, stdout, stderr, the requests the model saw). The stand-ins (`tests/fake_clis/`) and the
+parsers' tests replay these recordings; re-record after upgrading a CLI (`tests/real_clis.PACKAGES`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import real_clis
+from loopback_model import LoopbackModel, Reply, ToolCall, anthropic_error, openai_error
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real_clis"
+SCRATCH = Path(__file__).resolve().parents[1] / ".test-runs" / "record-real-clis"
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
+          "additionalProperties": False}  # fmt: skip
+RESET = 4 * 3600 + 10 * 60  # a usage window that resets 4 h 10 min after the recording
+
+
+@dataclass
+class Case:
+    cli: str
+    name: str
+    replies: list[Reply]
+    oauth: bool = False
+    retries: int = 0
+    extra: list[str] = field(default_factory=list)
+
+
+def _claude_argv(work: Path) -> list[str]:
+    return ["claude", "-p", "--output-format", "json", "--model", "claude-sonnet-4-5", "--json-schema",
+            json.dumps(SCHEMA), "--no-session-persistence"]  # fmt: skip
+
+
+def _codex_argv(work: Path) -> list[str]:
+    schema = work / "schema.json"
+    schema.write_text(json.dumps(SCHEMA), encoding="utf-8")
+    return ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "read-only", "--model", "gpt-5.1-codex",
+            "--output-schema", str(schema), "-"]  # fmt: skip
+
+
+def _pi_argv(work: Path) -> list[str]:
+    return ["pi", "--mode", "json", "--no-session", "--model", "claude-sonnet-4-5", "Answer in JSON."]
+
+
+ARGV = {"claude": _claude_argv, "codex": _codex_argv, "pi": _pi_argv}
+ANSWER = '{"answer": "hi"}'
+
+
+def anthropic_cases() -> list[Case]:
+    reset = str(int(time.time()) + RESET)
+    window = {"anthropic-ratelimit-unified-status": "rejected", "anthropic-ratelimit-unified-reset": reset,
+              "anthropic-ratelimit-unified-representative-claim": "five_hour"}  # fmt: skip
+    errors = {
+        "400": anthropic_error(400, "invalid_request_error", "prompt is too long: 250000 tokens > 200000 maximum"),
+        "401": anthropic_error(401, "authentication_error", "invalid x-api-key"),
+        "429": anthropic_error(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate "
+                               "limit", {"retry-after": "1"}),  # fmt: skip
+        "500": anthropic_error(500, "api_error", "Internal server error"),
+        "529": anthropic_error(529, "overloaded_error", "Overloaded"),
+    }
+    cases = []
+    for cli in ("claude", "pi"):
+        ok = [Reply(calls=[ToolCall("StructuredOutput", {"answer": "hi"})]), Reply(text="Done.")]
+        cases.append(Case(cli, "ok", ok if cli == "claude" else [Reply(text=ANSWER)]))
+        cases += [Case(cli, name, [reply] * 12) for name, reply in errors.items()]
+    cases.append(Case("claude", "prose", [Reply(text="The answer is hi.")] * 6))
+    limit = anthropic_error(429, "rate_limit_error", "This request would exceed your account's rate limit.", window)
+    cases.append(Case("claude", "usage_limit", [limit] * 6, oauth=True))
+    cases.append(Case("pi", "429_retried", [errors["429"], Reply(text=ANSWER)], retries=1))
+    return cases
+
+
+def responses_cases() -> list[Case]:
+    errors = {
+        "400": openai_error(400, "invalid_request_error", "Invalid schema for response_format 'codex_output_schema'"),
+        "401": openai_error(401, "invalid_api_key", "Incorrect API key provided: sk-loopback."),
+        "429": openai_error(429, "rate_limit_exceeded", "Rate limit reached for gpt-5 on tokens per min (TPM).",
+                            {"retry-after": "1"}),  # fmt: skip
+        "500": openai_error(500, "server_error", "The server had an error while processing your request."),
+        "503": openai_error(503, "server_is_overloaded", "Our servers are currently overloaded."),
+        "usage_limit": openai_error(429, "usage_limit_reached", "The usage limit has been reached", plan_type="plus",
+                                    resets_at=int(time.time()) + RESET, resets_in_seconds=RESET),  # fmt: skip
+    }
+    cases = [Case("codex", "ok", [Reply(text=ANSWER)])]
+    cases += [Case("codex", name, [reply] * 12) for name, reply in errors.items()]
+    cases.append(Case("codex", "500_reconnected", [errors["500"], Reply(text=ANSWER)], retries=2))
+    return cases
+
+
+def record(case: Case) -> dict[str, Any]:
+    model = LoopbackModel().start()
+    model.script.extend(case.replies)
+    work = SCRATCH / f"{case.cli}-{case.name}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    env = real_clis.environment(work / "home", model.url, oauth=case.oauth, retries=case.retries)
+    argv = ARGV[case.cli](work) + case.extra
+    started = time.time()
+    try:
+        proc = subprocess.run(argv, cwd=work, env=env, input=ANSWER and "Answer in JSON.", capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+    finally:
+        model.stop()
+    return {
+        "cli": case.cli,
+        "case": case.name,
+        "version": real_clis.version(case.cli),
+        "recorded_at": int(started),
+        "argv": argv[1:],
+        "returncode": proc.returncode,
+        "stdout": proc.stdout,
+        "stderr": proc.stderr,
+        "requests": len([r for r in model.requests if r["method"] == "POST"]),
+    }
+
+
+def main(prefix: str = "") -> None:
+    real_clis.install()
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    for case in anthropic_cases() + responses_cases():
+        name = f"{case.cli}-{case.name}"
+        if not name.startswith(prefix):
+            continue
+        data = record(case)
+        (FIXTURES / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        print(f"{name}: exit {data['returncode']}, {data['requests']} request(s)", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "")
