@@ -111,21 +111,21 @@ class _Handler(BaseHTTPRequestHandler):
     server: LoopbackModel
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         self.server.requests.append({"method": "GET", "path": self.path, "api": "", "headers": {}, "body": {}})
         if self.path.rstrip("/").endswith("/models"):
             return self._json(200, {"object": "list", "data": [], "models": []})
         return self._json(404, {"error": {"message": f"no such path {self.path}"}})
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self.send_response(200)
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
@@ -202,7 +202,12 @@ def anthropic_message(reply: Reply, body: dict[str, Any], n: int) -> dict[str, A
 def anthropic_events(reply: Reply, body: dict[str, Any], n: int) -> list[tuple[str, dict[str, Any]]]:
     """The SSE events of a streamed Messages response."""
     message = anthropic_message(reply, body, n)
-    start = {**message, "content": [], "stop_reason": None, "usage": {"input_tokens": reply.tokens_in, "output_tokens": 1}}
+    start = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": reply.tokens_in, "output_tokens": 1},
+    }
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
     for i, block in enumerate(message["content"]):
         if block["type"] == "text":
@@ -353,7 +358,10 @@ class SessionPlayer:
         if "apply_patch" in tools:
             return ToolCall("apply_patch", {"input": patch})
         name = "exec_command" if "exec_command" in tools else "shell"
-        return ToolCall(name, {"command": ["apply_patch", patch]} if name == "shell" else {"cmd": f"apply_patch <<'EOF'\n{patch}EOF"})
+        return ToolCall(
+            name,
+            {"command": ["apply_patch", patch]} if name == "shell" else {"cmd": f"apply_patch <<'EOF'\n{patch}EOF"},
+        )
 
 
 def _structured_done(body: dict[str, Any]) -> bool:

@@ -23,8 +23,12 @@ from loopback_model import LoopbackModel, Reply, ToolCall, anthropic_error, open
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real_clis"
 SCRATCH = Path(__file__).resolve().parents[1] / ".test-runs" / "record-real-clis"
-SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
-          "additionalProperties": False}  # fmt: skip
+SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
 RESET = 4 * 3600 + 10 * 60  # a usage window that resets 4 h 10 min after the recording
 
 
@@ -36,18 +40,39 @@ class Case:
     oauth: bool = False
     retries: int = 0
     extra: list[str] = field(default_factory=list)
+    resets_at: int | None = None  # the usage window's reset the model's reply announced
 
 
 def _claude_argv(work: Path) -> list[str]:
-    return ["claude", "-p", "--output-format", "json", "--model", "claude-sonnet-4-5", "--json-schema",
-            json.dumps(SCHEMA), "--no-session-persistence"]  # fmt: skip
+    return [
+        "claude",
+        "-p",
+        "--output-format",
+        "json",
+        "--model",
+        "claude-sonnet-4-5",
+        "--json-schema",
+        json.dumps(SCHEMA),
+        "--no-session-persistence",
+    ]
 
 
 def _codex_argv(work: Path) -> list[str]:
     schema = work / "schema.json"
     schema.write_text(json.dumps(SCHEMA), encoding="utf-8")
-    return ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "read-only", "--model", "gpt-5.1-codex",
-            "--output-schema", str(schema), "-"]  # fmt: skip
+    return [
+        "codex",
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "--sandbox",
+        "read-only",
+        "--model",
+        "gpt-5.1-codex",
+        "--output-schema",
+        str(schema),
+        "-",
+    ]
 
 
 def _pi_argv(work: Path) -> list[str]:
@@ -60,13 +85,20 @@ ANSWER = '{"answer": "hi"}'
 
 def anthropic_cases() -> list[Case]:
     reset = str(int(time.time()) + RESET)
-    window = {"anthropic-ratelimit-unified-status": "rejected", "anthropic-ratelimit-unified-reset": reset,
-              "anthropic-ratelimit-unified-representative-claim": "five_hour"}  # fmt: skip
+    window = {
+        "anthropic-ratelimit-unified-status": "rejected",
+        "anthropic-ratelimit-unified-reset": reset,
+        "anthropic-ratelimit-unified-representative-claim": "five_hour",
+    }
     errors = {
         "400": anthropic_error(400, "invalid_request_error", "prompt is too long: 250000 tokens > 200000 maximum"),
         "401": anthropic_error(401, "authentication_error", "invalid x-api-key"),
-        "429": anthropic_error(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate "
-                               "limit", {"retry-after": "1"}),  # fmt: skip
+        "429": anthropic_error(
+            429,
+            "rate_limit_error",
+            "Number of request tokens has exceeded your per-minute rate limit",
+            {"retry-after": "1"},
+        ),
         "500": anthropic_error(500, "api_error", "Internal server error"),
         "529": anthropic_error(529, "overloaded_error", "Overloaded"),
     }
@@ -77,7 +109,7 @@ def anthropic_cases() -> list[Case]:
         cases += [Case(cli, name, [reply] * 12) for name, reply in errors.items()]
     cases.append(Case("claude", "prose", [Reply(text="The answer is hi.")] * 6))
     limit = anthropic_error(429, "rate_limit_error", "This request would exceed your account's rate limit.", window)
-    cases.append(Case("claude", "usage_limit", [limit] * 6, oauth=True))
+    cases.append(Case("claude", "usage_limit", [limit] * 6, oauth=True, resets_at=int(reset)))
     cases.append(Case("pi", "429_retried", [errors["429"], Reply(text=ANSWER)], retries=1))
     return cases
 
@@ -86,15 +118,23 @@ def responses_cases() -> list[Case]:
     errors = {
         "400": openai_error(400, "invalid_request_error", "Invalid schema for response_format 'codex_output_schema'"),
         "401": openai_error(401, "invalid_api_key", "Incorrect API key provided: sk-loopback."),
-        "429": openai_error(429, "rate_limit_exceeded", "Rate limit reached for gpt-5 on tokens per min (TPM).",
-                            {"retry-after": "1"}),  # fmt: skip
+        "429": openai_error(
+            429, "rate_limit_exceeded", "Rate limit reached for gpt-5 on tokens per min (TPM).", {"retry-after": "1"}
+        ),
         "500": openai_error(500, "server_error", "The server had an error while processing your request."),
         "503": openai_error(503, "server_is_overloaded", "Our servers are currently overloaded."),
-        "usage_limit": openai_error(429, "usage_limit_reached", "The usage limit has been reached", plan_type="plus",
-                                    resets_at=int(time.time()) + RESET, resets_in_seconds=RESET),  # fmt: skip
+        "usage_limit": openai_error(
+            429,
+            "usage_limit_reached",
+            "The usage limit has been reached",
+            plan_type="plus",
+            resets_at=int(time.time()) + RESET,
+            resets_in_seconds=RESET,
+        ),
     }
     cases = [Case("codex", "ok", [Reply(text=ANSWER)])]
     cases += [Case("codex", name, [reply] * 12) for name, reply in errors.items()]
+    cases[-1].resets_at = errors["usage_limit"].error["error"]["resets_at"]  # type: ignore[index]
     cases.append(Case("codex", "500_reconnected", [errors["500"], Reply(text=ANSWER)], retries=2))
     return cases
 
@@ -122,6 +162,7 @@ def record(case: Case) -> dict[str, Any]:
         "returncode": proc.returncode,
         "stdout": proc.stdout,
         "stderr": proc.stderr,
+        "resets_at": case.resets_at,
         "requests": len([r for r in model.requests if r["method"] == "POST"]),
     }
 

@@ -39,7 +39,7 @@ from saddler.harness.plumbing import (
     extract_tree,
     stripspace,
 )
-from saddler.harness.spare import SpareWorktree
+from saddler.harness.spare import SpareWorktree, reset_checkout
 from saddler.harness.structure import check_structure
 from saddler.harness.transplant import GitResult, TransplantMixin
 from saddler.harness.trash import Trash
@@ -232,6 +232,15 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
         be (`saddler.harness.spare`), else deleted with its registration."""
         if not self._spare.park(Path(path)):
             self._forget(Path(path))
+
+    def discard_worktree(self, path: Path) -> None:
+        """Delete a worktree whatever it holds (an agent wrote outside it, or into its `.git`): never reused."""
+        self._forget(Path(path))
+
+    def reset_worktree(self, path: Path, sha: str) -> None:
+        """Make a worktree exactly `sha` again (HEAD detached there, every edit, staged or untracked file gone)."""
+        if not reset_checkout(Path(path), sha):
+            raise HarnessError(f"cannot reset the worktree {path} to {sha[:12]}")
 
     def prune(self) -> None:
         """Remove every candidate worktree, the kept one too, and run `git worktree prune` (safe after a crash)."""

@@ -7,6 +7,7 @@ the best node, build session requests) so `saddler.run.loop` reads as the method
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,6 +38,7 @@ from saddler.run.evaluate import BatchSettings, Evaluator
 from saddler.run.folder import RunPaths
 from saddler.run.outcomes import evidence, failure_kinds, split_seeds, task_outcomes, transitions
 from saddler.run.session_calls import SessionCalls
+from saddler.run.usage_window import UsageWindow
 from saddler.scoring import node_score
 from saddler.sessions.registry import load_backend
 from saddler.sessions.schema import DiagnosisRequest, Hypothesis, ReflectionRequest
@@ -219,8 +221,18 @@ def refuse_broken_baseline(node: Node, rows: list[RolloutRow], ran_before: bool 
     )
 
 
-def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progress) -> RunContext:
-    """Open every collaborator of a run (creating the run row on first use)."""
+def open_context(
+    paths: RunPaths,
+    cfg: RunConfig,
+    store: EvoDAG,
+    progress: Progress,
+    *,
+    say: Callable[[str], None] = lambda _text: None,
+    sleep: Callable[[float], None] = time.sleep,
+    wall_clock: Callable[[], float] = time.time,
+) -> RunContext:
+    """Open every collaborator of a run (creating the run row on first use). `sleep` and `wall_clock` are what
+    a wait for a usage window uses (`saddler.run.usage_window`)."""
     space = HarnessSpace(paths.harness(cfg.harness), paths.worktrees)
     space.prune()
     benchmark = load_benchmark(cfg.benchmark, cfg.benchmark_options)
@@ -236,6 +248,8 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
     executor = make_executor(cfg.executor)
     backend = load_backend(cfg.sessions, benchmark=benchmark, run_dir=paths.root, seed=cfg.seed)
     cache = EvoDAG(cfg.executor.cache) if cfg.executor.cache else None
+    fallback = getattr(backend, "use_fallback_model", lambda: False)
+    window = UsageWindow(store, run_id, cfg.sessions, sleep=sleep, clock=wall_clock, say=say, use_fallback=fallback)
     evaluator = Evaluator(
         store,
         run_id,
@@ -263,7 +277,7 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
         executor=executor,
         evaluator=evaluator,
         backend=backend,
-        calls=SessionCalls(store, run_id, backend, space),
+        calls=SessionCalls(store, run_id, backend, space, run_dir=paths.root, window=window, say=say),
         ranking=make_ranking(pol.ranking),
         sampler=make_sampler(
             pol.sampler, train_ids, loop.batch_size, cfg.seed, pol.curriculum.temperature, pol.curriculum.unseen_share

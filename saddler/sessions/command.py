@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
 import time
@@ -24,6 +23,7 @@ from saddler.agentcli import final_message, parse_usage
 from saddler.errors import AuthenticationError, BackendError, ConfigError
 from saddler.procs import ProcessRun, run_process_group
 from saddler.sessions import common, confine, guard
+from saddler.sessions.failures import read_failure
 from saddler.sessions.presets import (
     PLACEHOLDERS,
     answer_channel,
@@ -44,12 +44,6 @@ if TYPE_CHECKING:
     from saddler.config import SessionConfig
 
 ARG_LIMIT = 100_000  # bytes; Linux refuses one argv element over 128 KiB (MAX_ARG_STRLEN)
-_AUTH = re.compile(
-    r"invalid api key|invalid x-api-key|authentication[_ ]?(?:failed|error)|unauthorized|\b401\b|not logged in|"
-    r"please run /login|api key (?:is )?(?:missing|not set|required)|incorrect api key|missing api key|no api key",
-    re.IGNORECASE,
-)
-_TRANSIENT = re.compile(r"rate.?limit|overloaded|\b429\b|\b529\b|\b503\b|econnreset|temporarily unavailable", re.I)
 _FAILED_SUBTYPES = {"error_max_turns": "max_turns", "error_max_budget_usd": "budget"}
 
 
@@ -283,18 +277,22 @@ class CommandBackend(common.LLMSessionBackend):
         if final.get("subtype") in _FAILED_SUBTYPES:
             return common.failed_result(role, request, stats, _FAILED_SUBTYPES[final["subtype"]])
         answered = result_file.is_file() and result_file.stat().st_size > 0
-        output = f"{run.stdout[-8000:]}\n{run.stderr[-8000:]}"
-        if run.returncode != 0 or final.get("is_error"):
-            if _AUTH.search(output):
+        failure = read_failure(run.stdout, run.stderr, run.returncode, self.now())
+        if failure is not None:
+            if failure.kind == "auth":
                 raise AuthenticationError(
-                    f"the agent CLI {self.last_program!r} was refused authentication: "
+                    f"the agent CLI {self.last_program!r} was refused authentication ({failure.message[:200]}): "
                     f"set {self.key_variable} (or log the CLI in), then resume the run"
                 )
-            if _TRANSIENT.search(output):
-                raise common.TransientError(f"agent exited {run.returncode}: {output.strip()[-300:]}")
-            if not answered:
-                stats.error = (run.stderr.strip() or run.stdout.strip())[-500:]
-                return common.failed_result(role, request, stats, f"exit_{run.returncode}")
+            if failure.kind == "usage_limit":
+                raise common.UsageLimitError(failure.message, failure.resets_at)
+            if failure.kind == "transient":
+                raise common.TransientError(failure.message)
+            stats.error = failure.message
+            return common.failed_result(role, request, stats, "error")
+        if run.returncode != 0 and not answered:
+            stats.error = (run.stderr.strip() or run.stdout.strip())[-500:]
+            return common.failed_result(role, request, stats, f"exit_{run.returncode}")
         payload: Any = result_file.read_text(encoding="utf-8") if answered else final_message(run.stdout)
         try:
             return common.parse_result(role, drop_nulls(common.extract_json(payload)), stats)
