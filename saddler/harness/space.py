@@ -348,15 +348,14 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
     @cached_property
     def _attributes_outside_trees(self) -> bool:
         """Whether git applies attributes to checkouts of this repository from outside its trees: its
-        `info/attributes`, the user's (`core.attributesFile`, by default `$XDG_CONFIG_HOME/git/attributes`) or the
-        system's (`/etc/gitattributes`). Asked once per space (one `git config`)."""
+        `info/attributes` or the user's (`$XDG_CONFIG_HOME/git/attributes`; saddler's git reads no system or user
+        config, so neither `/etc/gitattributes` nor a `core.attributesFile` outside the clone applies). Asked once
+        per space (one `git config`)."""
         configured = git(["config", "--type=path", "--get", "core.attributesFile"], self.repo_dir, check=False)
         xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
         candidates = [self.git_dir / "info" / "attributes", Path(xdg) / "git" / "attributes"]
         if configured.returncode == 0 and configured.stdout.strip():
             candidates.append(Path(configured.stdout.strip()))
-        if not os.environ.get("GIT_ATTR_NOSYSTEM"):
-            candidates.append(Path("/etc/gitattributes"))
         return any(path.is_file() for path in candidates)
 
     def bundle(self, commit: str, dest: Path) -> None:

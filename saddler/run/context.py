@@ -17,9 +17,10 @@ from evodag.models import Iteration, Node, RolloutRow
 from evodag.store import EvoDAG
 from saddler.benchmark import SCORE_KINDS, Benchmark, Task, load_benchmark
 from saddler.config import RunConfig
-from saddler.errors import RolloutsFailedError
+from saddler.errors import HarnessError, RolloutsFailedError
 from saddler.executor import make_executor
 from saddler.executor.environment import batch_env
+from saddler.harness.gitcmd import unsafe_config
 from saddler.harness.space import HarnessSpace
 from saddler.policies import (
     Acceptance,
@@ -234,6 +235,13 @@ def open_context(
     """Open every collaborator of a run (creating the run row on first use). `sleep` and `wall_clock` are what
     a wait for a usage window uses (`saddler.run.usage_window`)."""
     space = HarnessSpace(paths.harness(cfg.harness), paths.worktrees)
+    unsafe = unsafe_config(space.git_dir)
+    if unsafe:
+        raise HarnessError(
+            f"the run's clone {space.git_dir} has git config that would run a program or read config from elsewhere "
+            f"({', '.join(unsafe)}); saddler never writes these: remove them (`git config --file "
+            f"{space.git_dir / 'config'} --unset KEY`), then run again"
+        )
     space.prune()
     benchmark = load_benchmark(cfg.benchmark, cfg.benchmark_options)
     tasks = {s: benchmark.tasks(s) for s in ("train", "dev", "test")}

@@ -14,13 +14,14 @@ from typing import TypeVar
 
 from evodag.models import SessionRow
 from evodag.store import EvoDAG
+from saddler.harness.diffs import worktree_head
 from saddler.harness.gitcmd import worktree_admin_dir
 from saddler.harness.space import HarnessSpace
 from saddler.ports import SessionBackend
 from saddler.run.confinement import Allowance, FolderState, escapes
 from saddler.run.faults import fault_point
 from saddler.run.usage_window import UsageWindow
-from saddler.sessions.common import UsageLimitError, failed_result, head_commit, transcript_path
+from saddler.sessions.common import UsageLimitError, failed_result, transcript_path
 from saddler.sessions.schema import (
     DiagnosisRequest,
     DiagnosisResult,
@@ -241,8 +242,8 @@ def _rebuild(model: type[R], row: SessionRow) -> R:
 
 
 def diagnosis_head(worktree: Path) -> str | None:
-    """The commit a diagnosis worktree starts from (read before the agent runs)."""
-    return head_commit(worktree)
+    """The commit a diagnosis worktree starts from (read before the agent runs, without a git process)."""
+    return worktree_head(worktree)
 
 
 def _inside(path: Path | None, root: Path) -> str | None:

@@ -138,7 +138,10 @@ class ClaudeBackend(common.LLMSessionBackend):
             max_budget_usd=cfg.max_budget_usd or None,
             effort=cfg.effort,  # type: ignore[arg-type]
             output_format={"type": "json_schema", "schema": result_schema(role)},
-            env={"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "EVODAG_DB": request.db_path},
+            env=PRESETS["claude"].environment(
+                {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "EVODAG_DB": request.db_path}
+                | {k: v for k, v in os.environ.items() if k == "CLAUDE_CODE_MAX_RETRIES"}
+            ),
         )
 
     # -- one session ---------------------------------------------------------------------------

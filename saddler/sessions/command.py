@@ -93,7 +93,7 @@ class CommandBackend(common.LLMSessionBackend):
             role == "diagnosis_patch"
             and getattr(request, "exploration", False)
             and self.config.allow_web_search_on_plateau
-            and "{allowed_tools}" in self.template
+            and bool(placeholders_in(self.template) & {"allowed_tools", "codex_web_search"})
         )
 
     def tool_limits(self, role: Role, request: common.Request) -> str:
@@ -104,10 +104,10 @@ class CommandBackend(common.LLMSessionBackend):
         where = "the worktree (your working directory)" if editing else "nothing: this session only reads"
         if self.preset is not None and self.preset.name == "codex":
             mode = "workspace-write" if editing else "read-only"
+            web = "Web search is available." if self.web_search(role, request) else "Web search is not available."
             return (
-                f"You run in codex's `{mode}` sandbox: you may write {where}"
-                + (" and temporary files under /tmp" if editing else "")
-                + ". The rest of the filesystem is read-only and the network is off. Web search is not available."
+                f"You run in codex's `{mode}` sandbox: you may write {where}. The rest of the filesystem, /tmp "
+                f"included, is read-only and the network is off. {web}"
             )
         if self.sandbox == "bwrap":
             return (
@@ -164,6 +164,7 @@ class CommandBackend(common.LLMSessionBackend):
             "allowed_tools": ",".join(allowed),
             "pi_tools": "read,grep,find,ls,bash" + (",edit,write" if editing or self.channel == "file" else ""),
             "settings": json.dumps(settings),
+            "codex_web_search": "live" if self.web_search(role, request) else "disabled",
         }
         assert set(values) == set(PLACEHOLDERS)
         return values
@@ -261,6 +262,8 @@ class CommandBackend(common.LLMSessionBackend):
             "SADDLER_RESULT_FILE": str(files["result"]),
             "EVODAG_DB": db_path,
         }
+        if self.preset is not None:
+            env = self.preset.environment(env)
         return run_process_group(argv, cwd=cwd, env=env, timeout_s=timeout_s, stdin_text=stdin)
 
     def _conclude(

@@ -52,6 +52,11 @@ class Preset:
     help_argv: tuple[str, ...]
     hidden_flags: tuple[str, ...]
     touches: str
+    env: tuple[tuple[str, str], ...] = ()  # set for the CLI unless the user's environment sets it
+
+    def environment(self, base: dict[str, str]) -> dict[str, str]:
+        """`base` with this preset's variables added where `base` does not set them."""
+        return {**dict(self.env), **base}
 
     @property
     def key_variable(self) -> str:
@@ -79,11 +84,16 @@ PRESETS: dict[str, Preset] = {
             "edits outside the worktree or of protected paths and any Bash beyond the read-only allowlist; "
             "reflection and evolution edit nothing"
         ),
+        env=(("CLAUDE_CODE_MAX_RETRIES", "2"),),  # its own retries, under saddler's (sessions.retries)
     ),
     "codex": Preset(
         name="codex",
         template=(
             "codex exec --json --skip-git-repo-check --sandbox {sandbox_mode} --model {model} "
+            "--config sandbox_workspace_write.exclude_slash_tmp=true "
+            "--config sandbox_workspace_write.exclude_tmpdir_env_var=true "
+            "'--config=web_search=\"{codex_web_search}\"' --config features.multi_agent=false "
+            "--config features.goals=false "
             "--config developer_instructions={system_prompt_json} ['--config=model_reasoning_effort=\"{effort}\"'] "
             "--output-schema {schema_file} --output-last-message {result_file} - < {prompt_file}"
         ),
@@ -94,8 +104,9 @@ PRESETS: dict[str, Preset] = {
         help_argv=("exec", "--help"),
         hidden_flags=(),
         touches=(
-            "codex's own sandbox: diagnosis `workspace-write` (the worktree plus /tmp and $TMPDIR, no network), "
-            "reflection and evolution `read-only`; protected paths are enforced on the diff afterwards"
+            "codex's own sandbox: diagnosis `workspace-write` (the worktree only: /tmp and $TMPDIR excluded, no "
+            "network), reflection and evolution `read-only`; web search only in the exploration diagnosis; protected "
+            "paths are enforced on the diff afterwards"
         ),
     ),
     "pi": Preset(
@@ -120,7 +131,7 @@ PRESETS: dict[str, Preset] = {
 PLACEHOLDERS = (
     "prompt", "prompt_file", "result_file", "schema", "schema_file", "system_prompt", "system_prompt_file",
     "system_prompt_json", "model", "fallback_model", "max_turns", "budget", "effort", "cwd", "run_dir",
-    "sandbox_mode", "tools", "allowed_tools", "pi_tools", "settings",
+    "sandbox_mode", "tools", "allowed_tools", "pi_tools", "settings", "codex_web_search",
 )  # fmt: skip
 
 
