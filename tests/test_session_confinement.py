@@ -18,7 +18,7 @@ from saddler.harness.gitcmd import configure_run_repo, git, unsafe_config
 from saddler.harness.space import HarnessSpace
 
 FAKE = Path(__file__).with_name("fake_agent.py")
-PLANTER = '''
+PLANTER = """
 import os, pathlib, sys
 run = pathlib.Path(os.environ["EVODAG_DB"]).parent
 hooks = run / "harness" / ".git" / "hooks"
@@ -29,7 +29,7 @@ for name in ("post-checkout", "reference-transaction", "post-index-change", "pre
 with (run / "harness" / ".git" / "config").open("a") as fh:
     fh.write("[core]\\n\\tfsmonitor = " + str(hooks / "post-checkout") + "\\n")
 os.execv(sys.executable, [sys.executable, sys.argv[1], sys.argv[2]])
-'''
+"""
 
 
 def _hook_repo(tmp_path: Path) -> Path:

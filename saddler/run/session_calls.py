@@ -58,6 +58,12 @@ def failure_reason(stats: SessionStats) -> str:
     return f"the session failed: {text}" + (f" — {stats.error.strip()[:600]}" if stats.error.strip() else "")
 
 
+def worth_asking_again(stats: SessionStats) -> bool:
+    """Whether a failed session is worth a new attempt: not when the model API kept failing (`transient`): the
+    backend already retried it with backoff, and asking again would multiply the retries (and the CLI's own)."""
+    return stats.outcome != "failed:transient"
+
+
 class SessionCalls:
     """The loop's door to the backend: one method per role, each paid for at most once per key.
 

@@ -12,7 +12,6 @@ never calls the model inside a closed window and never pays a finished session t
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,9 +20,8 @@ from evodag.store import EvoDAG
 from saddler.config import SessionConfig
 from saddler.errors import BackendError
 from saddler.sessions.common import UsageLimitError
+from saddler.sessions.usage_events import OPENED_EVENT, WINDOW_EVENT, clock_time, closed_until
 
-WINDOW_EVENT = "session.usage_window"
-OPENED_EVENT = "session.usage_window_opened"
 MARGIN_S = 30.0  # a window named to the minute: ask again a little after it
 
 
@@ -88,20 +86,3 @@ class UsageWindow:
             },
             run_id=self.run_id,
         )
-
-
-def closed_until(store: EvoDAG, run_id: int) -> float | None:
-    """`resets_at` of the run's last `session.usage_window` event when no `session.usage_window_opened` followed it."""
-    windows = store.events(run_id=run_id, kind=WINDOW_EVENT)
-    if not windows:
-        return None
-    last = windows[-1]
-    opened = [e for e in store.events(run_id=run_id, kind=OPENED_EVENT) if e.id > last.id]
-    return None if opened else float(last.payload["resets_at"])
-
-
-def clock_time(epoch: float, now: float | None = None) -> str:
-    """`HH:MM` in local time, with the date when it is not the day of `now` (default: the wall clock)."""
-    moment = dt.datetime.fromtimestamp(epoch).astimezone()
-    today = dt.datetime.fromtimestamp(time.time() if now is None else now).astimezone().date()
-    return moment.strftime("%H:%M") if moment.date() == today else moment.strftime("%Y-%m-%d %H:%M")
