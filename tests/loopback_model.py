@@ -328,7 +328,10 @@ class SessionPlayer:
         if "# Diagnosis-Patch" in text[:20000] or re.search(r"^# Diagnosis-Patch", text, re.MULTILINE):
             cwd = _cwd(text)
             target = pick_file(text, cwd) if cwd else None
-            if target is not None and done == 0:
+            reads = 1 if "Edit" in tools and "Read" in tools else 0  # claude edits only files it has read
+            if target is not None and done < reads:
+                return Reply(calls=[ToolCall("Read", {"file_path": str(target)})])
+            if target is not None and done == reads:
                 return Reply(calls=[self.edit_call(api, tools, target)])
             answer: dict[str, Any] = (
                 {"status": "no_patch", "reason": "no editable file"} if target is None else _patched(target, cwd)
@@ -373,7 +376,8 @@ def _structured_done(body: dict[str, Any]) -> bool:
 
 
 def _cwd(text: str) -> Path | None:
-    for pattern in (r"<cwd>([^<]+)</cwd>", r"Working directory: (\S+)", r"Current working directory: (\S+)",
+    for pattern in (
+        r"checked out in your working directory `([^`]+)`",r"<cwd>([^<]+)</cwd>", r"Working directory: (\S+)", r"Current working directory: (\S+)",
                     r"worktree[^`\n]*`(/[^`]+)`", r"<environment_context>.*?<cwd>([^<]+)</cwd>"):  # fmt: skip
         match = re.search(pattern, text, re.DOTALL)
         if match and Path(match.group(1).strip()).is_dir():

@@ -13,6 +13,9 @@ GENUINE: dict[tuple[str, str], str] = {
     # (file, the skip's reason as written, or the module importorskip takes) -> why it is genuine
     ("conftest.py", "'live test: pass --run-live to call a real API'"): "live tests spend money: opt-in",
     ("conftest.py", "f\"live test: set {' or '.join(keys)}\""): "no API key for a live test",
+    ("conftest.py", "'real-CLI tier: pass --run-real-clis (installs the CLIs with npm)'"): (
+        "the real-CLI tier installs three CLIs from npm and runs them: opt-in"
+    ),
     ("plugins/executors.py", "reason"): "the sandbox mode's tool is absent (bwrap not installed, no Landlock)",
     ("test_executor_ray.py", "ray"): "the optional `ray` extra is not installed (a broken install fails)",
     ("test_gepa_strategy.py", "gepa"): "the optional `bench` extra (gepa) is not installed (a broken install fails)",
