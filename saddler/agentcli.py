@@ -15,6 +15,7 @@ from typing import Any
 
 from saddler.errors import ConfigError
 
+_CODEX_STEPS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search", "agent_message"})
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([a-z_]+)\}")
 
 
@@ -50,8 +51,12 @@ def build_argv(template: str, values: dict[str, str]) -> list[str]:
 def parse_usage(stdout: str) -> dict[str, Any]:
     """Turns, tokens and cost from an agent's JSON / JSONL output (claude, codex, pi shapes); zeros if absent."""
     usage: dict[str, Any] = {"turns": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "final": None}
+    codex_steps = 0  # codex reports one turn per exec: each tool call or message of it is one model response
     for obj in json_objects(stdout):
         kind = obj.get("type")
+        item = obj.get("item") if isinstance(obj.get("item"), dict) else {}
+        if kind == "item.completed" and item.get("type") in _CODEX_STEPS:
+            codex_steps += 1
         if "total_cost_usd" in obj or kind == "result":  # claude -p --output-format json
             u = obj.get("usage") or {}
             usage["cost_usd"] += float(obj.get("total_cost_usd") or 0.0)
@@ -63,7 +68,8 @@ def parse_usage(stdout: str) -> dict[str, Any]:
             usage["final"] = obj
         elif kind == "turn.completed":  # codex exec --json
             u = obj.get("usage") or {}
-            usage["turns"] += 1
+            usage["turns"] += max(1, codex_steps)
+            codex_steps = 0
             usage["tokens_in"] += int(u.get("input_tokens") or 0)
             usage["tokens_out"] += int(u.get("output_tokens") or 0)
         elif kind == "message_end" and isinstance(obj.get("message"), dict):  # pi --mode json
