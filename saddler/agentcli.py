@@ -54,7 +54,7 @@ def parse_usage(stdout: str) -> dict[str, Any]:
     codex_steps = 0  # codex reports one turn per exec: each tool call or message of it is one model response
     for obj in json_objects(stdout):
         kind = obj.get("type")
-        item = obj.get("item") if isinstance(obj.get("item"), dict) else {}
+        item: dict[str, Any] = obj["item"] if isinstance(obj.get("item"), dict) else {}
         if kind == "item.completed" and item.get("type") in _CODEX_STEPS:
             codex_steps += 1
         if "total_cost_usd" in obj or kind == "result":  # claude -p --output-format json

@@ -376,9 +376,13 @@ def _structured_done(body: dict[str, Any]) -> bool:
 
 
 def _cwd(text: str) -> Path | None:
-    for pattern in (
-        r"checked out in your working directory `([^`]+)`",r"<cwd>([^<]+)</cwd>", r"Working directory: (\S+)", r"Current working directory: (\S+)",
-                    r"worktree[^`\n]*`(/[^`]+)`", r"<environment_context>.*?<cwd>([^<]+)</cwd>"):  # fmt: skip
+    patterns = (
+        r"checked out in your working directory `([^`]+)`",
+        r"<cwd>([^<]+)</cwd>",
+        r"Working directory: (\S+)",
+        r"Current working directory: (\S+)",
+    )
+    for pattern in patterns:
         match = re.search(pattern, text, re.DOTALL)
         if match and Path(match.group(1).strip()).is_dir():
             return Path(match.group(1).strip())
