@@ -49,6 +49,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     tokens_in: int = 1200
     tokens_out: int = 80
+    disconnect: bool = False  # the stream ends before its last event (a dropped connection)
 
 
 def anthropic_error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> Reply:
@@ -146,9 +147,11 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.status >= 400:
             return self._json(reply.status, reply.error or {}, reply.headers)
         if api == API_RESPONSES:
-            return self._sse(responses_events(reply, body, self.server.next_id()))
+            events = responses_events(reply, body, self.server.next_id())
+            return self._sse(events[:-1] if reply.disconnect else events)
         if body.get("stream"):
-            return self._sse(anthropic_events(reply, body, self.server.next_id()))
+            events = anthropic_events(reply, body, self.server.next_id())
+            return self._sse(events[:-1] if reply.disconnect else events)
         return self._json(200, anthropic_message(reply, body, self.server.next_id()))
 
     def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:

@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,8 @@ class Case:
     retries: int = 0
     extra: list[str] = field(default_factory=list)
     resets_at: int | None = None  # the usage window's reset the model's reply announced
+    no_key: bool = False  # no API key in the environment at all
+    home_under_tmp: bool = False  # HOME (and CODEX_HOME) under /tmp
 
 
 def _claude_argv(work: Path) -> list[str]:
@@ -111,6 +114,7 @@ def anthropic_cases() -> list[Case]:
     limit = anthropic_error(429, "rate_limit_error", "This request would exceed your account's rate limit.", window)
     cases.append(Case("claude", "usage_limit", [limit] * 6, oauth=True, resets_at=int(reset)))
     cases.append(Case("pi", "429_retried", [errors["429"], Reply(text=ANSWER)], retries=1))
+    cases += [Case(cli, "no_key", [], no_key=True) for cli in ("claude", "pi")]
     return cases
 
 
@@ -136,6 +140,10 @@ def responses_cases() -> list[Case]:
     cases += [Case("codex", name, [reply] * 12) for name, reply in errors.items()]
     cases[-1].resets_at = errors["usage_limit"].error["error"]["resets_at"]  # type: ignore[index]
     cases.append(Case("codex", "500_reconnected", [errors["500"], Reply(text=ANSWER)], retries=2))
+    cases.append(Case("codex", "disconnected", [Reply(text=ANSWER, disconnect=True), Reply(text=ANSWER)], retries=2))
+    cases.append(Case("codex", "no_key", [], no_key=True))
+    shell = Reply(calls=[ToolCall("exec_command", {"cmd": "echo checked > checked.txt"})])
+    cases.append(Case("codex", "sandbox_tmp", [shell, Reply(text=ANSWER)], home_under_tmp=True))
     return cases
 
 
@@ -145,7 +153,13 @@ def record(case: Case) -> dict[str, Any]:
     work = SCRATCH / f"{case.cli}-{case.name}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    env = real_clis.environment(work / "home", model.url, oauth=case.oauth, retries=case.retries)
+    home = work / "home"
+    if case.home_under_tmp:
+        home = Path(tempfile.mkdtemp(prefix="saddler-record-", dir="/tmp")) / "home"
+    env = real_clis.environment(home, model.url, oauth=case.oauth, retries=case.retries)
+    if case.no_key:
+        for key in ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY", "CODEX_API_KEY"):
+            env.pop(key, None)
     argv = ARGV[case.cli](work) + case.extra
     started = time.time()
     try:
@@ -153,6 +167,8 @@ def record(case: Case) -> dict[str, Any]:
                               text=True, timeout=300)  # fmt: skip
     finally:
         model.stop()
+        if case.home_under_tmp:
+            shutil.rmtree(home.parent, ignore_errors=True)
     return {
         "cli": case.cli,
         "case": case.name,
@@ -164,7 +180,22 @@ def record(case: Case) -> dict[str, Any]:
         "stderr": proc.stderr,
         "resets_at": case.resets_at,
         "requests": len([r for r in model.requests if r["method"] == "POST"]),
+        "tool_outputs": _tool_outputs(model),
     }
+
+
+def _tool_outputs(model: LoopbackModel) -> list[str]:
+    """What the CLI sent back to the model as the results of its tool calls (the last request holds them all)."""
+    posts = [r["body"] for r in model.requests if r["method"] == "POST" and r["body"].get("tools")]
+    if not posts:
+        return []
+    last = posts[-1]
+    outputs = [str(i.get("output")) for i in last.get("input") or [] if i.get("type") == "function_call_output"]
+    for message in last.get("messages") or []:
+        for part in message.get("content") or [] if isinstance(message.get("content"), list) else []:
+            if isinstance(part, dict) and part.get("type") == "tool_result":
+                outputs.append(json.dumps(part.get("content")))
+    return outputs
 
 
 def main(prefix: str = "") -> None:

@@ -24,7 +24,9 @@ def failure_of(name: str):
     return read_failure(data["stdout"], data["stderr"], data["returncode"], now), data
 
 
-@pytest.mark.parametrize("name", ["claude-ok", "codex-ok", "pi-ok", "codex-500_reconnected", "pi-429_retried"])
+@pytest.mark.parametrize(
+    "name", ["claude-ok", "codex-ok", "pi-ok", "codex-500_reconnected", "codex-disconnected", "pi-429_retried"]
+)
 def test_an_answer_is_no_failure(name: str) -> None:
     assert failure_of(name)[0] is None
 
@@ -47,6 +49,10 @@ def test_an_answer_is_no_failure(name: str) -> None:
         ("pi-429", "transient", 429, "per-minute rate limit"),
         ("pi-500", "transient", 500, "Internal server error"),
         ("pi-529", "transient", 529, "Overloaded"),
+        ("claude-no_key", "auth", None, "Not logged in"),
+        ("codex-no_key", "auth", None, "Missing environment variable: `OPENAI_API_KEY`"),
+        ("pi-no_key", "auth", None, "No API key found for anthropic"),
+        ("codex-sandbox_tmp", "sandbox", None, "Refusing to create helper binaries under temporary dir"),
     ],
 )
 def test_api_errors_are_read_with_their_own_text(name: str, kind: str, status: int | None, text: str) -> None:
@@ -55,6 +61,13 @@ def test_api_errors_are_read_with_their_own_text(name: str, kind: str, status: i
     assert (failure.kind, failure.status) == (kind, status)
     assert text in failure.message
     assert len(failure.message) < 400  # the error itself, not the tail of a JSON line
+
+
+def test_codex_exits_0_with_an_answer_when_its_sandbox_could_not_start() -> None:
+    """CODEX_HOME under /tmp: codex answers, exit 0, while every command its model ran failed in the session."""
+    data = recorded("codex-sandbox_tmp")
+    assert data["returncode"] == 0 and '"agent_message"' in data["stdout"]
+    assert "bwrap: execvp codex-linux-sandbox" in data["tool_outputs"][0]
 
 
 def test_pi_exits_0_on_api_errors_yet_they_are_failures() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from saddler.errors import AuthenticationError
+from saddler.errors import AuthenticationError, BackendError
 from saddler.sessions.command import CommandBackend
 
 REPLAY = Path(__file__).resolve().parent / "fake_clis" / "replay.py"
@@ -76,3 +76,24 @@ def test_transient_errors_are_retried_with_backoff_and_bounded(
     assert result.stats.outcome == "failed:transient"
     assert len(runs.read_text().splitlines()) == 3  # the first run and two retries, no more
     assert len(slept) == 2 and slept[1] > slept[0]
+
+
+@pytest.mark.parametrize("recording", ["pi-no_key", "codex-no_key", "claude-no_key"])
+def test_a_missing_key_stops_the_run_naming_the_variable(
+    recording: str, replaying, command_backend, reflection_request, tmp_path: Path
+) -> None:
+    replaying(recording)
+    backend, _ = _backend(command_backend, tmp_path, recording.split("-")[0])
+    with pytest.raises(AuthenticationError, match=backend.key_variable):
+        backend.reflect(reflection_request(tmp_path))
+
+
+def test_codex_whose_sandbox_cannot_start_stops_the_run(
+    replaying, command_backend, reflection_request, tmp_path: Path
+) -> None:
+    """Issue 21.2/6: CODEX_HOME under /tmp, codex answers with exit 0 while every command failed: a system fault
+    saying what to do, not a session recorded as answered (or as no_patch)."""
+    replaying("codex-sandbox_tmp")
+    backend, _ = _backend(command_backend, tmp_path, "codex")
+    with pytest.raises(BackendError, match=r"CODEX_HOME to a folder outside /tmp.*saddler doctor"):
+        backend.reflect(reflection_request(tmp_path))

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 from saddler.agentcli import final_message, parse_usage
 from saddler.errors import AuthenticationError, BackendError, ConfigError
 from saddler.procs import ProcessRun, run_process_group
-from saddler.sessions import common, confine, guard
+from saddler.sessions import common, confine, guard, installs
 from saddler.sessions.failures import read_failure
 from saddler.sessions.presets import (
     PLACEHOLDERS,
+    Preset,
     answer_channel,
     command_argv,
     drop_nulls,
@@ -191,21 +192,20 @@ class CommandBackend(common.LLMSessionBackend):
         self.last_program = argv[0]
         stdin = Path(stdin_file).read_text(encoding="utf-8") if stdin_file else None
         if self.sandbox == "bwrap":
-            argv = self.confined(argv, request)
+            argv = self.confined(argv, Path(request.worktree) if isinstance(request, DiagnosisRequest) else None)
         return argv, stdin
 
-    def confined(self, argv: list[str], request: common.Request) -> list[str]:
+    def confined(self, argv: list[str], worktree: Path | None = None) -> list[str]:
+        """`argv` inside saddler's bubblewrap: writable only `worktree` (None: nothing), read-only the run folder,
+        HOME, and whatever the agent's executable and saddler's own entry points need (`installs`), wherever they
+        are installed (under /tmp too, which the sandbox otherwise replaces with an empty one)."""
         ok, why = confine.bwrap_works()
         if not ok:
             raise BackendError(
                 f"sessions.sandbox needs bubblewrap to confine {argv[0]!r}: {why}. Install bubblewrap, or set "
                 'sessions.sandbox = "none" to let the agent write anywhere your user can'
             )
-        worktree = Path(request.worktree) if isinstance(request, DiagnosisRequest) else None
-        executable = shutil.which(argv[0])
-        readable = [self.run_dir, Path(sys.prefix), Path.home()]
-        if executable:
-            readable.append(Path(executable).resolve().parent)
+        readable = [self.run_dir, Path.home(), *installs.executable_roots(argv[0]), *installs.saddler_roots()]
         readable = [p for p in dict.fromkeys(readable) if p.exists()]
         cwd = worktree or self.run_dir
         return confine.bwrap_argv(argv, writable=[worktree] if worktree else [], readable=readable, cwd=cwd)
@@ -291,6 +291,8 @@ class CommandBackend(common.LLMSessionBackend):
                 raise common.UsageLimitError(failure.message, failure.resets_at)
             if failure.kind == "transient":
                 raise common.TransientError(failure.message)
+            if failure.kind == "sandbox":
+                raise BackendError(sandbox_fault(self.last_program, failure.message, self.preset))
             stats.error = failure.message
             return common.failed_result(role, request, stats, "error")
         if run.returncode != 0 and not answered:
@@ -302,6 +304,15 @@ class CommandBackend(common.LLMSessionBackend):
         except common.OutputError as exc:
             stats.error = str(exc)
             return common.failed_result(role, request, stats, "unparsable_output")
+
+
+def sandbox_fault(program: str, message: str, preset: Preset | None) -> str:
+    """What to say when the sandbox around the agent could not start (every session would fail the same way)."""
+    fix = preset.sandbox_fix if preset is not None and preset.sandbox_fix else "see what it lacks"
+    return (
+        f"the sandbox could not start the agent CLI {program!r} ({message[:300]}), so no session can work: "
+        f"{fix}; `saddler doctor` checks it without spending, then resume the run"
+    )
 
 
 def by_reference(prompt_file: Path) -> str:

@@ -6,13 +6,19 @@ they really print (recorded in `tests/fixtures/real_clis/`):
   5-hour limit · resets 11:33pm (UTC)"); exit 1.
 - `codex exec --json`: `error` and `turn.failed` events whose `message` is the error ("unexpected status 401
   Unauthorized: ...", "exceeded retry limit, last status: 429 Too Many Requests", "We’re currently experiencing
-  high demand ...", "You’ve hit your usage limit. ... try again at 11:34 PM."); exit 1. An `error` *item* (model
-  metadata missing) is a warning, not a failure.
+  high demand ...", "You’ve hit your usage limit. ... try again at 11:34 PM.", "Missing environment variable:
+  `OPENAI_API_KEY`."); exit 1. An `error` *item* (model metadata missing) is a warning, not a failure, and so is an
+  `error` event "Reconnecting... 1/5 (stream disconnected ...)" followed by the answer.
 - `pi --mode json`: exit 0 even when every call failed: the last assistant message has `"stopReason": "error"` and
   `errorMessage` "<status> <the API's JSON body>"; `auto_retry_end` with `success: false` carries `finalError`. A
   missing key is "No API key found for <provider>." on stderr, exit 1, no JSON.
 
-`read_failure` turns that into a `CLIFailure` (auth, transient, usage_limit, error) with the error's own text;
+A sandbox that cannot start is a failure of its own (`sandbox`), whatever the exit code says: bubblewrap's own
+"bwrap: execvp pi: No such file or directory" (exit 1, nothing on stdout), and codex's "could not create PATH
+aliases: Refusing to create helper binaries under temporary dir" on stderr (`CODEX_HOME` under /tmp: codex exits 0,
+but every command the model runs fails inside its session with `bwrap: execvp codex-linux-sandbox`).
+
+`read_failure` turns that into a `CLIFailure` (auth, transient, usage_limit, sandbox, error) with the error's own text;
 `usage_reset` finds when a usage window opens again from its message.
 """
 
@@ -27,13 +33,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from saddler.agentcli import json_objects
 
-Kind = Literal["auth", "transient", "usage_limit", "error"]
+Kind = Literal["auth", "transient", "usage_limit", "sandbox", "error"]
 TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 AUTH_STATUS = frozenset({401, 403})
 _AUTH = re.compile(
     r"invalid api key|invalid x-api-key|authentication[_ ]?(?:failed|error)|\bunauthorized\b|not logged in|"
     r"please run /login|no api key found|api key (?:is )?(?:missing|not set|required)|incorrect api key|"
-    r"missing api key|oauth token (?:has )?expired|missing bearer",
+    r"missing api key|oauth token (?:has )?expired|missing bearer|missing environment variable: `?\w*(?:key|token)\b",
     re.IGNORECASE,
 )
 _TRANSIENT = re.compile(
@@ -46,6 +52,8 @@ _USAGE = re.compile(
     r"out of (?:extra )?usage",
     re.IGNORECASE,
 )
+_CODEX_NO_SANDBOX = re.compile(r"^.*Refusing to create helper binaries under temporary dir.*$", re.MULTILINE)
+_BWRAP_FAILED = re.compile(r"^bwrap: .+$", re.MULTILINE)
 _STATUS_PREFIX = re.compile(r"^\s*(\d{3})\b")
 _MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
                                        "dec"), start=1)}  # fmt: skip
@@ -88,6 +96,9 @@ def classify(message: str, status: int | None, now: dt.datetime) -> CLIFailure:
 
 def read_failure(stdout: str, stderr: str, returncode: int | None, now: dt.datetime) -> CLIFailure | None:
     """The failure a CLI's output reports, or None when it reports none (see module docstring)."""
+    sandbox = sandbox_failure(stdout, stderr, returncode)
+    if sandbox is not None:
+        return sandbox
     objects = json_objects(stdout)
     for obj in reversed(objects):
         if obj.get("type") == "result" and "is_error" in obj:  # claude -p --output-format json
@@ -111,6 +122,17 @@ def read_failure(stdout: str, stderr: str, returncode: int | None, now: dt.datet
     if returncode not in (0, None) and stderr.strip():  # pi's missing key; any CLI's dropped connection
         found = classify(stderr.strip()[-2000:], None, now)
         return found if found.kind != "error" else None  # the caller reports the exit code
+    return None
+
+
+def sandbox_failure(stdout: str, stderr: str, returncode: int | None) -> CLIFailure | None:
+    """The sandbox around the agent (saddler's bubblewrap, codex's own) could not start, or None."""
+    codex = _CODEX_NO_SANDBOX.search(stderr)
+    if codex:
+        return CLIFailure("sandbox", codex.group(0).strip())
+    bwrap = _BWRAP_FAILED.search(stderr)
+    if bwrap and returncode not in (0, None) and not stdout.strip():
+        return CLIFailure("sandbox", bwrap.group(0).strip())
     return None
 
 

@@ -53,6 +53,7 @@ class Preset:
     hidden_flags: tuple[str, ...]
     touches: str
     env: tuple[tuple[str, str], ...] = ()  # set for the CLI unless the user's environment sets it
+    sandbox_fix: str = ""  # what to do when its sandbox cannot start (`failures.sandbox_failure`)
 
     def environment(self, base: dict[str, str]) -> dict[str, str]:
         """`base` with this preset's variables added where `base` does not set them."""
@@ -108,6 +109,10 @@ PRESETS: dict[str, Preset] = {
             "network), reflection and evolution `read-only`; web search only in the exploration diagnosis; protected "
             "paths are enforced on the diff afterwards"
         ),
+        sandbox_fix=(
+            "codex keeps its sandbox helper under CODEX_HOME and refuses to put it under /tmp: set CODEX_HOME to a "
+            "folder outside /tmp (e.g. export CODEX_HOME=~/.codex)"
+        ),
     ),
     "pi": Preset(
         name="pi",
@@ -125,6 +130,10 @@ PRESETS: dict[str, Preset] = {
         touches=(
             "pi has no sandbox: saddler runs it in bubblewrap with the whole filesystem read-only except the "
             "worktree (diagnosis) and a private /tmp; reflection and evolution get read-only tools"
+        ),
+        sandbox_fix=(
+            "bubblewrap shows pi read-only whatever its executable, its interpreter and saddler need; install pi "
+            'and node where the sandbox finds them, or set sessions.sandbox = "none"'
         ),
     ),
 }
