@@ -44,6 +44,8 @@ class Case:
     resets_at: int | None = None  # the usage window's reset the model's reply announced
     no_key: bool = False  # no API key in the environment at all
     home_under_tmp: bool = False  # HOME (and CODEX_HOME) under /tmp
+    argv: list[str] | None = None  # another command than the CLI's session (`codex sandbox -- true`)
+    files: dict[str, str] = field(default_factory=dict)  # written in the working folder first
 
 
 def _claude_argv(work: Path) -> list[str]:
@@ -111,6 +113,10 @@ def anthropic_cases() -> list[Case]:
         cases.append(Case(cli, "ok", ok if cli == "claude" else [Reply(text=ANSWER)]))
         cases += [Case(cli, name, [reply] * 12) for name, reply in errors.items()]
     cases.append(Case("claude", "prose", [Reply(text="The answer is hi.")] * 6))
+    invalid = Reply(calls=[ToolCall("StructuredOutput", {"reply": "hi"})])
+    cases.append(Case("claude", "structured_invalid", [invalid] * 12))
+    reads = [Reply(calls=[ToolCall("Read", {"file_path": str(SCRATCH / "claude-max_turns" / "a.txt")})])] * 6
+    cases.append(Case("claude", "max_turns", reads, files={"a.txt": "one\n"}, extra=["--max-turns", "2"]))
     limit = anthropic_error(429, "rate_limit_error", "This request would exceed your account's rate limit.", window)
     cases.append(Case("claude", "usage_limit", [limit] * 6, oauth=True, resets_at=int(reset)))
     cases.append(Case("pi", "429_retried", [errors["429"], Reply(text=ANSWER)], retries=1))
@@ -144,7 +150,64 @@ def responses_cases() -> list[Case]:
     cases.append(Case("codex", "no_key", [], no_key=True))
     shell = Reply(calls=[ToolCall("exec_command", {"cmd": "echo checked > checked.txt"})])
     cases.append(Case("codex", "sandbox_tmp", [shell, Reply(text=ANSWER)], home_under_tmp=True))
+    probe = ["codex", "sandbox", "--config", 'sandbox_mode="read-only"', "--", "true"]
+    cases.append(Case("codex", "sandbox_probe", [], argv=probe))
+    cases.append(Case("codex", "sandbox_probe_tmp", [], argv=probe, home_under_tmp=True))
     return cases
+
+
+def _merged(argv: list[str], extra: list[str]) -> list[str]:
+    """`argv` with `extra`'s `--option value` pairs, replacing the value of an option `argv` already passes."""
+    argv = list(argv)
+    for option, value in zip(extra[::2], extra[1::2], strict=True):
+        if option in argv:
+            argv[argv.index(option) + 1] = value
+        else:
+            argv += [option, value]
+    return argv
+
+
+def tool_cases() -> list[Case]:
+    """Sessions that read and edit `a.txt` with the CLI's own tools, then answer (what the stand-ins' events and the
+    fleet mode's streamed output are modelled on)."""
+    files = {"a.txt": "one\n"}
+
+    def target(cli: str, name: str) -> str:
+        return str(SCRATCH / f"{cli}-{name}" / "a.txt")
+
+    patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n one\n+two\n*** End Patch\n"
+    codex = [
+        Reply(calls=[ToolCall("exec_command", {"cmd": "cat a.txt"})]),
+        Reply(calls=[ToolCall("exec_command", {"cmd": f"apply_patch <<'EOF'\n{patch}EOF"})]),
+        Reply(text=ANSWER),
+    ]
+    pi = [
+        Reply(calls=[ToolCall("read", {"path": target("pi", "tools")})]),
+        Reply(calls=[ToolCall("edit", {"path": target("pi", "tools"), "edits": [{"oldText": "one\n",
+                                                                                  "newText": "one\ntwo\n"}]})]),
+        Reply(text=ANSWER),
+    ]  # fmt: skip
+
+    def claude(name: str, last: list[Reply]) -> list[Reply]:
+        edit = {"file_path": target("claude", name), "old_string": "one\n", "new_string": "one\ntwo\n"}
+        return [
+            Reply(calls=[ToolCall("Read", {"file_path": target("claude", name)})]),
+            Reply(calls=[ToolCall("Edit", edit)]),
+            *last,
+        ]
+
+    structured = [Reply(calls=[ToolCall("StructuredOutput", {"answer": "hi"})]), Reply(text="Done.")]
+    stream = ["claude", "-p", "--output-format", "stream-json", "--verbose", "--model", "claude-sonnet-4-5",
+              "--permission-mode", "acceptEdits", "--allowedTools", "Read,Edit",
+              "--no-session-persistence"]  # fmt: skip
+    return [
+        Case("codex", "tools", codex, files=files, extra=["--sandbox", "workspace-write"]),
+        Case("codex", "tools_read_only", codex, files=files),
+        Case("pi", "tools", pi, files=files),
+        Case("claude", "tools", claude("tools", structured), files=files, extra=["--permission-mode", "acceptEdits"]),
+        Case("claude", "stream", claude("stream", [Reply(text="Added two.\nDESCRIPTION: add two")]), argv=stream,
+             files=files),
+    ]  # fmt: skip
 
 
 def record(case: Case) -> dict[str, Any]:
@@ -153,6 +216,8 @@ def record(case: Case) -> dict[str, Any]:
     work = SCRATCH / f"{case.cli}-{case.name}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    for name, text in case.files.items():
+        (work / name).write_text(text, encoding="utf-8")
     home = work / "home"
     if case.home_under_tmp:
         home = Path(tempfile.mkdtemp(prefix="saddler-record-", dir="/tmp")) / "home"
@@ -160,7 +225,7 @@ def record(case: Case) -> dict[str, Any]:
     if case.no_key:
         for key in ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY", "CODEX_API_KEY"):
             env.pop(key, None)
-    argv = ARGV[case.cli](work) + case.extra
+    argv = case.argv or _merged(ARGV[case.cli](work), case.extra)
     started = time.time()
     try:
         proc = subprocess.run(argv, cwd=work, env=env, input=ANSWER and "Answer in JSON.", capture_output=True,
@@ -201,7 +266,7 @@ def _tool_outputs(model: LoopbackModel) -> list[str]:
 def main(prefix: str = "") -> None:
     real_clis.install()
     FIXTURES.mkdir(parents=True, exist_ok=True)
-    for case in anthropic_cases() + responses_cases():
+    for case in anthropic_cases() + responses_cases() + tool_cases():
         name = f"{case.cli}-{case.name}"
         if not name.startswith(prefix):
             continue

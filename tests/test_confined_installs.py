@@ -77,20 +77,31 @@ def test_pi_installed_under_tmp_starts_inside_the_sandbox(
 CHILD = """
 import json, subprocess, sys
 from pathlib import Path
-from saddler.config import SessionConfig
+from saddler.config import RunConfig
+from saddler.sessions import installs
 from saddler.sessions.command import CommandBackend
 
-run_dir = Path(sys.argv[1])
-backend = CommandBackend(SessionConfig(backend="command", command="pi"), run_dir=run_dir, seed=0)
-ran = subprocess.run(backend.confined(["evo-dag", "--help"]), capture_output=True, text=True, timeout=120)
-print(json.dumps({"returncode": ran.returncode, "stdout": ran.stdout, "stderr": ran.stderr}))
+run_dir, what = Path(sys.argv[1]), sys.argv[2]
+config = RunConfig.model_validate({"sessions": {"backend": "command", "command": "pi"}})
+if what == "session":
+    backend = CommandBackend(config.sessions, run_dir=run_dir, seed=0)
+    ran = subprocess.run(backend.confined(["evo-dag", "--help"]), capture_output=True, text=True, timeout=120)
+    print(json.dumps({"returncode": ran.returncode, "stdout": ran.stdout, "stderr": ran.stderr}))
+else:
+    from saddler.doctor import run_checks
+    if what == "doctor-without-binds":
+        installs.saddler_roots = lambda: []
+    checks = run_checks(config, run_dir=run_dir)
+    print(json.dumps({c.name: c.to_dict() for c in checks}))
 """
 
 
-@needs_bwrap
-def test_evo_dag_of_an_editable_install_under_tmp_runs_inside_the_sandbox(under_tmp: Path, outside: Path) -> None:
-    """saddler installed editable from a checkout under /tmp, in a virtualenv under /tmp: the `evo-dag` a session
-    calls imports evodag from that checkout inside the sandbox."""
+@pytest.fixture
+def editable_under_tmp(under_tmp: Path, outside: Path, fakes: Path) -> Callable[[str], dict[str, Any]]:
+    """The stand-in CLIs on PATH, and saddler installed editable from a checkout under /tmp into a virtualenv under
+    /tmp (its `.pth` names the checkout, as `pip install -e` leaves it, and this venv's dependencies), with its own
+    `evo-dag` first on PATH.
+    Returns `child(what)`: the JSON CHILD prints when run by that interpreter."""
     import json
 
     source = under_tmp / "checkout"
@@ -102,8 +113,8 @@ def test_evo_dag_of_an_editable_install_under_tmp_runs_inside_the_sandbox(under_
         [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
-    deps = next(p for p in sys.path if p.endswith("site-packages"))  # this venv's dependencies (typer, pydantic…)
-    Path(purelib, "__editable__.saddler.pth").write_text(f"{source}\n{deps}\n")  # what `pip install -e` leaves
+    deps = next(p for p in sys.path if p.endswith("site-packages"))  # typer, pydantic… of this venv
+    Path(purelib, "__editable__.saddler.pth").write_text(f"{source}\n{deps}\n")
     evo_dag = venv / "bin" / "evo-dag"
     evo_dag.write_text(f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom evodag.cli import app\nsys.exit(app())\n")
     evo_dag.chmod(0o755)
@@ -111,13 +122,42 @@ def test_evo_dag_of_an_editable_install_under_tmp_runs_inside_the_sandbox(under_
     run_dir.mkdir()
     env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", textwrap.dedent(CHILD), str(run_dir)],
-        capture_output=True, text=True, env=env, cwd=under_tmp, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    ran = json.loads(proc.stdout)
+
+    def child(what: str) -> dict[str, Any]:
+        proc = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", textwrap.dedent(CHILD), str(run_dir), what],
+            capture_output=True, text=True, env=env, cwd=under_tmp, timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return dict(json.loads(proc.stdout))
+
+    return child
+
+
+@needs_bwrap
+def test_evo_dag_of_an_editable_install_under_tmp_runs_inside_the_sandbox(
+    editable_under_tmp: Callable[[str], dict[str, Any]],
+) -> None:
+    """The `evo-dag` a session calls imports evodag from the checkout under /tmp inside the sandbox."""
+    ran = editable_under_tmp("session")
     assert ran["returncode"] == 0 and "Usage" in ran["stdout"], ran["stderr"]
+
+
+@needs_bwrap
+def test_the_doctor_runs_evo_dag_inside_the_sessions_sandbox(
+    editable_under_tmp: Callable[[str], dict[str, Any]],
+) -> None:
+    """Issue 21.6: the doctor's `evo-dag --help` runs in the sandbox the sessions get, so it fails exactly when
+    the sessions' would (here: without the binds of the checkout), saying so."""
+    checks = editable_under_tmp("doctor")
+    assert (
+        checks["evo-dag"]["ok"] and checks["evo-dag"]["detail"] == "`evo-dag --help` runs inside saddler's bubblewrap"
+    )
+    broken = editable_under_tmp("doctor-without-binds")["evo-dag"]
+    assert (broken["ok"], broken["required"]) == (False, True)
+    assert (
+        "No module named 'evodag'" in broken["detail"] and "sessions cannot query the run's history" in broken["detail"]
+    )
 
 
 @needs_bwrap

@@ -15,7 +15,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -251,19 +251,29 @@ class CommandBackend(common.LLMSessionBackend):
         transcript.write("outcome", outcome=result.stats.outcome, cost_usd=result.stats.cost_usd)
         return result
 
+    def environment(self, base: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:
+        """The agent's environment: `base` (default: this process's), saddler's own entry points (`evo-dag`) first
+        on PATH, `extra`, and the preset's variables where the user sets none."""
+        base = os.environ if base is None else base
+        bin_dir = str(Path(sys.executable).parent)
+        env = {**base, "PATH": f"{bin_dir}{os.pathsep}{base.get('PATH', '')}", **extra}
+        return self.preset.environment(env) if self.preset is not None else env
+
+    def in_sandbox(self, argv: list[str]) -> list[str]:
+        """`argv` inside the sandbox a reflection session's agent runs its commands in: saddler's bubblewrap, the
+        preset's own (`codex sandbox` with the sessions' settings), or none. For `saddler doctor`'s probes."""
+        if self.sandbox == "bwrap":
+            return self.confined(argv)
+        if self.preset is not None and self.preset.sandbox_command:
+            return [self.preset.name, *self.preset.sandbox_command, *argv]
+        return list(argv)
+
     def _run(
         self, argv: list[str], cwd: Path, stdin: str | None, files: dict[str, Path], db_path: str, timeout_s: float
     ) -> ProcessRun:
-        bin_dir = str(Path(sys.executable).parent)
-        env = {
-            **os.environ,
-            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-            "SADDLER_PROMPT_FILE": str(files["prompt"]),
-            "SADDLER_RESULT_FILE": str(files["result"]),
-            "EVODAG_DB": db_path,
-        }
-        if self.preset is not None:
-            env = self.preset.environment(env)
+        env = self.environment(
+            SADDLER_PROMPT_FILE=str(files["prompt"]), SADDLER_RESULT_FILE=str(files["result"]), EVODAG_DB=db_path
+        )
         return run_process_group(argv, cwd=cwd, env=env, timeout_s=timeout_s, stdin_text=stdin)
 
     def _conclude(

@@ -54,6 +54,7 @@ class Preset:
     touches: str
     env: tuple[tuple[str, str], ...] = ()  # set for the CLI unless the user's environment sets it
     sandbox_fix: str = ""  # what to do when its sandbox cannot start (`failures.sandbox_failure`)
+    sandbox_command: tuple[str, ...] = ()  # runs a command in its own sandbox, as its sessions get it (doctor)
 
     def environment(self, base: dict[str, str]) -> dict[str, str]:
         """`base` with this preset's variables added where `base` does not set them."""
@@ -62,6 +63,17 @@ class Preset:
     @property
     def key_variable(self) -> str:
         return self.key_variables[0]
+
+
+CODEX_SANDBOX = (
+    "sandbox_workspace_write.exclude_slash_tmp=true",
+    "sandbox_workspace_write.exclude_tmpdir_env_var=true",
+)
+"""codex's workspace-write sandbox without /tmp and $TMPDIR: only the worktree is writable (issue 21.1)."""
+
+
+def _configs(settings: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(word for setting in settings for word in ("--config", setting))
 
 
 PRESETS: dict[str, Preset] = {
@@ -91,9 +103,8 @@ PRESETS: dict[str, Preset] = {
         name="codex",
         template=(
             "codex exec --json --skip-git-repo-check --sandbox {sandbox_mode} --model {model} "
-            "--config sandbox_workspace_write.exclude_slash_tmp=true "
-            "--config sandbox_workspace_write.exclude_tmpdir_env_var=true "
-            "'--config=web_search=\"{codex_web_search}\"' --config features.multi_agent=false "
+            + "".join(f"--config {setting} " for setting in CODEX_SANDBOX)
+            + "'--config=web_search=\"{codex_web_search}\"' --config features.multi_agent=false "
             "--config features.goals=false "
             "--config developer_instructions={system_prompt_json} ['--config=model_reasoning_effort=\"{effort}\"'] "
             "--output-schema {schema_file} --output-last-message {result_file} - < {prompt_file}"
@@ -109,6 +120,7 @@ PRESETS: dict[str, Preset] = {
             "network), reflection and evolution `read-only`; web search only in the exploration diagnosis; protected "
             "paths are enforced on the diff afterwards"
         ),
+        sandbox_command=("sandbox", "--config", 'sandbox_mode="read-only"', *_configs(CODEX_SANDBOX), "--"),
         sandbox_fix=(
             "codex keeps its sandbox helper under CODEX_HOME and refuses to put it under /tmp: set CODEX_HOME to a "
             "folder outside /tmp (e.g. export CODEX_HOME=~/.codex)"

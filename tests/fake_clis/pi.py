@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import brain
 
-VERSION = "0.72.1"
+VERSION = "0.73.1"
 FLAGS = {"--print": "-p", "--no-session": None, "--continue": "-c", "--resume": "-r", "--no-builtin-tools": "-nbt",
          "--no-tools": "-nt", "--no-extensions": "-ne", "--no-skills": "-ns", "--no-prompt-templates": "-np",
          "--no-themes": None, "--no-context-files": "-nc", "--verbose": None, "--approve": "-a",
