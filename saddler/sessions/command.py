@@ -45,7 +45,11 @@ if TYPE_CHECKING:
     from saddler.config import SessionConfig
 
 ARG_LIMIT = 100_000  # bytes; Linux refuses one argv element over 128 KiB (MAX_ARG_STRLEN)
-_FAILED_SUBTYPES = {"error_max_turns": "max_turns", "error_max_budget_usd": "budget"}
+_FAILED_SUBTYPES = {  # claude's result subtypes that end a session without an answer, and the reason recorded
+    "error_max_turns": "max_turns",
+    "error_max_budget_usd": "budget",
+    "error_max_structured_output_retries": "unparsable_output",  # its answers kept failing the schema
+}
 
 
 class CommandBackend(common.LLMSessionBackend):
@@ -288,6 +292,7 @@ class CommandBackend(common.LLMSessionBackend):
         if run.timed_out:
             return common.failed_result(role, request, stats, "timeout")
         if final.get("subtype") in _FAILED_SUBTYPES:
+            stats.error = "; ".join(str(e) for e in final.get("errors") or [])[:2000]
             return common.failed_result(role, request, stats, _FAILED_SUBTYPES[final["subtype"]])
         answered = result_file.is_file() and result_file.stat().st_size > 0
         failure = read_failure(run.stdout, run.stderr, run.returncode, self.now())
