@@ -328,6 +328,8 @@ class SessionPlayer:
         if not tools:
             return Reply(text="Session title")
         done = tool_results(api, body)
+        if "of the autoresearch fleet" in text:
+            return self.fleet(api, tools, text, done)
         if "# Diagnosis-Patch" in text[:20000] or re.search(r"^# Diagnosis-Patch", text, re.MULTILINE):
             cwd = _cwd(text)
             target = pick_file(text, cwd) if cwd else None
@@ -351,15 +353,33 @@ class SessionPlayer:
             return Reply(text="Done.")
         return Reply(text=json.dumps(answer))
 
+    def fleet(self, api: str, tools: list[str], text: str, done: int) -> Reply:
+        """A fleet experiment (tests/fixtures/fleet/project): raise OPT_LEVEL in solution.py with the CLI's own edit
+        tool, then end with the DESCRIPTION line."""
+        cwd = _cwd(text)
+        target = cwd / "solution.py" if cwd else None
+        reads = 1 if "Edit" in tools and "Read" in tools else 0
+        if target is not None and target.is_file() and "OPT_LEVEL = 0" in target.read_text(encoding="utf-8"):
+            if done < reads:
+                return Reply(calls=[ToolCall("Read", {"file_path": str(target)})])
+            if done == reads:
+                return Reply(calls=[self.edit_call(api, tools, target, ("OPT_LEVEL = 0\n", "OPT_LEVEL = 1\n"))])
+        return Reply(text="Raised the optimisation level.\nDESCRIPTION: opt level 1")
+
     @staticmethod
-    def edit_call(api: str, tools: list[str], target: Path) -> ToolCall:
+    def edit_call(api: str, tools: list[str], target: Path, change: tuple[str, str] | None = None) -> ToolCall:
+        """The call that makes `change` (old, new) in `target` with the CLI's own tool; default: append a note."""
         note = "\n# verify results before answering\n" if target.suffix == ".py" else "\nRe-check every tool result.\n"
-        old = target.read_text(encoding="utf-8")
+        whole = target.read_text(encoding="utf-8")
+        old, new = change or (whole, whole + note)
         if "Edit" in tools:
-            return ToolCall("Edit", {"file_path": str(target), "old_string": old, "new_string": old + note})
+            return ToolCall("Edit", {"file_path": str(target), "old_string": old, "new_string": new})
         if "edit" in tools:
-            return ToolCall("edit", {"path": str(target), "edits": [{"oldText": old, "newText": old + note}]})
-        lines = "".join(f"+{line}\n" for line in note.splitlines())
+            return ToolCall("edit", {"path": str(target), "edits": [{"oldText": old, "newText": new}]})
+        if change is None:
+            lines = "".join(f"+{line}\n" for line in note.splitlines())
+        else:
+            lines = "".join(f"-{line}\n" for line in old.splitlines()) + "".join(f"+{x}\n" for x in new.splitlines())
         patch = f"*** Begin Patch\n*** Update File: {target}\n@@\n{lines}*** End Patch\n"
         if "apply_patch" in tools:
             return ToolCall("apply_patch", {"input": patch})
@@ -382,8 +402,7 @@ def _cwd(text: str) -> Path | None:
     patterns = (
         r"checked out in your working directory `([^`]+)`",
         r"<cwd>([^<]+)</cwd>",
-        r"Working directory: (\S+)",
-        r"Current working directory: (\S+)",
+        r"[Ww]orking directory: (\S+)",
     )
     for pattern in patterns:
         match = re.search(pattern, text, re.DOTALL)

@@ -37,14 +37,19 @@ _FLAG = re.compile(r"^(--?[A-Za-z][\w-]*)")
 class Preset:
     """A known CLI agent.
 
-    `answer`: how its JSON answer comes back (`structured`: the CLI enforces the schema and returns it;
-    `message`: the agent's final message). `own_sandbox`: whether the CLI confines the agent itself (else the
-    `auto` sandbox wraps it in bubblewrap). `efforts`: the values its effort setting takes. `touches`: what the
-    agent may write, per role, for the README and `saddler doctor`.
+    `template`: how an optimizer session runs it (`PLACEHOLDERS`); `fleet`: how a fleet mode experiment runs it
+    (`FLEET_PLACEHOLDERS`: free-form answer, the workdir writable, streamed JSON, the prompt by file), with
+    `fleet_note` saying how `budget_per_iter`, `max_turns` and `fallback_model` reach it. `answer`: how its JSON
+    answer comes back (`structured`: the CLI enforces the schema and returns it; `message`: the agent's final
+    message). `own_sandbox`: whether the CLI confines the agent itself (else the `auto` sandbox wraps it in
+    bubblewrap). `efforts`: the values its effort setting takes. `touches`: what the agent may write, per role, for
+    the README and `saddler doctor`.
     """
 
     name: str
     template: str
+    fleet: str
+    fleet_note: str
     key_variables: tuple[str, ...]
     answer: Literal["structured", "message"]
     own_sandbox: bool
@@ -86,6 +91,12 @@ PRESETS: dict[str, Preset] = {
             "--tools {tools} --allowedTools {allowed_tools} --system-prompt-file {system_prompt_file} "
             "--json-schema {schema} --no-session-persistence < {prompt_file}"
         ),
+        fleet=(
+            "claude -p --output-format stream-json --verbose --model {model} [--fallback-model {fallback_model}] "
+            "[--max-budget-usd {budget}] [--max-turns {max_turns}] --permission-mode acceptEdits "
+            "--allowedTools Bash,Read,Edit,Write,Glob,Grep,WebSearch,WebFetch < {prompt_file}"
+        ),
+        fleet_note="",  # all three are claude flags
         key_variables=("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"),
         answer="structured",
         own_sandbox=True,
@@ -108,6 +119,13 @@ PRESETS: dict[str, Preset] = {
             "--config features.goals=false "
             "--config developer_instructions={system_prompt_json} ['--config=model_reasoning_effort=\"{effort}\"'] "
             "--output-schema {schema_file} --output-last-message {result_file} - < {prompt_file}"
+        ),
+        fleet="codex exec --json --sandbox workspace-write --skip-git-repo-check --model {model} - < {prompt_file}",
+        fleet_note=(
+            "codex exec has no budget, turn-limit or fallback-model option: saddler stops a session at "
+            "config.max_turns turns (each command, patch and message of an exec is one), config.budget_per_iter is "
+            "ignored (codex reports tokens, not dollars), and a failed session is retried once with "
+            "config.fallback_model"
         ),
         key_variables=("OPENAI_API_KEY", "CODEX_API_KEY"),
         answer="structured",
@@ -133,6 +151,14 @@ PRESETS: dict[str, Preset] = {
             "--model {model} [--thinking {effort}] --tools {pi_tools} --system-prompt {system_prompt} "
             "@{prompt_file} 'Follow the instructions in the attached file.'"
         ),
+        fleet=(
+            "pi --mode json --no-session --model {model} @{prompt_file} 'Follow the instructions in the attached file.'"
+        ),
+        fleet_note=(
+            "pi has no budget, turn-limit or fallback-model option: saddler stops a session when its streamed "
+            "cost passes config.budget_per_iter or its turns pass config.max_turns, and retries a failed session "
+            "once with config.fallback_model"
+        ),
         key_variables=("ANTHROPIC_API_KEY",),
         answer="message",
         own_sandbox=False,
@@ -154,6 +180,11 @@ PLACEHOLDERS = (
     "system_prompt_json", "model", "fallback_model", "max_turns", "budget", "effort", "cwd", "run_dir",
     "sandbox_mode", "tools", "allowed_tools", "pi_tools", "settings", "codex_web_search",
 )  # fmt: skip
+
+
+FLEET_PLACEHOLDERS = ("prompt", "prompt_file", "model", "fallback_model", "budget", "max_turns")
+"""What a fleet agent command (`Preset.fleet`, fleet.json `config.command`) may use; empty `budget` / `max_turns`
+mean no limit."""
 
 
 def placeholders_in(template: str) -> set[str]:

@@ -302,7 +302,7 @@ def main(argv: list[str]) -> int:
         return replay("claude-max_turns", {"session_id": "fake", "total_cost_usd": 0.5, "num_turns": int(limit) + 1,
                                            "errors": [f"Reached maximum number of turns ({limit})"]})  # fmt: skip
     answer = {} if "invalid" in brain.mode() else plan.answer
-    text = json.dumps(answer)
+    text = brain.text_of(answer)
     if plan.result_file is not None and schema is None:
         session.use("Write", {"file_path": str(plan.result_file), "content": text})
     missing = [k for k in (schema or {}).get("required", []) if k not in answer]

@@ -236,7 +236,7 @@ def main(argv: list[str]) -> int:
     plan = brain.plan(prompt, cwd)
     writes, commands = [], []
     answer = with_nulls(plan.answer, schema, schema) if schema else plan.answer
-    answer_text = json.dumps(answer) if "prose" not in brain.mode() else "I looked at the harness."
+    answer_text = brain.text_of(answer) if "prose" not in brain.mode() else "I looked at the harness."
     targets = plan.edits + ([(plan.result_file, answer_text)] if plan.result_file else [])
     for path, text in targets:
         outcome = sandbox.write(path, text)

@@ -198,7 +198,7 @@ def main(argv: list[str]) -> int:
             proc = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True)
             calls.append({"tool": "bash", "command": command, "outcome": f"exit {proc.returncode}"})
             done.append(("bash", {"command": command}, f"exit {proc.returncode}"))
-    text = json.dumps(plan.answer) if "prose" not in brain.mode() else "I looked at the harness."
+    text = brain.text_of(plan.answer) if "prose" not in brain.mode() else "I looked at the harness."
     if plan.result_file is not None:
         outcome = brain.try_write(plan.result_file, text) if "write" in tools else "unavailable"
         calls.append({"tool": "write", "path": str(plan.result_file), "outcome": outcome})

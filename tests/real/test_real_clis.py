@@ -63,3 +63,36 @@ def test_a_short_run_of_each_preset_through_the_loopback_model(
         assert "web_search" not in tools
         diagnosis = [t for _, role, _, t, _ in rows if role == "diagnosis_patch"]
         assert max(diagnosis) >= 2, rows
+
+
+@pytest.mark.parametrize("provider", ["claude", "codex", "pi"])
+def test_a_fleet_iteration_of_each_provider_through_the_loopback_model(
+    provider: str, clis: dict[str, Path], outside: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup
+) -> None:
+    """Issue 21.8: fleet mode runs each real CLI through its session preset's `fleet` template (the prompt on
+    stdin or as `@file`); the loopback model edits solution.py with the CLI's own tool and the fleet keeps it."""
+    import os
+
+    from evodag.store import EvoDAG
+    from saddler.modes.fleet.loop import FleetRun, init_fleet
+    from saddler.modes.fleet.results import read_results
+
+    model = LoopbackModel().start()
+    try:
+        env = real_clis.environment(outside / "home", model.url, retries=0, base=dict(os.environ))
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        (outside / "fleet").mkdir()
+        changes = {"config.provider": provider, "config.model": MODELS[provider], "stop_when.max_iterations": 1}
+        fleet_json = fleet_setup(outside / "fleet", **changes)
+        (outside / "fleet" / "bin" / "claude").unlink()  # the fleet tests' scripted agent: the real CLI here
+        root = init_fleet(outside / "fleet" / "root", fleet_json).root
+        FleetRun(root).run()
+    finally:
+        model.stop()
+    rows = read_results(outside / "fleet" / "my-project" / "results.tsv")
+    assert [(r.status, r.description) for r in rows] == [("keep", "baseline"), ("keep", "opt level 1")], rows
+    with EvoDAG(root / "evodag.sqlite", readonly=True) as store:
+        [session] = store.sessions()
+    assert session.outcome == "exit_0" and session.turns >= 2, session
+    assert model.main_requests(), "the CLI never called the model"
