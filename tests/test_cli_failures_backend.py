@@ -75,6 +75,7 @@ def test_transient_errors_are_retried_with_backoff_and_bounded(
     result = backend.reflect(reflection_request(tmp_path))
     assert result.stats.outcome == "failed:transient"
     assert len(runs.read_text().splitlines()) == 3  # the first run and two retries, no more
+    assert result.stats.cli_attempts == 3  # shown in the sessions table
     assert len(slept) == 2 and slept[1] > slept[0]
 
 

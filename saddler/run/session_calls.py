@@ -243,6 +243,7 @@ def _rebuild(model: type[R], row: SessionRow) -> R:
         transcript_path=row.transcript_path,
         outcome=row.outcome,
         error=row.error,
+        cli_attempts=row.cli_attempts or 1,
     )
     return model.model_validate({**(row.result or {}), "stats": stats.model_dump()})
 

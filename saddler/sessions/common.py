@@ -291,16 +291,23 @@ class LLMSessionBackend:
         transcript: Transcript,
         attempt: Callable[[int], Result],
     ) -> Result:
-        """Run `attempt` with backoff on transient errors; exhausted retries make a failed result."""
+        """Run `attempt` with backoff on transient errors; exhausted retries make a failed result. The result's
+        `stats.cli_attempts` counts the runs."""
 
         def on_retry(n: int, exc: Exception, delay: float) -> None:
             transcript.write("retry", attempt=n, error=str(exc), delay_s=round(delay, 3))
 
+        def counted(n: int) -> Result:
+            stats.cli_attempts = n + 1
+            return attempt(n)
+
         try:
-            return with_retries(attempt, self.config.retries, sleep=self.sleep, rng=self.rng, on_retry=on_retry)
+            result = with_retries(counted, self.config.retries, sleep=self.sleep, rng=self.rng, on_retry=on_retry)
         except TransientError as exc:
             stats.error = str(exc)
-            return failed_result(role, request, stats, "transient")
+            result = failed_result(role, request, stats, "transient")
+        result.stats.cli_attempts = stats.cli_attempts
+        return result
 
     def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
         start = head_commit(Path(request.worktree))
