@@ -1,6 +1,8 @@
 """The real-CLI tier (issue 21): `pytest --run-real-clis tests/real` installs the real claude, codex and pi CLIs
-from the npm registry (tests/real_clis.py) and drives a short `saddler run` of each preset (command backend)
-through the loopback model (tests/loopback_model.py), which plays the sessions with each CLI's own tools."""
+from the npm registry (tests/real_clis.py) and drives a short `saddler run` of each preset (command backend) and a
+fleet iteration of each provider through the loopback model (tests/loopback_model.py), which plays the sessions
+with each CLI's own tools; `saddler doctor`'s probes of each CLI in its sandbox (a /tmp CODEX_HOME refused); pi
+installed under /tmp inside saddler's bubblewrap."""
 
 from __future__ import annotations
 
@@ -96,3 +98,89 @@ def test_a_fleet_iteration_of_each_provider_through_the_loopback_model(
         [session] = store.sessions()
     assert session.outcome == "exit_0" and session.turns >= 2, session
     assert model.main_requests(), "the CLI never called the model"
+
+
+def _init_run(run_dir: Path, preset: str) -> None:
+    args = ["init", str(run_dir), "--template", "opsdesk", "--backend", "command", "--seed", "1",
+            "--set", f"sessions.command={json.dumps(preset)}",
+            "--set", f"sessions.model={json.dumps(MODELS[preset])}"]  # fmt: skip
+    assert CliRunner().invoke(app, args).exit_code == 0
+
+
+def _doctor(run_dir: Path) -> tuple[int, dict[str, dict[str, object]]]:
+    result = CliRunner().invoke(app, ["doctor", str(run_dir), "--json"])
+    return result.exit_code, {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+
+
+@pytest.mark.parametrize("preset", ["claude", "codex", "pi"])
+def test_the_doctor_starts_each_real_cli_in_the_sessions_sandbox(
+    preset: str, clis: dict[str, Path], outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21.6: `pi --version` inside saddler's bubblewrap, `codex sandbox -- true` with the sessions'
+    CODEX_HOME, `evo-dag --help` where the agent's commands run; nothing is spent (no model is listening)."""
+    import os
+
+    for key, value in real_clis.environment(outside / "home", "http://127.0.0.1:9", base=dict(os.environ)).items():
+        monkeypatch.setenv(key, value)
+    _init_run(outside / "run", preset)
+    code, checks = _doctor(outside / "run")
+    assert code == 0, checks
+    assert checks["evo-dag"]["ok"], checks["evo-dag"]
+    if preset != "claude":
+        assert checks["sandbox:start"]["ok"], checks["sandbox:start"]
+
+
+def test_codex_with_its_home_under_tmp_fails_the_doctor(
+    clis: dict[str, Path], outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21.6: with CODEX_HOME under /tmp the real codex cannot start its sandbox helper."""
+    import os
+    import shutil
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="codex-home-", dir="/tmp"))
+    try:
+        for key, value in real_clis.environment(home, "http://127.0.0.1:9", base=dict(os.environ)).items():
+            monkeypatch.setenv(key, value)
+        _init_run(outside / "run", "codex")
+        code, checks = _doctor(outside / "run")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    assert code == 1
+    assert "bwrap: execvp codex-linux-sandbox" in str(checks["sandbox:start"]["detail"])
+    assert "set CODEX_HOME to a folder outside /tmp" in str(checks["sandbox:start"]["detail"])
+
+
+def test_pi_installed_under_tmp_runs_its_sessions_in_bubblewrap(
+    clis: dict[str, Path], outside: Path, monkeypatch: pytest.MonkeyPatch, reflection_request
+) -> None:
+    """Issue 21.2: the real pi from an npm prefix under /tmp (a hard-linked copy of the installed one) starts
+    inside saddler's bubblewrap, for the doctor and for a session through the loopback model."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    from saddler.config import SessionConfig
+    from saddler.sessions.command import CommandBackend
+
+    prefix = Path(tempfile.mkdtemp(prefix="npm-prefix-", dir="/tmp")) / "prefix"
+    model = LoopbackModel().start()
+    try:
+        subprocess.run(["cp", "-al", str(real_clis.PREFIX), str(prefix)], check=True)
+        env = real_clis.environment(outside / "home", model.url, base=dict(os.environ))
+        path = [p for p in env["PATH"].split(os.pathsep) if p != str(real_clis.BIN)]
+        env["PATH"] = os.pathsep.join([str(prefix / "node_modules" / ".bin"), *path])
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        _init_run(outside / "run", "pi")
+        code, checks = _doctor(outside / "run")
+        assert code == 0 and checks["sandbox:start"]["detail"] == "`pi --version` runs inside saddler's bubblewrap"
+        config = SessionConfig(backend="command", command="pi", model=MODELS["pi"], retries=0)
+        run_dir = outside / "run"
+        result = CommandBackend(config, run_dir=run_dir, seed=0).reflect(reflection_request(run_dir))
+    finally:
+        model.stop()
+        shutil.rmtree(prefix.parent, ignore_errors=True)
+    assert result.stats.outcome == "ok", result.stats.error
+    assert model.main_requests(), "pi never called the model"
