@@ -31,6 +31,11 @@ GENUINE: dict[tuple[str, str], str] = {
     ("test_cli_errors.py", "'needs /dev/full'"): "a system without /dev/full",
     ("test_presets.py", "f'pi runs confined and bubblewrap cannot run here: {BWRAP_WHY}'"): "bubblewrap absent",
     ("test_presets.py", "f'bubblewrap cannot run here: {BWRAP_WHY}'"): "bubblewrap absent",
+    ("test_presets_recorded.py", "f'pi runs confined and bubblewrap cannot run here: {BWRAP_WHY}'"): (
+        "bubblewrap absent"
+    ),
+    ("test_confined_installs.py", "f'bubblewrap cannot run here: {BWRAP_WHY}'"): "bubblewrap absent",
+    ("test_doctor_backends.py", "'bubblewrap cannot run here'"): "bubblewrap absent",
     ("live/test_live_presets.py", "f'the {name} CLI is not on PATH'"): "a live test's agent CLI is not installed",
     ("live/test_live_presets.py", "'pi runs confined: needs bubblewrap'"): "bubblewrap absent",
 }
