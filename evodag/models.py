@@ -134,6 +134,7 @@ class SessionRow:
     attempt: int | None = None  # the session key is (run, iteration, role, attempt); None for unkeyed rows
     result: dict[str, Any] | None = None  # the validated answer (without stats), replayed on resume
     change_sha: str | None = None  # diagnosis: the worktree change it made, a binary-safe diff in `blobs`
+    cli_attempts: int | None = None  # runs of its CLI / SDK query (1 + retries); None before schema V6
 
 
 @dataclass

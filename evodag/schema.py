@@ -140,11 +140,17 @@ _V5: list[Step] = [
     "ALTER TABLE iterations ADD COLUMN last_rollout INTEGER",
 ]
 
-MIGRATIONS: list[list[Step]] = [_V1, _V2, _V3, _V4, _V5]
+_V6: list[Step] = [
+    # how many times the session's CLI (or SDK query) was run: 1 + the retries of transient API errors; NULL for
+    # rows written before V6 and by the seed modes
+    "ALTER TABLE sessions ADD COLUMN cli_attempts INTEGER",
+]
+
+MIGRATIONS: list[list[Step]] = [_V1, _V2, _V3, _V4, _V5, _V6]
 """Ordered migrations; migration i (0-based) brings `user_version` from i to i+1."""
 
 LATEST = len(MIGRATIONS)
-READABLE_FROM = 5
+READABLE_FROM = 6
 """The oldest version read-only openers accept: migrations after it only add or drop indexes. Raise it to the
 new LATEST whenever a migration changes tables or columns."""
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from saddler.errors import ConfigError
 
+_CODEX_STEPS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search", "agent_message"})
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([a-z_]+)\}")
 
 
@@ -47,36 +48,66 @@ def build_argv(template: str, values: dict[str, str]) -> list[str]:
     return [fill(word, values, source="sessions.command") for word in words]
 
 
-def parse_usage(stdout: str) -> dict[str, Any]:
-    """Turns, tokens and cost from an agent's JSON / JSONL output (claude, codex, pi shapes); zeros if absent."""
-    usage: dict[str, Any] = {"turns": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "final": None}
-    for obj in json_objects(stdout):
+class Usage:
+    """Running turns, tokens and cost of an agent's JSON output, fed one object at a time (claude, codex, pi shapes):
+    `parse_usage` for a whole output, a live watch (fleet's limits) line by line. `final` is claude's `result`."""
+
+    def __init__(self) -> None:
+        self.turns, self.tokens_in, self.tokens_out, self.cost_usd = 0, 0, 0, 0.0
+        self.final: dict[str, Any] | None = None
+        self._codex_steps = 0  # codex reports one turn per exec: each tool call or message of it is one response
+
+    @property
+    def running_turns(self) -> int:
+        """The turns so far, codex's steps of the exec still running included."""
+        return self.turns + self._codex_steps
+
+    def feed(self, obj: dict[str, Any]) -> None:
         kind = obj.get("type")
-        if "total_cost_usd" in obj or kind == "result":  # claude -p --output-format json
+        item: dict[str, Any] = obj["item"] if isinstance(obj.get("item"), dict) else {}
+        if kind == "item.completed" and item.get("type") in _CODEX_STEPS:
+            self._codex_steps += 1
+        if "total_cost_usd" in obj or kind == "result":  # claude -p --output-format json / stream-json
             u = obj.get("usage") or {}
-            usage["cost_usd"] += float(obj.get("total_cost_usd") or 0.0)
-            usage["turns"] += int(obj.get("num_turns") or 0)
-            usage["tokens_in"] += sum(
+            self.cost_usd += float(obj.get("total_cost_usd") or 0.0)
+            self.turns += int(obj.get("num_turns") or 0)
+            self.tokens_in += sum(
                 int(u.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
             )
-            usage["tokens_out"] += int(u.get("output_tokens") or 0)
-            usage["final"] = obj
+            self.tokens_out += int(u.get("output_tokens") or 0)
+            self.final = obj
         elif kind == "turn.completed":  # codex exec --json
             u = obj.get("usage") or {}
-            usage["turns"] += 1
-            usage["tokens_in"] += int(u.get("input_tokens") or 0)
-            usage["tokens_out"] += int(u.get("output_tokens") or 0)
+            self.turns += max(1, self._codex_steps)
+            self._codex_steps = 0
+            self.tokens_in += int(u.get("input_tokens") or 0)
+            self.tokens_out += int(u.get("output_tokens") or 0)
         elif kind == "message_end" and isinstance(obj.get("message"), dict):  # pi --mode json
             message = obj["message"]
             u = message.get("usage") or {}
             if message.get("role") == "assistant":
-                usage["turns"] += 1
-                usage["tokens_in"] += int(u.get("input") or 0) + int(u.get("cacheRead") or 0)
-                usage["tokens_out"] += int(u.get("output") or 0)
+                self.turns += 1
+                self.tokens_in += int(u.get("input") or 0) + int(u.get("cacheRead") or 0)
+                self.tokens_out += int(u.get("output") or 0)
                 cost = u.get("cost")
-                usage["cost_usd"] += float(cost.get("total") or 0.0) if isinstance(cost, dict) else 0.0
-    usage["cost_usd"] = round(usage["cost_usd"], 6)
-    return usage
+                self.cost_usd += float(cost.get("total") or 0.0) if isinstance(cost, dict) else 0.0
+
+    def feed_line(self, line: str) -> None:
+        """Feed one output line (non-JSON lines are ignored)."""
+        for obj in json_objects(line) if line.lstrip().startswith("{") else []:
+            self.feed(obj)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"turns": self.turns, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
+                "cost_usd": round(self.cost_usd, 6), "final": self.final}  # fmt: skip
+
+
+def parse_usage(stdout: str) -> dict[str, Any]:
+    """Turns, tokens and cost from an agent's JSON / JSONL output (claude, codex, pi shapes); zeros if absent."""
+    usage = Usage()
+    for obj in json_objects(stdout):
+        usage.feed(obj)
+    return usage.as_dict()
 
 
 def json_objects(stdout: str) -> list[dict[str, Any]]:

@@ -193,6 +193,13 @@ class SessionConfig(_Strict):
     prompts: dict[str, str] = Field(default_factory=dict, description="role -> path of a prompt template")
     check_command: str = ""
     allow_web_search_on_plateau: bool = True
+    on_usage_limit: Literal["wait", "fallback_model", "stop"] = Field(
+        "wait", description="a plan's usage window used up: wait for its reset, move to fallback_model, or stop"
+    )
+    max_usage_wait_h: float = Field(24.0, ge=0, le=24 * 7, description="the longest wait for a usage window")
+    usage_retry_s: float = Field(
+        3600.0, gt=0, le=86400, description="the wait when a usage-limit message names no reset time"
+    )
 
     @field_validator("command")
     @classmethod

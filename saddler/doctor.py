@@ -1,7 +1,8 @@
 """`saddler doctor`: check the prerequisites of the configured backends without spending anything.
 
 Only local facts are checked (versions, executables on PATH, the flags a CLI lists in its help, variables set,
-imports, whether bubblewrap can create a sandbox here); no API is called. A check is `required` when the
+imports, whether bubblewrap can create a sandbox here, and whether the agent and `evo-dag` start in the sandbox
+the sessions get: `saddler.doctor_probes`); no API is called. A check is `required` when the
 configuration needs it; a failed required check makes the doctor fail. Without a run configuration every
 backend is checked for information only. The per-backend checks live in `saddler.doctor_backends`.
 """
@@ -27,6 +28,7 @@ from saddler.doctor_backends import (
     run_ok,
     sdk_checks,
 )
+from saddler.doctor_probes import ProbeRunner, command_probes, run_probe
 from saddler.errors import ExecutorError
 from saddler.executor.environment import rollout_gaps
 from saddler.executor.sandbox import BWRAP_HINT, Sandbox, resolve_sandbox
@@ -50,8 +52,12 @@ def run_checks(
     version: Runner = version_of,
     sandbox: Callable[[ExecutorConfig], Sandbox] = resolve_sandbox,
     bwrap: Probe = bwrap_works,
+    run_dir: Path | None = None,
+    probe: ProbeRunner = run_probe,
 ) -> list[Check]:
-    """All checks for `config` (None: informational checks of every backend, and the default sandbox)."""
+    """All checks for `config` (None: informational checks of every backend, and the default sandbox). With the
+    command backend, once its CLI, flags and key are found, `probe` starts the agent and `evo-dag` in the sessions'
+    sandbox for the run folder `run_dir` (default: the current folder; `saddler.doctor_probes`)."""
     env = os.environ if env is None else env
     backend = config.sessions.backend if config else None
     checks = [_python(), git_check(which, version)]
@@ -59,12 +65,17 @@ def run_checks(
         checks += sdk_checks(env, version, required=backend == "claude")
     if backend == "command" and config is not None:
         if config.sessions.command.strip():
-            checks += command_checks(config.sessions, env, which, version, bwrap)
+            found = command_checks(config.sessions, env, which, version, bwrap)
+            checks += found
+            if healthy(found):
+                checks += command_probes(config.sessions, run_dir or Path.cwd(), env, probe)
+            else:
+                checks.append(_evo_dag(which))
         else:
             checks.append(Check("command", False, True, "sessions.command is empty: set a preset (claude, codex, pi)"))
     if backend is None:
         checks += preset_overview(env, which, version, bwrap)
-    if backend in ("claude", "command"):
+    if backend == "claude":
         checks.append(_evo_dag(which))
     checks.append(_sandbox(config.executor if config is not None else ExecutorConfig(), sandbox))
     if config is not None and config.benchmark == "claude-tasks":

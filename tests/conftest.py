@@ -32,11 +32,20 @@ pytest_plugins = [
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-live", action="store_true", default=False, help="run tests that call a real LLM API")
+    parser.addoption(
+        "--run-real-clis",
+        action="store_true",
+        default=False,
+        help="install the real claude, codex and pi CLIs (npm) and run saddler with each against a loopback model",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     run_live = config.getoption("--run-live", default=False)
+    real = config.getoption("--run-real-clis", default=False)
     for item in items:
+        if item.get_closest_marker("real_clis") is not None and not real:
+            item.add_marker(pytest.mark.skip(reason="real-CLI tier: pass --run-real-clis (installs the CLIs with npm)"))
         marker = item.get_closest_marker("live")
         if marker is None:
             continue

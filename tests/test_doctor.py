@@ -63,9 +63,10 @@ def test_command_backend_with_its_cli_found(tmp_path: Path, path_with, monkeypat
     ]
     assert [(c["name"], c["required"]) for c in out["checks"][3:]] == [
         ("sandbox", False),  # what confines the agent (a custom template: its own sandbox, if any)
-        ("evo-dag", False),
+        ("evo-dag", True),  # `evo-dag --help` run as the sessions run it (no sandbox here)
         ("rollout sandbox", False),  # what confines the rollouts
     ]
+    assert out["checks"][4]["detail"] == "`evo-dag --help` runs as the sessions run it"
 
 
 def test_missing_cli_and_key_fail_the_doctor(tmp_path: Path, path_with, monkeypatch: pytest.MonkeyPatch) -> None:

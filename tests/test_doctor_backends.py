@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
+import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -52,19 +55,49 @@ def test_the_claude_preset_is_checked_flag_by_flag(outside: Path, fakes: Path) -
     assert "guard hook refuses" in str(checks["sandbox"]["detail"])
 
 
-def test_the_codex_preset_names_its_own_sandbox(outside: Path, fakes: Path) -> None:
+def test_the_codex_preset_names_its_own_sandbox(outside: Path, fakes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CODEX_HOME", str(outside / "codex-home"))
     code, checks = doctor_json(outside / "run", "codex")
     assert code == 0, checks
-    assert checks["codex"]["detail"] == "codex-cli 0.63.0"
+    assert checks["codex"]["detail"] == "codex-cli 0.171.0"
     assert checks["flags"]["ok"] and checks["env:OPENAI_API_KEY"]["ok"]
     assert "codex's own sandbox: diagnosis `workspace-write`" in str(checks["sandbox"]["detail"])
+    assert checks["sandbox:start"]["ok"] and "codex sandbox --config" in str(checks["sandbox:start"]["detail"])
+    assert checks["evo-dag"] == {
+        "name": "evo-dag",
+        "ok": True,
+        "required": True,
+        "detail": "`evo-dag --help` runs inside codex's own sandbox",
+    }
+
+
+def test_codex_whose_sandbox_helper_cannot_start_fails_the_doctor(
+    outside: Path, fakes: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Issue 21.6: CODEX_HOME under /tmp: every session command would fail while codex exits 0; the doctor probes
+    `codex sandbox -- true` with the sessions' CODEX_HOME and settings and says what to do."""
+    home = Path(tempfile.mkdtemp(prefix="codex-home-", dir="/tmp"))
+    try:
+        monkeypatch.setenv("CODEX_HOME", str(home))
+        code, checks = doctor_json(outside / "run", "codex")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    assert code == 1
+    start = checks["sandbox:start"]
+    assert (start["ok"], start["required"]) == (False, True)
+    assert "bwrap: execvp codex-linux-sandbox: No such file or directory" in str(start["detail"])
+    assert "set CODEX_HOME to a folder outside /tmp" in str(start["detail"])
+    assert not checks["evo-dag"]["ok"] and "CODEX_HOME" in str(checks["evo-dag"]["detail"])
 
 
 def test_the_pi_preset_needs_bubblewrap(outside: Path, fakes: Path) -> None:
     code, checks = doctor_json(outside / "run", "pi")
-    assert checks["pi"]["detail"] == "0.72.1" and checks["flags"]["ok"]
+    assert checks["pi"]["detail"] == "0.73.1" and checks["flags"]["ok"]
     assert (checks["sandbox"]["ok"], checks["sandbox"]["required"]) == (BWRAP_OK, True)
-    assert code == (0 if BWRAP_OK else 1)
+    assert code == (0 if BWRAP_OK else 1), checks
+    if BWRAP_OK:  # pi and evo-dag started inside the very bubblewrap a session gets
+        assert checks["sandbox:start"]["detail"] == "`pi --version` runs inside saddler's bubblewrap"
+        assert checks["evo-dag"]["detail"] == "`evo-dag --help` runs inside saddler's bubblewrap"
     config = RunConfig.model_validate({"sessions": {"backend": "command", "command": "pi"}})
     missing = {c.name: c for c in run_checks(config, bwrap=lambda: (False, "bwrap not found on PATH"))}
     assert missing["sandbox"].ok is False and missing["sandbox"].detail == "bwrap not found on PATH; pi would not start"
@@ -72,6 +105,26 @@ def test_the_pi_preset_needs_bubblewrap(outside: Path, fakes: Path) -> None:
     warned = {c.name: c for c in run_checks(unconfined, bwrap=lambda: (False, "bwrap not found on PATH"))}
     assert (warned["sandbox"].ok, warned["sandbox"].required) == (True, False)
     assert warned["sandbox"].detail == 'none: pi may write anywhere your user can (sessions.sandbox = "none")'
+
+
+@pytest.mark.skipif(not BWRAP_OK, reason="bubblewrap cannot run here")
+def test_pi_that_cannot_start_inside_bubblewrap_fails_the_doctor(outside: Path, fakes: Path) -> None:
+    """Issue 21.2/6: `pi --version` runs outside, but not inside the sandbox: a shim (as nvm or asdf install)
+    execs an interpreter under /tmp by its path. The doctor runs it inside the bubblewrap the sessions get."""
+    shims = Path(tempfile.mkdtemp(prefix="node-shim-", dir="/tmp"))
+    try:
+        (shims / "node").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+        (shims / "node").chmod(0o755)
+        pi = outside / "bin" / "pi"
+        pi.write_text(pi.read_text().replace(f"exec {sys.executable} ", f"exec {shims / 'node'} "))
+        code, checks = doctor_json(outside / "run", "pi")
+    finally:
+        shutil.rmtree(shims, ignore_errors=True)
+    assert checks["pi"]["ok"] and code == 1
+    start = checks["sandbox:start"]
+    assert start["ok"] is False and start["detail"].startswith("`pi --version` fails inside saddler's bubblewrap: ")
+    assert f"{shims / 'node'}: not found" in start["detail"]
+    assert "install pi and node where the sandbox finds them" in start["detail"]
 
 
 def test_a_cli_without_a_flag_saddler_passes_fails_the_doctor(outside: Path, fakes: Path) -> None:

@@ -165,16 +165,17 @@ def test_budget_turns_and_fallback_reach_every_provider(tmp_path: Path) -> None:
     from saddler.modes.fleet.agent import agent_argv, provider_notes
 
     settings = {"budget_per_iter": 0.5, "max_turns": 7, "fallback_model": "haiku"}
-    claude = agent_argv(FleetPaths(tmp_path, parse_fleet({"config": settings}, "f")), "P", tmp_path / "p.md")
+    claude, _ = agent_argv(FleetPaths(tmp_path, parse_fleet({"config": settings}, "f")), "P", tmp_path / "p.md")
     assert claude[claude.index("--fallback-model") + 1] == "haiku" and "--max-turns" in claude
     for provider in ("codex", "pi"):
         spec = parse_fleet({"config": {**settings, "provider": provider}}, "f")
-        argv = agent_argv(FleetPaths(tmp_path, spec), "P", tmp_path / "p.md")
+        argv, _ = agent_argv(FleetPaths(tmp_path, spec), "P", tmp_path / "p.md")
         assert argv[argv.index("--model") + 1] == "sonnet"
     assert provider_notes(parse_fleet({"config": {**settings, "provider": "codex"}}, "f").config) == [
         "codex exec has no budget, turn-limit or fallback-model option: saddler stops a session at "
-        "config.max_turns turns (codex reports one per exec), config.budget_per_iter is ignored (codex reports "
-        "tokens, not dollars), and a failed session is retried once with config.fallback_model",
+        "config.max_turns turns (each command, patch and message of an exec is one), config.budget_per_iter is "
+        "ignored (codex reports tokens, not dollars), and a failed session is retried once with "
+        "config.fallback_model",
     ]
     assert provider_notes(parse_fleet({"config": {**settings, "provider": "pi"}}, "f").config) == [
         "pi has no budget, turn-limit or fallback-model option: saddler stops a session when its streamed "
@@ -243,9 +244,10 @@ def test_codex_falls_back_to_the_fallback_model(
     FleetRun(paths.root, say=lines.append).run()
     rows = read_results(tmp_path / "my-project" / "results.tsv")
     assert [(r.status, r.description) for r in rows] == [("keep", "baseline"), ("keep", "opt level 1")]
-    assert "iter 1: the sonnet session failed (exit 1); retrying with fallback_model haiku" in lines
+    assert "iter 1: the sonnet session failed (model sonnet is overloaded); retrying with fallback_model haiku" in lines
     with EvoDAG(paths.db, readonly=True) as store:
-        assert [(s.model, s.outcome) for s in store.sessions()] == [("sonnet", "exit_1"), ("haiku", "exit_0")]
+        sessions = [(s.model, s.outcome, s.error) for s in store.sessions()]
+        assert sessions == [("sonnet", "failed:transient", "model sonnet is overloaded"), ("haiku", "exit_0", "")]
     prompts = [json.loads(x) for x in paths.session_log(1).read_text().splitlines() if '"saddler.prompt"' in x]
     assert [p["model"] for p in prompts] == ["sonnet", "haiku"]
 

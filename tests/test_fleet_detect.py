@@ -153,28 +153,25 @@ def test_agent_commands_and_descriptions(tmp_path: Path, monkeypatch: pytest.Mon
     from saddler.modes.fleet.config import FleetPaths
 
     spec = parse_fleet({"config": {"max_turns": 7, "budget_per_iter": 0.5}}, "fleet.json")
-    claude = agent_argv(FleetPaths(tmp_path, spec), "PROMPT", tmp_path / "p.md")
-    assert claude[-4:] == ["--max-turns", "7", "--", "PROMPT"] and "0.5" in claude
-    codex = agent_argv(FleetPaths(tmp_path, parse_fleet({"config": {"provider": "codex"}}, "f")), "P", tmp_path)
-    assert codex == [
-        "codex",
-        "exec",
-        "--json",
-        "--sandbox",
-        "workspace-write",
-        "--skip-git-repo-check",
-        "--model",
-        "sonnet",
-        "P",
-    ]
+    claude, stdin = agent_argv(FleetPaths(tmp_path, spec), "PROMPT", tmp_path / "p.md")
+    assert claude[claude.index("--max-turns") + 1] == "7" and "0.5" in claude and "PROMPT" not in claude
+    assert stdin == str(tmp_path / "p.md")  # the prompt goes by file: program.md alone may pass 128 KiB
+    codex = agent_argv(FleetPaths(tmp_path, parse_fleet({"config": {"provider": "codex"}}, "f")), "P", tmp_path / "p")
+    assert codex == (
+        ["codex", "exec", "--json", "--sandbox", "workspace-write", "--skip-git-repo-check", "--model", "sonnet", "-"],
+        str(tmp_path / "p"),
+    )
+    pi, stdin = agent_argv(FleetPaths(tmp_path, parse_fleet({"config": {"provider": "pi"}}, "f")), "P", tmp_path / "p")
+    assert pi[-2:] == [f"@{tmp_path / 'p'}", "Follow the instructions in the attached file."] and stdin is None
     custom = parse_fleet({"config": {"command": "my-agent --file {prompt_file} --m {model}"}}, "f")
-    assert agent_argv(FleetPaths(tmp_path, custom), "P", tmp_path / "p.md") == [
-        "my-agent",
-        "--file",
-        str(tmp_path / "p.md"),
-        "--m",
-        "sonnet",
-    ]
+    assert agent_argv(FleetPaths(tmp_path, custom), "P", tmp_path / "p.md") == (
+        ["my-agent", "--file", str(tmp_path / "p.md"), "--m", "sonnet"],
+        None,
+    )
+    inline = parse_fleet({"config": {"command": "my-agent {prompt}"}}, "f")
+    assert agent_argv(FleetPaths(tmp_path, inline), "P", tmp_path / "p.md") == (["my-agent", "P"], None)
+    huge, _ = agent_argv(FleetPaths(tmp_path, inline), "x" * 200_000, tmp_path / "p.md")
+    assert str(tmp_path / "p.md") in huge[1] and len(huge[1]) < 1000  # a pointer to the file, not 200 KB
     stream = "\n".join(
         [
             json.dumps(

@@ -301,9 +301,8 @@ def test_dry_run_and_follow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fle
         "acceptEdits",
         "--allowedTools",
         "Bash,Read,Edit,Write,Glob,Grep,WebSearch,WebFetch",
-        "--",
-        "<prompt>",
     ]
+    assert plan["stdin"] == str(root / "logs" / "prompt-iter-1.md")  # the prompt goes by file
     assert "Goal: minimize the metric printed by `make benchmark`" in plan["prompt"]
     assert "**NEVER STOP.**" in plan["prompt"]  # program.md, read from the workdir
     assert not (tmp_path / "my-project" / "results.tsv").read_text().splitlines()[1:]  # nothing ran

@@ -223,7 +223,7 @@ def test_patch_kind_statistics_and_cost(finished: tuple[EvoDAG, Fixture, Path]) 
         # 8 diagnoses x 3 traces; N2's tr-5 and tr-7 (it4) and N7's tr-6 (it8) were already shown
         "traces_used": {"total": 24, "distinct": 21},
         "sessions": {
-            "count": 21, "turns": 8 * 6 + 6 * 2 + 7 * 3, "tokens_in": 8000 + 2400 + 2100,
+            "count": 21, "turns": 8 * 6 + 6 * 2 + 7 * 3, "cli_attempts": 21, "tokens_in": 8000 + 2400 + 2100,
             "tokens_out": 1600 + 600 + 350, "cost_usd": 0.59,
             "by_role": {"diagnosis_patch": {"count": 8, "turns": 48, "cost_usd": 0.4},
                         "evolution": {"count": 7, "turns": 21, "cost_usd": 0.07},

@@ -109,6 +109,15 @@ class FixWithTamperBackend(Recorder):
         return DiagnosisResult(status="patched", hypothesis=hyp, stats=SessionStats(backend="offline"))
 
 
+class RetriedReflectionBackend(Recorder):
+    """Its reflection's CLI hit a transient API error twice before it answered (three runs of the CLI)."""
+
+    def reflect(self, request: ReflectionRequest) -> ReflectionResult:
+        result = super().reflect(request)
+        result.stats.cli_attempts = 3
+        return result
+
+
 @pytest.fixture(autouse=True)
 def backends(monkeypatch: pytest.MonkeyPatch) -> None:
     FixWithTamperBackend.chosen.clear()
@@ -118,6 +127,7 @@ def backends(monkeypatch: pytest.MonkeyPatch) -> None:
         ReflectionAlwaysFailsBackend,
         BadPatchesBackend,
         FixWithTamperBackend,
+        RetriedReflectionBackend,
     ):
         monkeypatch.setitem(registry.BACKENDS, cls.__name__, f"{__name__}:{cls.__name__}")
     Recorder.requests.clear()
@@ -240,3 +250,19 @@ def test_a_fix_refused_for_an_incidental_edit_is_evaluated_when_retried_alone(
         and "already tried" not in second.status_reason
     )
     assert it.candidate_id == second.id and it.decision == second.status
+
+
+def test_the_cli_runs_of_each_session_are_in_the_sessions_table_and_the_report(
+    tmp_path: Path, make_run: Callable[..., Path]
+) -> None:
+    """Issue 21.4: a session's CLI-level retries (transient API errors) are shown, not only in its transcript."""
+    from saddler.reporting.figures import build_report
+
+    run = make_run(tmp_path / "run", loop={"max_iterations": 1}, sessions={"backend": "RetriedReflectionBackend"})
+    Optimizer(run, quiet=True).run()
+    with EvoDAG(run / "evodag.sqlite", readonly=True) as store:
+        rows = [(s.role, s.cli_attempts) for s in store.sessions()]
+        figures = build_report(store)
+    assert rows == [("diagnosis_patch", 1), ("reflection", 3)]
+    assert figures["cost"]["sessions"]["cli_attempts"] == 4
+    assert "| Optimizer CLI runs (retries included) | 4 |" in (run / "report.md").read_text()

@@ -13,6 +13,9 @@ GENUINE: dict[tuple[str, str], str] = {
     # (file, the skip's reason as written, or the module importorskip takes) -> why it is genuine
     ("conftest.py", "'live test: pass --run-live to call a real API'"): "live tests spend money: opt-in",
     ("conftest.py", "f\"live test: set {' or '.join(keys)}\""): "no API key for a live test",
+    ("conftest.py", "'real-CLI tier: pass --run-real-clis (installs the CLIs with npm)'"): (
+        "the real-CLI tier installs three CLIs from npm and runs them: opt-in"
+    ),
     ("plugins/executors.py", "reason"): "the sandbox mode's tool is absent (bwrap not installed, no Landlock)",
     ("test_executor_ray.py", "ray"): "the optional `ray` extra is not installed (a broken install fails)",
     ("test_gepa_strategy.py", "gepa"): "the optional `bench` extra (gepa) is not installed (a broken install fails)",
@@ -29,6 +32,11 @@ GENUINE: dict[tuple[str, str], str] = {
     ("test_presets.py", "f'pi runs confined and bubblewrap cannot run here: {BWRAP_WHY}'"): "bubblewrap absent",
     ("test_presets.py", "f'bubblewrap cannot run here: {BWRAP_WHY}'"): "bubblewrap absent",
     ("test_heldout_sealed.py", "f'bubblewrap cannot run here: {why}'"): "bubblewrap absent",
+    ("test_presets_recorded.py", "f'pi runs confined and bubblewrap cannot run here: {BWRAP_WHY}'"): (
+        "bubblewrap absent"
+    ),
+    ("test_confined_installs.py", "f'bubblewrap cannot run here: {BWRAP_WHY}'"): "bubblewrap absent",
+    ("test_doctor_backends.py", "'bubblewrap cannot run here'"): "bubblewrap absent",
     ("live/test_live_presets.py", "f'the {name} CLI is not on PATH'"): "a live test's agent CLI is not installed",
     ("live/test_live_presets.py", "'pi runs confined: needs bubblewrap'"): "bubblewrap absent",
 }

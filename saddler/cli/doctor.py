@@ -18,7 +18,8 @@ def register(app: typer.Typer) -> None:
         run_dir: Path = typer.Argument(None, help="a run folder (default: the current folder if it has [run])"),
         json_out: bool = typer.Option(False, "--json", help="print the checks as JSON"),
     ) -> None:
-        """Check python, git, the backend's CLI, key and SDK, and the executor's sandbox; exit 1 if one is missing."""
+        """Check python, git, the backend's CLI, key and SDK (and that it starts in the sessions' sandbox), and the
+        executor's sandbox; exit 1 if one is missing."""
         from saddler.config import RunConfig, load_run_config, parse_saddler_file, read_toml
         from saddler.doctor import healthy, run_checks
 
@@ -27,7 +28,7 @@ def register(app: typer.Typer) -> None:
             config = load_run_config(run_dir)
         elif (Path.cwd() / "saddler.toml").is_file():
             config = parse_saddler_file(read_toml(Path.cwd() / "saddler.toml")).run
-        checks = run_checks(config)
+        checks = run_checks(config, run_dir=run_dir)
         ok = healthy(checks)
         if json_out:
             print_json(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 import time
@@ -174,7 +175,8 @@ def fleet_run(
 
     if dry_run:
         plan = next_session(FleetPaths.open(run_dir))
-        print_json(plan) if json_out else typer.echo(f"$ {' '.join(plan['argv'])}\n\n{plan['prompt']}")
+        stdin = f" < {plan['stdin']}" if plan["stdin"] else ""
+        print_json(plan) if json_out else typer.echo(f"$ {shlex.join(plan['argv'])}{stdin}\n\n{plan['prompt']}")
         return
 
     if detach:

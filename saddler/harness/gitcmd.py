@@ -23,12 +23,58 @@ from saddler.errors import DiskFullError, HarnessError
 Clock = Callable[[], float]
 
 
+# Every git saddler runs runs no code an agent could have planted: no hooks, no fsmonitor, no pager, editor,
+# askpass, ssh or external diff, and no system or user config (an unconfined agent may write ~/.gitconfig).
+# The run's clone holds only the config saddler wrote; `unsafe_config` finds keys there that would run code.
+SAFE_CONFIG = (
+    "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.untrackedCache=false", "core.pager=cat",
+    "core.editor=false", "core.askPass=", "core.sshCommand=false", "credential.helper=",
+    "core.gitProxy=",
+)  # fmt: skip
+SAFE_PREFIX = tuple(word for pair in SAFE_CONFIG for word in ("-c", pair))
+_CODE_KEYS = re.compile(
+    r"^(core\.(fsmonitor|hookspath|sshcommand|pager|editor|askpass|gitproxy|worktree|alternaterefscommand)|"
+    r"filter\..*|diff\..*\.(command|textconv)|diff\.external|merge\..*\.driver|gpg\..*program|credential\..*|"
+    r"include(if)?\..*|sequence\.editor|uploadpack\..*|remote\..*\.(uploadpack|receivepack|proxy)|"
+    r"url\..*|http\..*|core\.attributesfile|extensions\.worktreeconfig)$",
+    re.IGNORECASE,
+)
+
+
+def unsafe_config(git_dir: Path) -> list[str]:
+    """The keys of `git_dir`'s own config file (and worktree config files) that would make git run a program or
+    read config or attributes from elsewhere; [] for a config only saddler wrote. Read as text: no git runs."""
+    found = []
+    for path in [Path(git_dir) / "config", *sorted((Path(git_dir) / "worktrees").glob("*/config.worktree"))]:
+        proc = subprocess.run(
+            ["git", "config", "--file", str(path), "--name-only", "--list"],
+            capture_output=True, text=True, env=git_env(), check=False,
+        )  # fmt: skip
+        found += [key for key in proc.stdout.split() if _CODE_KEYS.match(key)]
+    return sorted(set(found))
+
+
+def user_identity() -> list[str]:
+    """`-c user.name=… -c user.email=…` from the user's own git config, for a commit saddler makes in the user's
+    repository on the user's behalf (the only place their config is read: reading config runs no program)."""
+    env = {k: v for k, v in git_env().items() if k not in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM")}
+    out: list[str] = []
+    for key in ("user.name", "user.email"):
+        proc = subprocess.run(["git", "config", "--get", key], capture_output=True, text=True, env=env, check=False)
+        if proc.returncode == 0 and proc.stdout.strip():
+            out += ["-c", f"{key}={proc.stdout.strip()}"]
+    return out
+
+
 def git_env(clock: Clock | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment for git: never prompt, stable messages; commit dates from `clock` when given; then `extra`
-    (e.g. `GIT_INDEX_FILE` for a private index), which the caller chooses deliberately."""
+    """Environment for git: never prompt, stable messages, no system or user config; commit dates from `clock`
+    when given; then `extra` (e.g. `GIT_INDEX_FILE` for a private index), which the caller chooses deliberately."""
     env = dict(os.environ)
     env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANG": "C", "GIT_OPTIONAL_LOCKS": "0"})
-    for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR"):
+    env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_ATTR_NOSYSTEM": "1"})
+    for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_CONFIG", "GIT_CONFIG_COUNT",
+                "GIT_EXTERNAL_DIFF", "GIT_PAGER", "GIT_EDITOR", "GIT_ASKPASS", "GIT_SSH", "GIT_SSH_COMMAND",
+                "GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "GIT_CONFIG_PARAMETERS", "GIT_PROXY_COMMAND"):  # fmt: skip
         env.pop(key, None)
     if clock is not None:
         stamp = f"{int(clock())} +0000"
@@ -55,7 +101,7 @@ def git(
     through `input`), undecodable bytes as surrogate escapes."""
     try:
         raw = subprocess.run(
-            ["git", *args],
+            ["git", *SAFE_PREFIX, *args],
             cwd=cwd,
             capture_output=True,
             input=None if input is None else input.encode("utf-8", "surrogateescape"),
@@ -134,7 +180,12 @@ def git_pipe(args: Sequence[str], cwd: Path, stderr: IO[bytes]) -> subprocess.Po
     `saddler.harness.gitbatch`."""
     try:
         return subprocess.Popen(
-            ["git", *args], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=git_env()
+            ["git", *SAFE_PREFIX, *args],
+            cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=git_env(),
         )
     except FileNotFoundError as exc:
         raise HarnessError(f"cannot run git in {cwd}: {exc}; install git and check the folder exists") from exc
@@ -142,7 +193,7 @@ def git_pipe(args: Sequence[str], cwd: Path, stderr: IO[bytes]) -> subprocess.Po
 
 def git_bytes(args: Sequence[str], cwd: Path) -> bytes:
     """Run `git <args>` and return raw stdout (archives, binary diffs); raises `HarnessError` on failure."""
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, env=git_env(), check=False)
+    proc = subprocess.run(["git", *SAFE_PREFIX, *args], cwd=cwd, capture_output=True, env=git_env(), check=False)
     if proc.returncode != 0:
         stderr = proc.stderr.decode("utf-8", "replace")
         raise_if_disk_full(stderr, args, cwd)

@@ -39,7 +39,7 @@ from saddler.harness.plumbing import (
     extract_tree,
     stripspace,
 )
-from saddler.harness.spare import SpareWorktree
+from saddler.harness.spare import SpareWorktree, reset_checkout
 from saddler.harness.structure import check_structure
 from saddler.harness.transplant import GitResult, TransplantMixin
 from saddler.harness.trash import Trash
@@ -233,6 +233,15 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
         if not self._spare.park(Path(path)):
             self._forget(Path(path))
 
+    def discard_worktree(self, path: Path) -> None:
+        """Delete a worktree whatever it holds (an agent wrote outside it, or into its `.git`): never reused."""
+        self._forget(Path(path))
+
+    def reset_worktree(self, path: Path, sha: str) -> None:
+        """Make a worktree exactly `sha` again (HEAD detached there, every edit, staged or untracked file gone)."""
+        if not reset_checkout(Path(path), sha):
+            raise HarnessError(f"cannot reset the worktree {path} to {sha[:12]}")
+
     def prune(self) -> None:
         """Remove every candidate worktree, the kept one too, and run `git worktree prune` (safe after a crash)."""
         self._spare.forget()
@@ -339,15 +348,14 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
     @cached_property
     def _attributes_outside_trees(self) -> bool:
         """Whether git applies attributes to checkouts of this repository from outside its trees: its
-        `info/attributes`, the user's (`core.attributesFile`, by default `$XDG_CONFIG_HOME/git/attributes`) or the
-        system's (`/etc/gitattributes`). Asked once per space (one `git config`)."""
+        `info/attributes` or the user's (`$XDG_CONFIG_HOME/git/attributes`; saddler's git reads no system or user
+        config, so neither `/etc/gitattributes` nor a `core.attributesFile` outside the clone applies). Asked once
+        per space (one `git config`)."""
         configured = git(["config", "--type=path", "--get", "core.attributesFile"], self.repo_dir, check=False)
         xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
         candidates = [self.git_dir / "info" / "attributes", Path(xdg) / "git" / "attributes"]
         if configured.returncode == 0 and configured.stdout.strip():
             candidates.append(Path(configured.stdout.strip()))
-        if not os.environ.get("GIT_ATTR_NOSYSTEM"):
-            candidates.append(Path("/etc/gitattributes"))
         return any(path.is_file() for path in candidates)
 
     def bundle(self, commit: str, dest: Path) -> None:

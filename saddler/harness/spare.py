@@ -75,7 +75,7 @@ class SpareWorktree:
                 if self.path.exists():
                     self._trash.discard(self.path)
                 return False
-            if ready == sha or _check_out(worktree, sha):
+            if ready == sha or reset_checkout(worktree, sha):
                 return True
             self._trash.discard(worktree)
             return False
@@ -93,7 +93,7 @@ class SpareWorktree:
 
     def _check_out(self, sha: str) -> None:
         try:
-            self._ready = sha if _check_out(self.path, sha) else None
+            self._ready = sha if reset_checkout(self.path, sha) else None
         except Exception:  # a fault (a full disk): `take` checks out again and meets it there
             self._ready = None
 
@@ -103,7 +103,7 @@ class SpareWorktree:
             self._job = None
 
 
-def _check_out(worktree: Path, sha: str) -> bool:
+def reset_checkout(worktree: Path, sha: str) -> bool:
     """Make `worktree` exactly what `git worktree add --detach` of `sha` makes: HEAD detached there, every file
     written afresh (the index is dropped first: the flags a session set in it, skip-worktree or assume-unchanged,
     would hide edits, and a checkout keeps them), no untracked or ignored file left, no history of the last session

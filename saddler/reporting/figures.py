@@ -263,6 +263,7 @@ def _cost(store: EvoDAG, run_id: int, wall: float | None) -> dict[str, Any]:
         "sessions": {
             "count": len(sessions),
             "turns": sum(s.turns for s in sessions),
+            "cli_attempts": sum(s.cli_attempts or 1 for s in sessions),  # retries of transient API errors included
             "tokens_in": sum(s.tokens_in for s in sessions),
             "tokens_out": sum(s.tokens_out for s in sessions),
             "cost_usd": _r(sum(s.cost_usd for s in sessions)),

@@ -206,6 +206,7 @@ def _cost(f: dict[str, Any]) -> list[str]:
         ["Rollout cost (USD)", f"{ro['cost_usd']:.4f}"],
         ["Traces used by diagnosis", f"{tr['total']} ({tr['distinct']} distinct)"],
         ["Optimizer sessions", f"{se['count']} ({roles})" if roles else se["count"]],
+        ["Optimizer CLI runs (retries included)", se["cli_attempts"]],
         ["Optimizer turns", se["turns"]],
         ["Optimizer tokens in / out", f"{se['tokens_in']} / {se['tokens_out']}"],
         ["Optimizer cost (USD)", f"{se['cost_usd']:.4f}"],

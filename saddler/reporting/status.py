@@ -17,6 +17,7 @@ from evodag.metric import MetricScale, run_metric, scale_of, score_text
 from evodag.models import Run
 from evodag.store import EvoDAG
 from saddler.control import PAUSED, STOP_REQUESTED, RunControls
+from saddler.sessions.usage_events import clock_time, closed_until
 
 LAST_DECISIONS = 5
 
@@ -78,6 +79,7 @@ def status_snapshot(store: EvoDAG, run_dir: Path, run_id: int | None = None) -> 
         "rollouts_by_split": {split: by_split.get(split, 0) for split in ("train", "dev", "test")},
         "infra_errors": sum(1 for r in rows if r.disposition == "infra_error"),
         "metric": scale.to_dict() if (scale := run_metric(store, run.id)) is not None else None,
+        "waiting_until": closed_until(store, run.id),
         "cost_usd": {
             "optimizer": round(optimizer, 6),
             "rollouts": round(rollouts, 6),
@@ -103,6 +105,8 @@ def render_status(snap: dict[str, Any]) -> str:
             f"iteration {snap['iteration']}{of} · epoch {snap['epoch']} · phase {snap['phase'] or '—'} · "
             f"step {snap['step']} · batch {', '.join(snap['batch']) or '—'}"
         )
+    if snap.get("waiting_until") is not None and snap["state"] == "running":
+        where += f" · waiting for the usage window until {clock_time(snap['waiting_until'])}"
     decisions = ", ".join(f"{d['iteration']} {d['decision'] or '…'}" for d in snap["last_decisions"]) or "—"
     limit = f"/{snap['stall_limit']}" if snap["stall_limit"] else ""
     best = "—" if snap["best_node"] is None else f"node {snap['best_node']} ({snap['best_commit']})"

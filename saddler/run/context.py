@@ -7,6 +7,7 @@ the best node, build session requests) so `saddler.run.loop` reads as the method
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,9 +19,10 @@ from evodag.store import EvoDAG
 from evodag.view import write_session_view
 from saddler.benchmark import SCORE_KINDS, Benchmark, Task, load_benchmark
 from saddler.config import RunConfig
-from saddler.errors import RolloutsFailedError
+from saddler.errors import HarnessError, RolloutsFailedError
 from saddler.executor import make_executor
 from saddler.executor.environment import batch_env
+from saddler.harness.gitcmd import unsafe_config
 from saddler.harness.space import HarnessSpace
 from saddler.policies import (
     Acceptance,
@@ -39,6 +41,7 @@ from saddler.run.evaluate import BatchSettings, Evaluator
 from saddler.run.folder import RunPaths
 from saddler.run.outcomes import evidence, failure_kinds, split_seeds, task_outcomes, transitions
 from saddler.run.session_calls import SessionCalls
+from saddler.run.usage_window import UsageWindow
 from saddler.scoring import node_score
 from saddler.sessions.registry import load_backend
 from saddler.sessions.schema import DiagnosisRequest, Hypothesis, ReflectionRequest
@@ -226,9 +229,26 @@ def refuse_broken_baseline(node: Node, rows: list[RolloutRow], ran_before: bool 
     )
 
 
-def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progress) -> RunContext:
-    """Open every collaborator of a run (creating the run row on first use)."""
+def open_context(
+    paths: RunPaths,
+    cfg: RunConfig,
+    store: EvoDAG,
+    progress: Progress,
+    *,
+    say: Callable[[str], None] = lambda _text: None,
+    sleep: Callable[[float], None] = time.sleep,
+    wall_clock: Callable[[], float] = time.time,
+) -> RunContext:
+    """Open every collaborator of a run (creating the run row on first use). `sleep` and `wall_clock` are what
+    a wait for a usage window uses (`saddler.run.usage_window`)."""
     space = HarnessSpace(paths.harness(cfg.harness), paths.worktrees)
+    unsafe = unsafe_config(space.git_dir)
+    if unsafe:
+        raise HarnessError(
+            f"the run's clone {space.git_dir} has git config that would run a program or read config from elsewhere "
+            f"({', '.join(unsafe)}); saddler never writes these: remove them (`git config --file "
+            f"{space.git_dir / 'config'} --unset KEY`), then run again"
+        )
     space.prune()
     benchmark = load_benchmark(cfg.benchmark, cfg.benchmark_options)
     tasks = {s: benchmark.tasks(s) for s in ("train", "dev", "test")}
@@ -243,6 +263,8 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
     executor = make_executor(cfg.executor)
     backend = load_backend(cfg.sessions, benchmark=benchmark, run_dir=paths.root, seed=cfg.seed)
     cache = EvoDAG(cfg.executor.cache) if cfg.executor.cache else None
+    fallback = getattr(backend, "use_fallback_model", lambda: False)
+    window = UsageWindow(store, run_id, cfg.sessions, sleep=sleep, clock=wall_clock, say=say, use_fallback=fallback)
     evaluator = Evaluator(
         store,
         run_id,
@@ -271,7 +293,14 @@ def open_context(paths: RunPaths, cfg: RunConfig, store: EvoDAG, progress: Progr
         evaluator=evaluator,
         backend=backend,
         calls=SessionCalls(
-            store, run_id, backend, space, view=lambda: write_session_view(store, paths.session_db, run_id)
+            store,
+            run_id,
+            backend,
+            space,
+            run_dir=paths.root,
+            window=window,
+            say=say,
+            view=lambda: write_session_view(store, paths.session_db, run_id),
         ),
         ranking=make_ranking(pol.ranking),
         sampler=make_sampler(

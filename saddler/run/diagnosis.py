@@ -18,7 +18,7 @@ from pathlib import Path
 from evodag.models import Iteration, Node, RolloutRow
 from saddler.run.context import RunContext
 from saddler.run.faults import fault_point
-from saddler.run.session_calls import failure_reason
+from saddler.run.session_calls import failure_reason, worth_asking_again
 from saddler.sessions.schema import DiagnosisResult, Hypothesis
 
 Say = Callable[[str], None]
@@ -81,7 +81,7 @@ def patch(ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow]
         attempt += 1
         result = made.result
         failed = failure_reason(result.stats) if result.status == "failed" else ""
-        if result.status == "failed" and failures < ctx.cfg.sessions.retries:
+        if result.status == "failed" and failures < ctx.cfg.sessions.retries and worth_asking_again(result.stats):
             failures += 1
             reason = failed or f"the session failed: {result.reason}"
             store.log_event("diagnosis.retry", {"iteration": it.number, "reason": reason}, run_id=ctx.run_id)

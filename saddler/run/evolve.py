@@ -15,7 +15,7 @@ from collections.abc import Callable
 from evodag.models import Iteration, Node
 from saddler.run import evolution, transplant
 from saddler.run.context import KEPT_DECISIONS, RunContext
-from saddler.run.session_calls import failure_reason
+from saddler.run.session_calls import failure_reason, worth_asking_again
 from saddler.sessions.schema import EvolutionRequest, EvolutionResult
 
 Say = Callable[[str], None]
@@ -84,7 +84,7 @@ def _answer(ctx: RunContext, it: Iteration, request: EvolutionRequest, current: 
         attempt += 1
         failed = failure_reason(result.stats)
         if failed:
-            if failures < ctx.cfg.sessions.retries:
+            if failures < ctx.cfg.sessions.retries and worth_asking_again(result.stats):
                 failures += 1
                 reason = failed
                 continue

@@ -7,6 +7,7 @@ iteration, repeating no finished rollout, paying for no session twice and losing
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,6 +49,8 @@ class Optimizer:
         progress: Progress | None = None,
         allow_changed: bool = False,
         plotter: PlotProcess | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.paths = RunPaths(Path(run_dir).resolve())
         self.cfg = load_run_config(self.paths.root)
@@ -55,6 +58,7 @@ class Optimizer:
         self.progress = progress or make_progress(quiet)
         self.allow_changed = allow_changed
         self.plotter = plotter
+        self.sleep, self.wall_clock = sleep, wall_clock
 
     def run(self) -> RunOutcome:
         require_ok(self.paths.root)  # a config that cannot work is refused before anything is written
@@ -62,7 +66,9 @@ class Optimizer:
             recover_after_crash(self.paths, self.cfg.harness, lock.acquired_at, store, self.say)
             self.paths.traces.mkdir(parents=True, exist_ok=True)
             self.paths.sessions.mkdir(parents=True, exist_ok=True)
-            ctx = open_context(self.paths, self.cfg, store, self.progress)
+            ctx = open_context(
+                self.paths, self.cfg, store, self.progress, say=self.say, sleep=self.sleep, wall_clock=self.wall_clock
+            )
             try:
                 inputs.check_inputs(ctx, self.allow_changed, self.say)
                 return self._run(ctx)

@@ -19,7 +19,7 @@ from evodag.models import Iteration, Node, RolloutRow
 from saddler.run.context import RunContext
 from saddler.run.faults import fault_point
 from saddler.run.outcomes import measured_transitions
-from saddler.run.session_calls import failure_reason
+from saddler.run.session_calls import failure_reason, worth_asking_again
 from saddler.sessions.schema import LessonOut, ReflectionResult
 
 CATEGORIES = ("fixed", "regressed", "still_failing", "still_passing")
@@ -142,7 +142,7 @@ def _session(
     while True:
         result = ctx.calls.reflect(request.model_copy(update={"attempt": attempt}), cand.id)
         failed = failure_reason(result.stats)
-        if not failed or attempt >= ctx.cfg.sessions.retries:
+        if not failed or attempt >= ctx.cfg.sessions.retries or not worth_asking_again(result.stats):
             return result
         attempt += 1
         request = request.model_copy(update={"retry_reason": failed})

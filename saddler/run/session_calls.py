@@ -14,9 +14,14 @@ from typing import TypeVar
 
 from evodag.models import SessionRow
 from evodag.store import EvoDAG
+from saddler.harness.diffs import worktree_head
+from saddler.harness.gitcmd import worktree_admin_dir
 from saddler.harness.space import HarnessSpace
 from saddler.ports import SessionBackend
+from saddler.run.confinement import Allowance, FolderState, escapes
 from saddler.run.faults import fault_point
+from saddler.run.usage_window import UsageWindow
+from saddler.sessions.common import UsageLimitError, failed_result, transcript_path
 from saddler.sessions.schema import (
     DiagnosisRequest,
     DiagnosisResult,
@@ -24,6 +29,7 @@ from saddler.sessions.schema import (
     EvolutionResult,
     ReflectionRequest,
     ReflectionResult,
+    Role,
     SessionStats,
 )
 
@@ -36,6 +42,7 @@ _FAILURES = {
     "timeout": "it timed out before writing its answer; work in fewer steps",
     "transient": "the model API kept failing (rate limit or overload)",
     "error": "it ended in an error",
+    "escaped": "it changed files outside its worktree (refused: work only in the worktree)",
 }
 
 
@@ -51,12 +58,25 @@ def failure_reason(stats: SessionStats) -> str:
     return f"the session failed: {text}" + (f" — {stats.error.strip()[:600]}" if stats.error.strip() else "")
 
 
+def worth_asking_again(stats: SessionStats) -> bool:
+    """Whether a failed session is worth a new attempt: not when the model API kept failing (`transient`): the
+    backend already retried it with backoff, and asking again would multiply the retries (and the CLI's own)."""
+    return stats.outcome != "failed:transient"
+
+
 class SessionCalls:
     """The loop's door to the backend: one method per role, each paid for at most once per key.
 
+    Around every session of an agent backend (`backend.confined_by_saddler` false: anything but offline) the run
+    folder is checked (`saddler.run.confinement`): a session that changed anything outside its worktree is
+    discarded (a failed result, `failed:escaped`, its writes to the clone's git files put back, a
+    `session.escaped` event). A session that hit its plan's usage limit waits for the window
+    (`saddler.run.usage_window`) and is asked again; it is recorded only once it ran.
+
     `view` writes the session view of the EvoDAG (`evodag.view`); it is called before every paid session of a
     backend that reads the history (`SessionBackend.reads_history`), so the session queries the run as it is then,
-    without anything held out."""
+    without anything held out. It is written before the run folder's state is taken: saddler writes it, the
+    session may not."""
 
     def __init__(
         self,
@@ -64,14 +84,17 @@ class SessionCalls:
         run_id: int,
         backend: SessionBackend,
         space: HarnessSpace,
+        *,
+        run_dir: Path | None = None,
+        window: UsageWindow | None = None,
+        say: Callable[[str], None] = lambda _text: None,
         view: Callable[[], object] | None = None,
     ) -> None:
         self.store, self.run_id, self.backend, self.space = store, run_id, backend, space
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.window = window
+        self.say = say
         self.view = view
-
-    def _before_session(self) -> None:
-        if self.view is not None and getattr(self.backend, "reads_history", True):
-            self.view()
 
     def diagnose(self, request: DiagnosisRequest, node_id: int) -> tuple[DiagnosisResult, str | None]:
         """Diagnosis-patch in `request.worktree` (a fresh worktree of the parent); a stored attempt's change is
@@ -83,9 +106,10 @@ class SessionCalls:
             if stored.change_sha is not None:
                 self.space.apply_change(worktree, self.store.get_blob_bytes(stored.change_sha))
             return _rebuild(DiagnosisResult, stored), None
-        self._before_session()
-        result = self.backend.diagnose_patch(request)
-        change = self.space.worktree_change(worktree) if result.status == "patched" else None
+        result = self._ask("diagnosis_patch", request, lambda: self.backend.diagnose_patch(request), worktree)
+        assert isinstance(result, DiagnosisResult)
+        escaped = result.stats.outcome == "failed:escaped"
+        change = self.space.worktree_change(worktree) if result.status == "patched" and not escaped else None
         patch = change.patch if change is not None else None
         self._record("diagnosis_patch", request.iteration, request.attempt, node_id, result, patch)
         fault_point("session")
@@ -95,8 +119,8 @@ class SessionCalls:
         stored = self._stored(request.iteration, "reflection", request.attempt)
         if stored is not None:
             return _rebuild(ReflectionResult, stored)
-        self._before_session()
-        result = self.backend.reflect(request)
+        result = self._ask("reflection", request, lambda: self.backend.reflect(request), None)
+        assert isinstance(result, ReflectionResult)
         self._record("reflection", request.iteration, request.attempt, node_id, result, None)
         return result
 
@@ -104,11 +128,90 @@ class SessionCalls:
         stored = self._stored(request.iteration, "evolution", request.attempt)
         if stored is not None:
             return _rebuild(EvolutionResult, stored)
-        self._before_session()
-        result = self.backend.evolve(request)
+        result = self._ask("evolution", request, lambda: self.backend.evolve(request), None)
+        assert isinstance(result, EvolutionResult)
         self._record("evolution", request.iteration, request.attempt, node_id, result, None)
         fault_point("evolve")
         return result
+
+    def _ask(
+        self,
+        role: Role,
+        request: DiagnosisRequest | ReflectionRequest | EvolutionRequest,
+        call: Callable[[], DiagnosisResult | ReflectionResult | EvolutionResult],
+        worktree: Path | None,
+    ) -> DiagnosisResult | ReflectionResult | EvolutionResult:
+        """One session through the usage window and the confinement check."""
+        head = diagnosis_head(worktree) if worktree is not None else None
+        while True:
+            if self.window is not None:
+                self.window.wait()
+            if self.view is not None and getattr(self.backend, "reads_history", True):
+                self.view()
+            allowance = self._allowance(role, request, worktree)
+            before = FolderState.take(self.run_dir, allowance) if allowance is not None and self.run_dir else None
+            try:
+                result = call()
+            except UsageLimitError as exc:
+                if self.window is None:
+                    raise
+                self.window.closed(exc, role, request.iteration)
+                if worktree is not None and head is not None:
+                    self.space.reset_worktree(worktree, head)  # what the stopped session half-did is dropped
+                continue
+            if before is None or allowance is None or self.run_dir is None:
+                return result
+            wrong = escapes(before, FolderState.take(self.run_dir, allowance), allowance)
+            if not wrong:
+                return result
+            return self._discard(role, request, result, wrong, before, worktree)
+
+    def _allowance(
+        self, role: Role, request: DiagnosisRequest | ReflectionRequest | EvolutionRequest, worktree: Path | None
+    ) -> Allowance | None:
+        if self.run_dir is None or getattr(self.backend, "confined_by_saddler", False):
+            return None
+        root = self.run_dir.resolve()
+        git_dir = self.space.git_dir.resolve()
+        admin = worktree_admin_dir(worktree) if worktree is not None else None
+        prefix = transcript_path(root, request.iteration, role, request.attempt).with_suffix("").name
+        return Allowance(
+            worktree=_inside(worktree, root),
+            admin=_inside(admin, root),
+            session_prefix=f"sessions/{prefix}.",
+            git_dir=_inside(git_dir, root) or "harness/.git",
+        )
+
+    def _discard(
+        self,
+        role: Role,
+        request: DiagnosisRequest | ReflectionRequest | EvolutionRequest,
+        result: DiagnosisResult | ReflectionResult | EvolutionResult,
+        wrong: list[tuple[str, str]],
+        before: FolderState,
+        worktree: Path | None,
+    ) -> DiagnosisResult | ReflectionResult | EvolutionResult:
+        put_back = before.restore(wrong)
+        paths = [f"{rel} ({change})" for rel, change in wrong]
+        self.store.log_event(
+            "session.escaped",
+            {
+                "role": role,
+                "iteration": request.iteration,
+                "attempt": request.attempt,
+                "paths": paths[:50],
+                "restored": put_back[:50],
+            },
+            run_id=self.run_id,
+        )
+        self.say(
+            f"warning: the {role} session of iteration {request.iteration} changed files outside its worktree "
+            f"({', '.join(paths[:5])}{' …' if len(paths) > 5 else ''}); it is discarded"
+        )
+        if worktree is not None:
+            self.space.discard_worktree(worktree)  # never reused, never staged by saddler's git
+        stats = result.stats.model_copy(update={"error": f"changed outside its worktree: {', '.join(paths[:20])}"})
+        return failed_result(role, request, stats, "escaped")
 
     def _stored(self, iteration: int, role: str, attempt: int) -> SessionRow | None:
         row = self.store.session_at(self.run_id, iteration, role, attempt)
@@ -149,5 +252,20 @@ def _rebuild(model: type[R], row: SessionRow) -> R:
         transcript_path=row.transcript_path,
         outcome=row.outcome,
         error=row.error,
+        cli_attempts=row.cli_attempts or 1,
     )
     return model.model_validate({**(row.result or {}), "stats": stats.model_dump()})
+
+
+def diagnosis_head(worktree: Path) -> str | None:
+    """The commit a diagnosis worktree starts from (read before the agent runs, without a git process)."""
+    return worktree_head(worktree)
+
+
+def _inside(path: Path | None, root: Path) -> str | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).resolve().relative_to(root).as_posix()
+    except ValueError:
+        return None

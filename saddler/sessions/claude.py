@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from saddler.errors import AuthenticationError, BackendError
-from saddler.sessions import common, guard
+from saddler.sessions import common, failures, guard
 from saddler.sessions.presets import PRESETS
 from saddler.sessions.prompts import render, render_system
 from saddler.sessions.schema import (
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
 MIN_SDK_VERSION = "0.1.76"
 EFFORTS = PRESETS["claude"].efforts
-_TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+_TRANSIENT_STATUS = failures.TRANSIENT_STATUS
 _AUTH_TEXT = re.compile(
     r"invalid api key|authentication[_ ]failed|not logged in|please run /login|invalid x-api-key|"
     r"oauth token (?:has )?expired|api key (?:is )?(?:missing|required)",
@@ -138,7 +138,10 @@ class ClaudeBackend(common.LLMSessionBackend):
             max_budget_usd=cfg.max_budget_usd or None,
             effort=cfg.effort,  # type: ignore[arg-type]
             output_format={"type": "json_schema", "schema": result_schema(role)},
-            env={"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "EVODAG_DB": request.db_path},
+            env=PRESETS["claude"].environment(
+                {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "EVODAG_DB": request.db_path}
+                | {k: v for k, v in os.environ.items() if k == "CLAUDE_CODE_MAX_RETRIES"}
+            ),
         )
 
     # -- one session ---------------------------------------------------------------------------
@@ -230,9 +233,12 @@ class ClaudeBackend(common.LLMSessionBackend):
             stats.error = "; ".join(res.errors or []) or res.subtype
             return common.failed_result(role, request, stats, _FAILED_SUBTYPES[res.subtype])
         if res.is_error:
+            said = failures.classify(str(res.result or ""), res.api_error_status, self.now())
+            if said.kind == "usage_limit":
+                raise common.UsageLimitError(said.message, said.resets_at)
             if res.api_error_status in _TRANSIENT_STATUS or out.assistant_error in ("rate_limit", "server_error"):
                 raise common.TransientError(f"API error {res.api_error_status or out.assistant_error}: {res.result}")
-            stats.error = "; ".join(res.errors or []) or (res.result or res.subtype)
+            stats.error = (res.result or "; ".join(res.errors or []) or res.subtype).strip()
             return common.failed_result(role, request, stats, "error")
         payload = res.structured_output if res.structured_output is not None else res.result
         try:

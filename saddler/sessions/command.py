@@ -12,20 +12,21 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from saddler.agentcli import final_message, parse_usage
 from saddler.errors import AuthenticationError, BackendError, ConfigError
 from saddler.procs import ProcessRun, run_process_group
-from saddler.sessions import common, confine, guard
+from saddler.sessions import common, confine, guard, installs
+from saddler.sessions.failures import read_failure
 from saddler.sessions.presets import (
     PLACEHOLDERS,
+    Preset,
     answer_channel,
     command_argv,
     drop_nulls,
@@ -44,13 +45,11 @@ if TYPE_CHECKING:
     from saddler.config import SessionConfig
 
 ARG_LIMIT = 100_000  # bytes; Linux refuses one argv element over 128 KiB (MAX_ARG_STRLEN)
-_AUTH = re.compile(
-    r"invalid api key|invalid x-api-key|authentication[_ ]?(?:failed|error)|unauthorized|\b401\b|not logged in|"
-    r"please run /login|api key (?:is )?(?:missing|not set|required)|incorrect api key|missing api key|no api key",
-    re.IGNORECASE,
-)
-_TRANSIENT = re.compile(r"rate.?limit|overloaded|\b429\b|\b529\b|\b503\b|econnreset|temporarily unavailable", re.I)
-_FAILED_SUBTYPES = {"error_max_turns": "max_turns", "error_max_budget_usd": "budget"}
+_FAILED_SUBTYPES = {  # claude's result subtypes that end a session without an answer, and the reason recorded
+    "error_max_turns": "max_turns",
+    "error_max_budget_usd": "budget",
+    "error_max_structured_output_retries": "unparsable_output",  # its answers kept failing the schema
+}
 
 
 class CommandBackend(common.LLMSessionBackend):
@@ -99,7 +98,7 @@ class CommandBackend(common.LLMSessionBackend):
             role == "diagnosis_patch"
             and getattr(request, "exploration", False)
             and self.config.allow_web_search_on_plateau
-            and "{allowed_tools}" in self.template
+            and bool(placeholders_in(self.template) & {"allowed_tools", "codex_web_search"})
         )
 
     def tool_limits(self, role: Role, request: common.Request) -> str:
@@ -110,10 +109,10 @@ class CommandBackend(common.LLMSessionBackend):
         where = "the worktree (your working directory)" if editing else "nothing: this session only reads"
         if self.preset is not None and self.preset.name == "codex":
             mode = "workspace-write" if editing else "read-only"
+            web = "Web search is available." if self.web_search(role, request) else "Web search is not available."
             return (
-                f"You run in codex's `{mode}` sandbox: you may write {where}"
-                + (" and temporary files under /tmp" if editing else "")
-                + ". The rest of the filesystem is read-only and the network is off. Web search is not available."
+                f"You run in codex's `{mode}` sandbox: you may write {where}. The rest of the filesystem, /tmp "
+                f"included, is read-only and the network is off. {web}"
             )
         if self.sandbox == "bwrap":
             return (
@@ -170,6 +169,7 @@ class CommandBackend(common.LLMSessionBackend):
             "allowed_tools": ",".join(allowed),
             "pi_tools": "read,grep,find,ls,bash" + (",edit,write" if editing or self.channel == "file" else ""),
             "settings": json.dumps(settings),
+            "codex_web_search": "live" if self.web_search(role, request) else "disabled",
         }
         assert set(values) == set(PLACEHOLDERS)
         return values
@@ -196,24 +196,24 @@ class CommandBackend(common.LLMSessionBackend):
         self.last_program = argv[0]
         stdin = Path(stdin_file).read_text(encoding="utf-8") if stdin_file else None
         if self.sandbox == "bwrap":
-            argv = self.confined(argv, request)
+            worktree = Path(request.worktree) if isinstance(request, DiagnosisRequest) else None
+            argv = self.confined(argv, worktree, [Path(p) for p in request.readable])
         return argv, stdin
 
-    def confined(self, argv: list[str], request: common.Request) -> list[str]:
+    def confined(self, argv: list[str], worktree: Path | None = None, visible: Sequence[Path] = ()) -> list[str]:
+        """`argv` inside saddler's bubblewrap: writable only `worktree` (None: nothing); the run folder replaced by
+        one showing only `visible` (what a session may read of it, read-only); read-only HOME and whatever the
+        agent's executable and saddler's own entry points need (`installs`), wherever they are installed (under
+        /tmp too, which the sandbox otherwise replaces with an empty one)."""
         ok, why = confine.bwrap_works()
         if not ok:
             raise BackendError(
                 f"sessions.sandbox needs bubblewrap to confine {argv[0]!r}: {why}. Install bubblewrap, or set "
                 'sessions.sandbox = "none" to let the agent write anywhere your user can'
             )
-        worktree = Path(request.worktree) if isinstance(request, DiagnosisRequest) else None
-        executable = shutil.which(argv[0])
-        readable = [Path(sys.prefix), Path.home()]
-        if executable:
-            readable.append(Path(executable).resolve().parent)
+        readable = [Path.home(), *installs.executable_roots(argv[0]), *installs.saddler_roots()]
         readable = [p for p in dict.fromkeys(readable) if p.exists()]
         cwd = worktree or self.run_dir
-        visible = [Path(p) for p in request.readable]
         return confine.bwrap_argv(
             argv, writable=[worktree] if worktree else [], readable=readable, cwd=cwd, sealed=self.run_dir,
             visible=visible,
@@ -260,17 +260,29 @@ class CommandBackend(common.LLMSessionBackend):
         transcript.write("outcome", outcome=result.stats.outcome, cost_usd=result.stats.cost_usd)
         return result
 
+    def environment(self, base: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:
+        """The agent's environment: `base` (default: this process's), saddler's own entry points (`evo-dag`) first
+        on PATH, `extra`, and the preset's variables where the user sets none."""
+        base = os.environ if base is None else base
+        bin_dir = str(Path(sys.executable).parent)
+        env = {**base, "PATH": f"{bin_dir}{os.pathsep}{base.get('PATH', '')}", **extra}
+        return self.preset.environment(env) if self.preset is not None else env
+
+    def in_sandbox(self, argv: list[str]) -> list[str]:
+        """`argv` inside the sandbox a reflection session's agent runs its commands in: saddler's bubblewrap, the
+        preset's own (`codex sandbox` with the sessions' settings), or none. For `saddler doctor`'s probes."""
+        if self.sandbox == "bwrap":
+            return self.confined(argv)
+        if self.preset is not None and self.preset.sandbox_command:
+            return [self.preset.name, *self.preset.sandbox_command, *argv]
+        return list(argv)
+
     def _run(
         self, argv: list[str], cwd: Path, stdin: str | None, files: dict[str, Path], db_path: str, timeout_s: float
     ) -> ProcessRun:
-        bin_dir = str(Path(sys.executable).parent)
-        env = {
-            **os.environ,
-            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-            "SADDLER_PROMPT_FILE": str(files["prompt"]),
-            "SADDLER_RESULT_FILE": str(files["result"]),
-            "EVODAG_DB": db_path,
-        }
+        env = self.environment(
+            SADDLER_PROMPT_FILE=str(files["prompt"]), SADDLER_RESULT_FILE=str(files["result"]), EVODAG_DB=db_path
+        )
         return run_process_group(argv, cwd=cwd, env=env, timeout_s=timeout_s, stdin_text=stdin)
 
     def _conclude(
@@ -285,26 +297,42 @@ class CommandBackend(common.LLMSessionBackend):
         if run.timed_out:
             return common.failed_result(role, request, stats, "timeout")
         if final.get("subtype") in _FAILED_SUBTYPES:
+            stats.error = "; ".join(str(e) for e in final.get("errors") or [])[:2000]
             return common.failed_result(role, request, stats, _FAILED_SUBTYPES[final["subtype"]])
         answered = result_file.is_file() and result_file.stat().st_size > 0
-        output = f"{run.stdout[-8000:]}\n{run.stderr[-8000:]}"
-        if run.returncode != 0 or final.get("is_error"):
-            if _AUTH.search(output):
+        failure = read_failure(run.stdout, run.stderr, run.returncode, self.now())
+        if failure is not None:
+            if failure.kind == "auth":
                 raise AuthenticationError(
-                    f"the agent CLI {self.last_program!r} was refused authentication: "
+                    f"the agent CLI {self.last_program!r} was refused authentication ({failure.message[:200]}): "
                     f"set {self.key_variable} (or log the CLI in), then resume the run"
                 )
-            if _TRANSIENT.search(output):
-                raise common.TransientError(f"agent exited {run.returncode}: {output.strip()[-300:]}")
-            if not answered:
-                stats.error = (run.stderr.strip() or run.stdout.strip())[-500:]
-                return common.failed_result(role, request, stats, f"exit_{run.returncode}")
+            if failure.kind == "usage_limit":
+                raise common.UsageLimitError(failure.message, failure.resets_at)
+            if failure.kind == "transient":
+                raise common.TransientError(failure.message)
+            if failure.kind == "sandbox":
+                raise BackendError(sandbox_fault(self.last_program, failure.message, self.preset))
+            stats.error = failure.message
+            return common.failed_result(role, request, stats, "error")
+        if run.returncode != 0 and not answered:
+            stats.error = (run.stderr.strip() or run.stdout.strip())[-500:]
+            return common.failed_result(role, request, stats, f"exit_{run.returncode}")
         payload: Any = result_file.read_text(encoding="utf-8") if answered else final_message(run.stdout)
         try:
             return common.parse_result(role, drop_nulls(common.extract_json(payload)), stats)
         except common.OutputError as exc:
             stats.error = str(exc)
             return common.failed_result(role, request, stats, "unparsable_output")
+
+
+def sandbox_fault(program: str, message: str, preset: Preset | None) -> str:
+    """What to say when the sandbox around the agent could not start (every session would fail the same way)."""
+    fix = preset.sandbox_fix if preset is not None and preset.sandbox_fix else "see what it lacks"
+    return (
+        f"the sandbox could not start the agent CLI {program!r} ({message[:300]}), so no session can work: "
+        f"{fix}; `saddler doctor` checks it without spending, then resume the run"
+    )
 
 
 def by_reference(prompt_file: Path) -> str:

@@ -7,6 +7,7 @@ claude backend's PreToolUse hook enforces (the post-hoc diff check stays the sec
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import random
 import re
@@ -193,6 +194,15 @@ class TransientError(Exception):
     """A failure worth retrying (rate limit, overload, dropped connection)."""
 
 
+class UsageLimitError(Exception):
+    """The plan's usage window is used up: no call succeeds until `resets_at` (seconds since the epoch; None when
+    the CLI did not say). Not retried by the backend: the loop waits for the window (`saddler.run.usage_window`)."""
+
+    def __init__(self, message: str, resets_at: float | None) -> None:
+        super().__init__(message)
+        self.message, self.resets_at = message, resets_at
+
+
 def with_retries(
     fn: Callable[[int], T],
     retries: int,
@@ -240,6 +250,7 @@ class LLMSessionBackend:
         seed: int,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
         self.benchmark = benchmark
@@ -247,6 +258,23 @@ class LLMSessionBackend:
         self.rng = random.Random(seed)
         self.sleep = sleep
         self.clock = clock
+        self.wall_clock = wall_clock
+
+    def now(self) -> dt.datetime:
+        """The wall clock as an aware local datetime (usage-limit messages name local times)."""
+        return dt.datetime.fromtimestamp(self.wall_clock()).astimezone()
+
+    def use_fallback_model(self) -> bool:
+        """Run every later session on `sessions.fallback_model` (the usage window of the model is used up); False
+        when there is none or it is already in use."""
+        fallback = self.config.fallback_model
+        if not fallback or fallback == self.config.model:
+            return False
+        roles = self.config.roles.model_copy(
+            update={r: getattr(self.config.roles, r).model_copy(update={"model": None}) for r in get_args(Role)}
+        )
+        self.config = self.config.model_copy(update={"model": fallback, "fallback_model": None, "roles": roles})
+        return True
 
     def _session(self, role: Role, request: Request) -> Result:
         raise NotImplementedError
@@ -266,16 +294,23 @@ class LLMSessionBackend:
         transcript: Transcript,
         attempt: Callable[[int], Result],
     ) -> Result:
-        """Run `attempt` with backoff on transient errors; exhausted retries make a failed result."""
+        """Run `attempt` with backoff on transient errors; exhausted retries make a failed result. The result's
+        `stats.cli_attempts` counts the runs."""
 
         def on_retry(n: int, exc: Exception, delay: float) -> None:
             transcript.write("retry", attempt=n, error=str(exc), delay_s=round(delay, 3))
 
+        def counted(n: int) -> Result:
+            stats.cli_attempts = n + 1
+            return attempt(n)
+
         try:
-            return with_retries(attempt, self.config.retries, sleep=self.sleep, rng=self.rng, on_retry=on_retry)
+            result = with_retries(counted, self.config.retries, sleep=self.sleep, rng=self.rng, on_retry=on_retry)
         except TransientError as exc:
             stats.error = str(exc)
-            return failed_result(role, request, stats, "transient")
+            result = failed_result(role, request, stats, "transient")
+        result.stats.cli_attempts = stats.cli_attempts
+        return result
 
     def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
         start = head_commit(Path(request.worktree))

@@ -81,6 +81,7 @@ class OfflineBackend:
 
     name = "offline"
     reads_history = False  # it decides from the request alone: no session view is written for it
+    confined_by_saddler = True  # saddler's own rules, no agent: the run folder needs no check around it
 
     def __init__(self, config: SessionConfig, *, benchmark: Benchmark, run_dir: Path, seed: int) -> None:
         self.config, self.benchmark, self.run_dir, self.seed = config, benchmark, Path(run_dir), seed

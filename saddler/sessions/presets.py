@@ -37,14 +37,19 @@ _FLAG = re.compile(r"^(--?[A-Za-z][\w-]*)")
 class Preset:
     """A known CLI agent.
 
-    `answer`: how its JSON answer comes back (`structured`: the CLI enforces the schema and returns it;
-    `message`: the agent's final message). `own_sandbox`: whether the CLI confines the agent itself (else the
-    `auto` sandbox wraps it in bubblewrap). `efforts`: the values its effort setting takes. `touches`: what the
-    agent may write, per role, for the README and `saddler doctor`.
+    `template`: how an optimizer session runs it (`PLACEHOLDERS`); `fleet`: how a fleet mode experiment runs it
+    (`FLEET_PLACEHOLDERS`: free-form answer, the workdir writable, streamed JSON, the prompt by file), with
+    `fleet_note` saying how `budget_per_iter`, `max_turns` and `fallback_model` reach it. `answer`: how its JSON
+    answer comes back (`structured`: the CLI enforces the schema and returns it; `message`: the agent's final
+    message). `own_sandbox`: whether the CLI confines the agent itself (else the `auto` sandbox wraps it in
+    bubblewrap). `efforts`: the values its effort setting takes. `touches`: what the agent may write, per role, for
+    the README and `saddler doctor`.
     """
 
     name: str
     template: str
+    fleet: str
+    fleet_note: str
     key_variables: tuple[str, ...]
     answer: Literal["structured", "message"]
     own_sandbox: bool
@@ -52,10 +57,28 @@ class Preset:
     help_argv: tuple[str, ...]
     hidden_flags: tuple[str, ...]
     touches: str
+    env: tuple[tuple[str, str], ...] = ()  # set for the CLI unless the user's environment sets it
+    sandbox_fix: str = ""  # what to do when its sandbox cannot start (`failures.sandbox_failure`)
+    sandbox_command: tuple[str, ...] = ()  # runs a command in its own sandbox, as its sessions get it (doctor)
+
+    def environment(self, base: dict[str, str]) -> dict[str, str]:
+        """`base` with this preset's variables added where `base` does not set them."""
+        return {**dict(self.env), **base}
 
     @property
     def key_variable(self) -> str:
         return self.key_variables[0]
+
+
+CODEX_SANDBOX = (
+    "sandbox_workspace_write.exclude_slash_tmp=true",
+    "sandbox_workspace_write.exclude_tmpdir_env_var=true",
+)
+"""codex's workspace-write sandbox without /tmp and $TMPDIR: only the worktree is writable (issue 21.1)."""
+
+
+def _configs(settings: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(word for setting in settings for word in ("--config", setting))
 
 
 PRESETS: dict[str, Preset] = {
@@ -68,6 +91,12 @@ PRESETS: dict[str, Preset] = {
             "--tools {tools} --allowedTools {allowed_tools} --system-prompt-file {system_prompt_file} "
             "--json-schema {schema} --no-session-persistence < {prompt_file}"
         ),
+        fleet=(
+            "claude -p --output-format stream-json --verbose --model {model} [--fallback-model {fallback_model}] "
+            "[--max-budget-usd {budget}] [--max-turns {max_turns}] --permission-mode acceptEdits "
+            "--allowedTools Bash,Read,Edit,Write,Glob,Grep,WebSearch,WebFetch < {prompt_file}"
+        ),
+        fleet_note="",  # all three are claude flags
         key_variables=("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"),
         answer="structured",
         own_sandbox=True,
@@ -79,13 +108,24 @@ PRESETS: dict[str, Preset] = {
             "edits outside the worktree or of protected paths and any Bash beyond the read-only allowlist; "
             "reflection and evolution edit nothing"
         ),
+        env=(("CLAUDE_CODE_MAX_RETRIES", "2"),),  # its own retries, under saddler's (sessions.retries)
     ),
     "codex": Preset(
         name="codex",
         template=(
             "codex exec --json --skip-git-repo-check --sandbox {sandbox_mode} --model {model} "
+            + "".join(f"--config {setting} " for setting in CODEX_SANDBOX)
+            + "'--config=web_search=\"{codex_web_search}\"' --config features.multi_agent=false "
+            "--config features.goals=false "
             "--config developer_instructions={system_prompt_json} ['--config=model_reasoning_effort=\"{effort}\"'] "
             "--output-schema {schema_file} --output-last-message {result_file} - < {prompt_file}"
+        ),
+        fleet="codex exec --json --sandbox workspace-write --skip-git-repo-check --model {model} - < {prompt_file}",
+        fleet_note=(
+            "codex exec has no budget, turn-limit or fallback-model option: saddler stops a session at "
+            "config.max_turns turns (each command, patch and message of an exec is one), config.budget_per_iter is "
+            "ignored (codex reports tokens, not dollars), and a failed session is retried once with "
+            "config.fallback_model"
         ),
         key_variables=("OPENAI_API_KEY", "CODEX_API_KEY"),
         answer="structured",
@@ -94,8 +134,14 @@ PRESETS: dict[str, Preset] = {
         help_argv=("exec", "--help"),
         hidden_flags=(),
         touches=(
-            "codex's own sandbox: diagnosis `workspace-write` (the worktree plus /tmp and $TMPDIR, no network), "
-            "reflection and evolution `read-only`; protected paths are enforced on the diff afterwards"
+            "codex's own sandbox: diagnosis `workspace-write` (the worktree only: /tmp and $TMPDIR excluded, no "
+            "network), reflection and evolution `read-only`; web search only in the exploration diagnosis; protected "
+            "paths are enforced on the diff afterwards"
+        ),
+        sandbox_command=("sandbox", "--config", 'sandbox_mode="read-only"', *_configs(CODEX_SANDBOX), "--"),
+        sandbox_fix=(
+            "codex keeps its sandbox helper under CODEX_HOME and refuses to put it under /tmp: set CODEX_HOME to a "
+            "folder outside /tmp (e.g. export CODEX_HOME=~/.codex)"
         ),
     ),
     "pi": Preset(
@@ -104,6 +150,14 @@ PRESETS: dict[str, Preset] = {
             "pi --mode json --no-session --no-extensions --no-skills --no-prompt-templates --no-context-files "
             "--model {model} [--thinking {effort}] --tools {pi_tools} --system-prompt {system_prompt} "
             "@{prompt_file} 'Follow the instructions in the attached file.'"
+        ),
+        fleet=(
+            "pi --mode json --no-session --model {model} @{prompt_file} 'Follow the instructions in the attached file.'"
+        ),
+        fleet_note=(
+            "pi has no budget, turn-limit or fallback-model option: saddler stops a session when its streamed "
+            "cost passes config.budget_per_iter or its turns pass config.max_turns, and retries a failed session "
+            "once with config.fallback_model"
         ),
         key_variables=("ANTHROPIC_API_KEY",),
         answer="message",
@@ -115,13 +169,22 @@ PRESETS: dict[str, Preset] = {
             "pi has no sandbox: saddler runs it in bubblewrap with the whole filesystem read-only except the "
             "worktree (diagnosis) and a private /tmp; reflection and evolution get read-only tools"
         ),
+        sandbox_fix=(
+            "bubblewrap shows pi read-only whatever its executable, its interpreter and saddler need; install pi "
+            'and node where the sandbox finds them, or set sessions.sandbox = "none"'
+        ),
     ),
 }
 PLACEHOLDERS = (
     "prompt", "prompt_file", "result_file", "schema", "schema_file", "system_prompt", "system_prompt_file",
     "system_prompt_json", "model", "fallback_model", "max_turns", "budget", "effort", "cwd", "run_dir",
-    "sandbox_mode", "tools", "allowed_tools", "pi_tools", "settings",
+    "sandbox_mode", "tools", "allowed_tools", "pi_tools", "settings", "codex_web_search",
 )  # fmt: skip
+
+
+FLEET_PLACEHOLDERS = ("prompt", "prompt_file", "model", "fallback_model", "budget", "max_turns")
+"""What a fleet agent command (`Preset.fleet`, fleet.json `config.command`) may use; empty `budget` / `max_turns`
+mean no limit."""
 
 
 def placeholders_in(template: str) -> set[str]:

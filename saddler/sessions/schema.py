@@ -33,6 +33,7 @@ class SessionStats(_Model):
     transcript_path: str | None = None
     outcome: str = "ok"  # ok | no_patch | failed:<reason>
     error: str = ""
+    cli_attempts: int = 1  # how many times the CLI / SDK query ran: 1 + its retries of transient API errors
 
 
 class TaskEvidence(_Model):

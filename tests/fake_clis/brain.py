@@ -34,13 +34,15 @@ class Plan:
     """The model's decisions for one session."""
 
     role: str
-    answer: dict[str, Any]
+    answer: Any  # a JSON answer (dict), or prose (str: a fleet experiment)
     edits: list[tuple[Path, str]] = field(default_factory=list)  # (file, new full text)
     result_file: Path | None = None  # the prompt asks the agent to write its answer here
     commands: list[str] = field(default_factory=list)
 
 
 def role_of(prompt: str) -> str:
+    if "of the autoresearch fleet" in prompt[:500]:
+        return "fleet"
     for heading, role in (("# Diagnosis-Patch", "diagnosis_patch"), ("# Reflection", "reflection"),
                           ("# Evolution", "evolution")):  # fmt: skip
         if heading in prompt[:4000]:
@@ -58,6 +60,8 @@ def plan(prompt: str, cwd: Path) -> Plan:
         return Plan(role, reflect(prompt), result_file=result_file, commands=commands)
     if role == "evolution":
         return Plan(role, evolve(prompt), result_file=result_file, commands=commands)
+    if role == "fleet":  # a fleet experiment answers in prose, ending with its DESCRIPTION line
+        return Plan(role, "Read program.md; nothing worth changing.\nDESCRIPTION: read program.md", commands=commands)
     if role != "diagnosis_patch":
         return Plan(role, {"error": "unknown session prompt"}, result_file=result_file)
     edits: list[tuple[Path, str]] = []
@@ -84,6 +88,11 @@ def plan(prompt: str, cwd: Path) -> Plan:
         },
     }
     return Plan(role, answer, edits, result_file, commands)
+
+
+def text_of(answer: Any) -> str:
+    """The final message carrying `answer`: prose as it is, a JSON answer as JSON."""
+    return answer if isinstance(answer, str) else json.dumps(answer)
 
 
 def digest(text: str) -> str:

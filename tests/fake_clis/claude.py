@@ -1,19 +1,27 @@
 #!/usr/bin/env python3
-"""A stand-in for `claude -p` (Claude Code 2.1.x print mode) for the command backend's tests.
-
-Behaves as its documentation and the real bundled CLI do where saddler depends on it:
+"""A stand-in for `claude -p` (Claude Code 2.1.332 print mode) for the command backend's and fleet's tests, built
+from what the real CLI printed against the loopback model (tests/fixtures/real_clis/claude-*.json, `recorded`) and
+from its documentation for the parsing:
 - options parsed like commander: `--opt value` / `--opt=value`; variadic `<x...>` options (`--tools`,
   `--allowedTools`, `--disallowedTools`, `--add-dir`, `--mcp-config`) swallow following words up to the next
   option; an unknown option is `error: unknown option '--x'` (exit 1); `--max-turns` and `--system-prompt-file`
   are accepted though `--help` does not list them;
 - the prompt is the positional argument or stdin; neither is an error;
-- `--tools` is the set of built-in tools the model sees (default: the full set, Agent, Skill and Workflow
-  included); in `dontAsk` mode a call needs an `--allowedTools` rule (`Read`, `Bash(git diff:*)` prefix,
-  `Bash(exact command)`); Read/Glob/Grep need none;
+- `--tools` is the set of built-in tools the model sees (default: the full set recorded in claude-stream's `init`);
+  in `dontAsk` mode a call needs an `--allowedTools` rule (`Read`, `Bash(git diff:*)` prefix, `Bash(exact
+  command)`); Read/Glob/Grep need none; `acceptEdits` allows Edit and Write;
 - PreToolUse command hooks from `--settings` run through `sh -c` with the hook input on stdin: a printed
   `permissionDecision: deny` (exit 0) or exit 2 blocks the call, any other exit code is a non-blocking error;
-- `--output-format json` prints one `result` object (`structured_output` when `--json-schema` is given);
-  without ANTHROPIC_API_KEY / CLAUDE_CODE_OAUTH_TOKEN the result is "Not logged in · Please run /login" (exit 1).
+- `--output-format json` prints the recorded `result` object (claude-tools); `stream-json --verbose` the recorded
+  events (claude-stream: `system/init`, an `assistant` message per tool call and its `user` tool result, the
+  final `assistant` text, the `result`);
+- `--json-schema`: the model answers through the `StructuredOutput` tool (`structured_output` in the result);
+  an answer that does not match the schema ends in `error_max_structured_output_retries` after 5 attempts
+  (claude-structured_invalid, exit 1); a model that answers in prose instead is nudged once and its prose is then
+  returned as a success without `structured_output` (claude-prose, `FAKE_CLI_MODE=prose`);
+- failures are the recorded ones: no key is "Not logged in · Please run /login" (claude-no_key, exit 1),
+  `FAKE_CLI_MODE=max_turns` is `error_max_turns` (claude-max_turns), `fail:<case>` replays claude-<case> (400, 401,
+  429, 500, 529, usage_limit).
 """
 
 from __future__ import annotations
@@ -29,10 +37,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import brain
+import recorded
 
 VERSION = "2.1.332 (Claude Code)"
-DEFAULT_TOOLS = ["Agent", "Bash", "Edit", "Glob", "Grep", "NotebookEdit", "Read", "Skill", "TodoWrite", "WebFetch",
-                 "WebSearch", "Workflow", "Write"]  # fmt: skip
+DEFAULT_TOOLS = recorded.events("claude-stream")[0]["tools"]  # what the real CLI offers without --tools
 FLAGS = {"-p", "--print", "--verbose", "--no-session-persistence", "--strict-mcp-config", "-h", "--help", "-v",
          "--version", "--include-partial-messages", "--dangerously-skip-permissions", "--bare"}  # fmt: skip
 VALUED: dict[str, tuple[str, ...] | None] = {
@@ -204,6 +212,51 @@ def help_text() -> str:
     return "Usage: claude [options] [command] [prompt]\n\nOptions:\n" + "\n".join(f"  {n}" for n in names)
 
 
+def result(**fields: Any) -> dict[str, Any]:
+    """The real CLI's `result` object (recorded in claude-tools) with `fields` changed."""
+    base = json.loads(recorded.load("claude-tools")["stdout"])
+    base.update(session_id="fake", duration_ms=10, duration_api_ms=8, total_cost_usd=0.0125, num_turns=3)
+    base["usage"] = {**base["usage"], "input_tokens": 1200, "output_tokens": 340}
+    base.pop("structured_output", None)
+    return {**base, **fields}
+
+
+def replay(name: str, fields: dict[str, Any] | None = None) -> int:
+    """Print recording `name`'s result (with `fields` changed) as the real CLI printed it; its exit code."""
+    data = recorded.load(name)
+    final = {**json.loads(data["stdout"]), **(fields or {})}
+    print(json.dumps(final))
+    sys.stderr.write(data["stderr"])
+    return int(data["returncode"])
+
+
+class Stream:
+    """`--output-format stream-json --verbose`: the recorded events, one per line as they happen."""
+
+    def __init__(self, on: bool, session: Session, model: str) -> None:
+        self.on, self.n = on, 0
+        init = recorded.events("claude-stream")[0]
+        if on:
+            self.emit({**init, "cwd": os.getcwd(), "session_id": "fake", "tools": session.tools, "model": model,
+                       "permissionMode": session.mode})  # fmt: skip
+
+    def emit(self, event: dict[str, Any]) -> None:
+        if self.on:
+            print(json.dumps(event), flush=True)
+
+    def call(self, tool: str, tool_input: dict[str, Any], outcome: str) -> None:
+        self.n += 1
+        use = {"type": "tool_use", "id": f"toolu_{self.n:04d}", "name": tool, "input": tool_input}
+        self.assistant([use])
+        self.emit({"type": "user", "message": {"role": "user", "content": [
+            {"tool_use_id": use["id"], "type": "tool_result", "content": outcome}]}, "session_id": "fake"})  # fmt: skip
+
+    def assistant(self, content: list[dict[str, Any]]) -> None:
+        message = {"id": f"msg_{self.n:04d}", "type": "message", "role": "assistant", "content": content,
+                   "usage": {"input_tokens": 400, "output_tokens": 1}}  # fmt: skip
+        self.emit({"type": "assistant", "message": message, "parent_tool_use_id": None, "session_id": "fake"})
+
+
 def main(argv: list[str]) -> int:
     opts, positional = parse(argv)
     if opts.get("-v") or opts.get("--version"):
@@ -220,19 +273,20 @@ def main(argv: list[str]) -> int:
         fail("Error: Input must be provided either through stdin or as a prompt argument when using --print")
     if "--system-prompt-file" in opts and not Path(opts["--system-prompt-file"]).is_file():
         fail(f"Error: System prompt file not found: {opts['--system-prompt-file']}")
-    session = Session(opts)
-    base = {"type": "result", "session_id": "fake", "duration_ms": 10, "num_turns": 3, "total_cost_usd": 0.0125,
-            "usage": {"input_tokens": 1200, "output_tokens": 340}}  # fmt: skip
     if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("CLAUDE_CODE_OAUTH_TOKEN")):
-        print(json.dumps({**base, "subtype": "success", "is_error": True, "num_turns": 1, "total_cost_usd": 0,
-                          "result": "Not logged in · Please run /login"}))  # fmt: skip
-        return 1
+        return replay("claude-no_key")
+    failing = next((m.split(":", 1)[1] for m in brain.mode() if m.startswith("fail:")), None)
+    if failing:
+        return replay(f"claude-{failing}")
+    session = Session(opts)
+    stream = Stream(opts.get("--output-format") == "stream-json", session, opts.get("--model", ""))
     plan = brain.plan(prompt, Path.cwd())
     for path, text in plan.edits:
         tool = "Edit" if path.is_file() else "Write"
-        session.use(tool, {"file_path": str(path), "old_string": "", "new_string": text, "content": text})
+        tool_input = {"file_path": str(path), "old_string": "", "new_string": text, "content": text}
+        stream.call(tool, tool_input, session.use(tool, tool_input))
     for command in plan.commands:
-        session.use("Bash", {"command": command})
+        stream.call("Bash", {"command": command}, session.use("Bash", {"command": command}))
     schema = json.loads(opts["--json-schema"]) if "--json-schema" in opts else None
     brain.record(
         "claude",
@@ -244,20 +298,31 @@ def main(argv: list[str]) -> int:
         schema=schema is not None,
     )
     if "max_turns" in brain.mode():
-        print(json.dumps({**base, "subtype": "error_max_turns", "is_error": True, "num_turns": 40,
-                          "total_cost_usd": 0.5, "errors": ["Reached maximum number of turns (40)"]}))  # fmt: skip
-        return 1
-    answer = {} if "no_answer" in brain.mode() else plan.answer
-    text = json.dumps(answer)
+        limit = opts.get("--max-turns", "40")
+        return replay("claude-max_turns", {"session_id": "fake", "total_cost_usd": 0.5, "num_turns": int(limit) + 1,
+                                           "errors": [f"Reached maximum number of turns ({limit})"]})  # fmt: skip
+    answer = {} if "invalid" in brain.mode() else plan.answer
+    text = brain.text_of(answer)
     if plan.result_file is not None and schema is None:
         session.use("Write", {"file_path": str(plan.result_file), "content": text})
     missing = [k for k in (schema or {}).get("required", []) if k not in answer]
-    if schema is not None and missing:  # the CLI retries the structured output, then gives up
-        print(json.dumps({**base, "subtype": "error_max_structured_output_retries", "is_error": True}))
-        return 1
-    structured = answer if schema is not None else None
-    print(json.dumps({**base, "subtype": "success", "is_error": False, "result": text,
-                      "structured_output": structured}))  # fmt: skip
+    if schema is not None and "prose" in brain.mode():  # no StructuredOutput: nudged once, then the prose wins
+        stream.assistant([{"type": "text", "text": "I looked at the harness."}])
+        final = result(result="I looked at the harness.", num_turns=2, stop_reason="end_turn")
+    elif schema is not None and missing:  # five StructuredOutput calls the CLI rejected
+        error = recorded.events("claude-structured_invalid")[0]["errors"][0].split(" — ")[0]
+        why = f"{error} — last StructuredOutput error: root: must have required property '{missing[0]}'"
+        return replay("claude-structured_invalid", {"session_id": "fake", "errors": [why]})
+    elif schema is not None:
+        stream.call("StructuredOutput", answer, "Structured output provided successfully")
+        final = result(result=text, structured_output=answer)
+    else:
+        stream.assistant([{"type": "text", "text": text}])
+        final = result(result=text, stop_reason="end_turn")
+    if stream.on:
+        stream.emit(final)
+    else:
+        print(json.dumps(final))
     return 0
 
 

@@ -1,22 +1,28 @@
 #!/usr/bin/env python3
-"""A stand-in for `codex exec` (codex-rs `exec/src/cli.rs`, `exec_events.rs`) for the command backend's tests.
-
-Behaves as its documentation and source do where saddler depends on it:
+"""A stand-in for `codex exec` (codex-cli 0.171.0) for the command backend's tests, built from what the real CLI
+printed against the loopback model (tests/fixtures/real_clis/codex-*.json, `recorded`) and from its source
+(`exec/src/cli.rs`) for the parsing:
 - clap parsing: `--opt value`, `--opt=value`, short `-m X`; an unknown option is
   `error: unexpected argument '--x' found` (exit 2);
 - the prompt is the positional argument; `-` or none reads stdin (a piped stdin beside a prompt is appended as
   a `<stdin>` block);
 - outside a git repository without `--skip-git-repo-check` it refuses to start (exit 1);
-- `--sandbox read-only` (the default) allows no writes; `workspace-write` allows the working directory, every
-  `--add-dir`, /tmp and $TMPDIR; a write elsewhere fails like the real sandbox's EPERM;
+- `--sandbox read-only` (the default) allows no writes: a patch is "rejected" (an ERROR line on stderr, no
+  file_change item, as recorded in codex-tools_read_only); `workspace-write` allows the working directory, every
+  `--add-dir`, /tmp and $TMPDIR unless `sandbox_workspace_write.exclude_slash_tmp` / `exclude_tmpdir_env_var`;
+- with CODEX_HOME under /tmp its sandbox helper cannot start: the recorded WARNING on stderr, every command and
+  patch fails, the turn still completes (exit 0) — codex-sandbox_tmp; `codex sandbox -- CMD` fails (exit 1) —
+  codex-sandbox_probe_tmp;
 - `--config key=value` parses the value as TOML, else keeps it as a string; `model_reasoning_effort` must be one
   of minimal, low, medium, high, xhigh;
 - `--output-schema FILE` must be in OpenAI's strict form (every object closed, every property required), else
   the API refuses it and the turn fails;
-- `--json` prints JSONL events: `thread.started`, `turn.started`, `item.completed` (file changes, the agent's
-  message), `turn.completed` with usage; `-o/--output-last-message FILE` is written by codex itself (outside
-  the sandbox) with the final message;
-- without OPENAI_API_KEY / CODEX_API_KEY the turn fails with 401 Unauthorized (exit 1).
+- `--json` prints the recorded JSONL events: `thread.started`, the "Model metadata … not found" error *item*,
+  `turn.started`, `item.started`/`item.completed` per command (`command_execution`) and patch (`file_change`),
+  the `agent_message`, `turn.completed` with usage; `-o/--output-last-message FILE` is written by codex itself;
+- failures are the recorded ones: no key (`Missing environment variable: `OPENAI_API_KEY`.`, exit 1),
+  `FAKE_CLI_MODE=fail:<case>` replays codex-<case> (429, 500, 503, usage_limit, ...), `disconnect` drops the
+  stream once: the recorded "Reconnecting... 1/2" error event, then the answer.
 """
 
 from __future__ import annotations
@@ -32,8 +38,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import brain
+import recorded
 
-VERSION = "codex-cli 0.63.0"
+VERSION = "codex-cli 0.171.0"
 FLAGS = {"--json", "--experimental-json", "--skip-git-repo-check", "--ephemeral", "--ignore-user-config",
          "--ignore-rules", "--oss", "--dangerously-bypass-approvals-and-sandbox", "--yolo", "--full-auto", "-h",
          "--help", "-V", "--version"}  # fmt: skip
@@ -118,22 +125,54 @@ def strict_problem(node: Any, where: str = "()") -> str | None:
 
 
 class Sandbox:
-    def __init__(self, mode: str, cwd: Path, add_dirs: list[str]) -> None:
+    def __init__(self, mode: str, cwd: Path, add_dirs: list[str], config: dict[str, Any]) -> None:
         if mode not in ("read-only", "workspace-write", "danger-full-access"):
             fail(f"error: invalid value '{mode}' for '--sandbox <SANDBOX_MODE>'")
         self.mode = mode
-        roots = [cwd, *map(Path, add_dirs), Path("/tmp")]
-        if os.environ.get("TMPDIR"):
+        roots = [cwd, *map(Path, add_dirs)]
+        if config.get("sandbox_workspace_write.exclude_slash_tmp") is not True:
+            roots.append(Path("/tmp"))
+        if os.environ.get("TMPDIR") and config.get("sandbox_workspace_write.exclude_tmpdir_env_var") is not True:
             roots.append(Path(os.environ["TMPDIR"]))
         self.roots = [Path(os.path.realpath(r)) for r in roots]
+        self.broken = helper_refused()
 
     def write(self, path: Path, text: str) -> str:
+        if self.broken:
+            return "bwrap: execvp codex-linux-sandbox: No such file or directory"
         if self.mode == "read-only":
-            return "denied: read-only sandbox"
+            return "patch rejected: writing is blocked by read-only sandbox; rejected by user approval settings"
         real = Path(os.path.realpath(path))
         if self.mode == "workspace-write" and not any(real == r or r in real.parents for r in self.roots):
-            return "denied: Operation not permitted (outside the writable roots)"
+            return "patch rejected: writing outside of the project; rejected by user approval settings"
         return brain.try_write(path, text)
+
+
+def codex_home() -> Path:
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+
+
+def helper_refused() -> bool:
+    """codex refuses to put its sandbox helper (`codex-linux-sandbox`) under a CODEX_HOME in /tmp."""
+    return Path(os.path.realpath(codex_home())).is_relative_to("/tmp")
+
+
+def helper_warning() -> str:
+    """The WARNING codex prints then (recorded), naming this CODEX_HOME."""
+    line = recorded.load("codex-sandbox_tmp")["stderr"].splitlines()[0]
+    return line[: line.index('AbsolutePathBuf("') + 17] + f'{codex_home()}"))\n'
+
+
+def sandbox_command(argv: list[str]) -> int:
+    """`codex sandbox [--config K=V]... [-C DIR] -- CMD...`: CMD in codex's sandbox (failing like the real one when
+    CODEX_HOME lies under /tmp)."""
+    command = argv[argv.index("--") + 1 :] if "--" in argv else []
+    if helper_refused():
+        sys.stderr.write(helper_warning() + "bwrap: execvp codex-linux-sandbox: No such file or directory\n")
+        return 1
+    if not command:
+        fail("error: the following required arguments were not provided:\n  <COMMAND>...")
+    return subprocess.run(command, check=False).returncode
 
 
 def with_nulls(value: Any, schema: dict[str, Any], root: dict[str, Any]) -> Any:
@@ -150,18 +189,14 @@ def with_nulls(value: Any, schema: dict[str, Any], root: dict[str, Any]) -> Any:
     return value
 
 
-def emit(events: list[dict[str, Any]], json_mode: bool, event: dict[str, Any]) -> None:
-    events.append(event)
-    if json_mode:
-        print(json.dumps(event), flush=True)
-
-
 def main(argv: list[str]) -> int:
     if argv[:1] in (["--version"], ["-V"]):
         print(VERSION)
         return 0
+    if argv[:1] == ["sandbox"]:
+        return sandbox_command(argv[1:])
     if not argv or argv[0] != "exec":
-        fail("fake codex: only `codex exec` (and `codex --version`) are supported")
+        fail("fake codex: only `codex exec`, `codex sandbox` (and `codex --version`) are supported")
     opts, positional = parse(argv[1:])
     if opts.get("-V") or opts.get("--version"):
         print(VERSION)
@@ -181,36 +216,40 @@ def main(argv: list[str]) -> int:
     if not prompt.strip():
         fail("No prompt provided. Either specify one as an argument or pipe the prompt into stdin.", 1)
     json_mode = bool(opts.get("--json") or opts.get("--experimental-json"))
-    events: list[dict[str, Any]] = []
-    emit(events, json_mode, {"type": "thread.started", "thread_id": "fake-thread"})
-    emit(events, json_mode, {"type": "turn.started"})
+    model = opts.get("--model", "gpt-5.1-codex")
+    out = Events(json_mode, model)
     if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("CODEX_API_KEY")):
-        message = "unexpected status 401 Unauthorized: Missing bearer or basic authentication in header"
-        emit(events, json_mode, {"type": "error", "message": message})
-        emit(events, json_mode, {"type": "turn.failed", "error": {"message": message}})
-        return 1
+        return out.replay("codex-no_key")
+    failing = next((m.split(":", 1)[1] for m in brain.mode() if m.startswith("fail:")), None)
+    if failing:
+        return out.replay(f"codex-{failing}")
     schema = None
     if "--output-schema" in opts:
         schema = json.loads(Path(opts["--output-schema"]).read_text(encoding="utf-8"))
         problem = strict_problem(schema)
         if problem:
-            message = f"Invalid schema for response_format 'codex_output_schema': {problem}"
-            emit(events, json_mode, {"type": "error", "message": message})
-            emit(events, json_mode, {"type": "turn.failed", "error": {"message": message}})
+            out.failed(f"Invalid schema for response_format 'codex_output_schema': {problem}")
             return 1
-    sandbox = Sandbox(opts.get("--sandbox", "read-only"), cwd, opts.get("--add-dir", []))
+    sandbox = Sandbox(opts.get("--sandbox", "read-only"), cwd, opts.get("--add-dir", []), config)
+    if sandbox.broken:
+        sys.stderr.write(helper_warning())
     plan = brain.plan(prompt, cwd)
-    writes = []
-    answer_text = json.dumps(with_nulls(plan.answer, schema, schema) if schema else plan.answer)
+    writes, commands = [], []
+    answer = with_nulls(plan.answer, schema, schema) if schema else plan.answer
+    answer_text = brain.text_of(answer) if "prose" not in brain.mode() else "I looked at the harness."
     targets = plan.edits + ([(plan.result_file, answer_text)] if plan.result_file else [])
-    for n, (path, text) in enumerate(targets):
+    for path, text in targets:
         outcome = sandbox.write(path, text)
         writes.append({"path": str(path), "outcome": outcome})
-        status = "completed" if outcome == "ok" else "failed"
-        change = {"path": str(path), "kind": "update" if path.exists() else "add"}
-        emit(events, json_mode, {"type": "item.completed",
-                                 "item": {"id": f"item_{n}", "type": "file_change", "changes": [change],
-                                          "status": status}})  # fmt: skip
+        if outcome == "ok":
+            out.file_change(path)
+        else:
+            sys.stderr.write(f"2026-12-01T23:34:41.696427Z ERROR codex_core::tools::router: error={outcome}\n")
+    for command in plan.commands:
+        commands.append(command)
+        if not sandbox.broken:
+            proc = subprocess.run(["/bin/bash", "-lc", command], cwd=cwd, capture_output=True, text=True)
+            out.command(command, proc.stdout + proc.stderr, proc.returncode)
     if plan.result_file is not None and writes[-1]["outcome"] != "ok":
         answer_text = f"I could not write {plan.result_file}: {writes[-1]['outcome']}"
     brain.record(
@@ -220,18 +259,71 @@ def main(argv: list[str]) -> int:
         [piped, *given],
         sandbox=sandbox.mode,
         writes=writes,
+        commands=commands,
         config=config,
         schema=schema is not None,
     )
-    emit(events, json_mode, {"type": "item.completed",
-                             "item": {"id": "item_msg", "type": "agent_message", "text": answer_text}})  # fmt: skip
-    usage = {"input_tokens": 1500, "cached_input_tokens": 300, "output_tokens": 200}
-    emit(events, json_mode, {"type": "turn.completed", "usage": usage})
+    if "disconnect" in brain.mode():  # the stream dropped after the message; codex reconnects and asks again
+        out.message(answer_text)
+        out.emit(recorded.events("codex-disconnected")[4])
+    out.message(answer_text)
+    out.completed({"input_tokens": 1500, "cached_input_tokens": 300, "output_tokens": 200})
     if "--output-last-message" in opts:
         Path(opts["--output-last-message"]).write_text(answer_text, encoding="utf-8")
     if not json_mode:
         print(answer_text)
     return 0
+
+
+class Events:
+    """`codex exec --json`'s events, shaped as the recordings show them (codex-tools, codex-ok)."""
+
+    def __init__(self, json_mode: bool, model: str) -> None:
+        self.json_mode, self.items = json_mode, 0
+        started, warning, turn = recorded.events("codex-tools")[:3]
+        warning["item"]["message"] = warning["item"]["message"].replace("gpt-5.1-codex", model)
+        self.emit({**started, "thread_id": "fake-thread"})
+        self.emit(warning)
+        self.emit(turn)
+        self.items = 1
+
+    def emit(self, event: dict[str, Any]) -> None:
+        if self.json_mode:
+            print(json.dumps(event), flush=True)
+
+    def item(self, item: dict[str, Any], started: dict[str, Any] | None = None) -> None:
+        self.items += 1
+        if started is not None:
+            self.emit({"type": "item.started", "item": {"id": f"item_{self.items - 1}", **started}})
+        self.emit({"type": "item.completed", "item": {"id": f"item_{self.items - 1}", **item}})
+
+    def command(self, command: str, output: str, code: int) -> None:
+        shown = f"/bin/bash -lc {json.dumps(command)}"
+        base = {"type": "command_execution", "command": shown}
+        self.item({**base, "aggregated_output": output, "exit_code": code, "status": "completed"},
+                  {**base, "aggregated_output": "", "exit_code": None, "status": "in_progress"})  # fmt: skip
+
+    def file_change(self, path: Path) -> None:
+        change = {"type": "file_change", "changes": [{"path": str(path), "kind": "update"}]}
+        self.item({**change, "status": "completed"}, {**change, "status": "in_progress"})
+
+    def message(self, text: str) -> None:
+        self.item({"type": "agent_message", "text": text})
+
+    def completed(self, usage: dict[str, int]) -> None:
+        self.emit({"type": "turn.completed", "usage": {**recorded.events("codex-tools")[-1]["usage"], **usage}})
+
+    def failed(self, message: str) -> None:
+        self.emit({"type": "error", "message": message})
+        self.emit({"type": "turn.failed", "error": {"message": message}})
+
+    def replay(self, name: str) -> int:
+        """What the real codex printed after `turn.started` in recording `name`; its exit code."""
+        data = recorded.load(name)
+        for event in recorded.events(name)[3:]:
+            self.emit(event)
+        sys.stderr.write(data["stderr"])
+        return int(data["returncode"])
 
 
 if __name__ == "__main__":

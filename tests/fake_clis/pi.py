@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""A stand-in for the `pi` coding agent (pi-coding-agent `docs/cli.md`, `docs/json.md`) for saddler's tests.
-
-Behaves as its documentation says where saddler depends on it:
+"""A stand-in for the `pi` coding agent (pi-coding-agent 0.73.1) for saddler's tests, built from what the real CLI
+printed against the loopback model (tests/fixtures/real_clis/pi-*.json, `recorded`) and from its CLI reference
+(`docs/cli.md`, `docs/json.md`) for the parsing:
 - options from the CLI reference (long and short forms); an unknown option is refused (exit 1);
 - `@path` arguments include a file in the first prompt, other arguments are messages, a piped stdin is
   prepended; `--` ends option parsing;
@@ -9,9 +9,13 @@ Behaves as its documentation says where saddler depends on it:
   low, medium, high, xhigh or max;
 - pi has **no sandbox**: its write and bash tools reach whatever the process may write (so confinement is
   visible only when something like bubblewrap wraps it);
-- `--mode json` prints JSONL events (`session`, `agent_start`, `message_end` with the assistant message and its
-  usage/cost, `agent_end`); the answer is the final assistant text;
-- without the provider's key (ANTHROPIC_API_KEY for anthropic models) the assistant message ends in error.
+- `--mode json` prints the recorded JSONL events (pi-tools): `session`, `agent_start`, per turn `turn_start`,
+  `message_start`/`message_end` (the assistant's message with its tool calls, usage and cost), per tool call
+  `tool_execution_start`/`_end` and the `toolResult` message, `turn_end`; then `agent_end`. The answer is the
+  final assistant text;
+- failures are the recorded ones: without the provider's key pi prints its `session` line, "No API key found for
+  anthropic." on stderr and exits 1 (pi-no_key); an API error (`FAKE_CLI_MODE=fail:<case>`: 400, 401, 429, 500,
+  529) exits 0 with `"stopReason": "error"` and `errorMessage` in the last assistant message (pi-<case>).
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import brain
+import recorded
 
-VERSION = "0.72.1"
+VERSION = "0.73.1"
 FLAGS = {"--print": "-p", "--no-session": None, "--continue": "-c", "--resume": "-r", "--no-builtin-tools": "-nbt",
          "--no-tools": "-nt", "--no-extensions": "-ne", "--no-skills": "-ns", "--no-prompt-templates": "-np",
          "--no-themes": None, "--no-context-files": "-nc", "--verbose": None, "--approve": "-a",
@@ -84,16 +89,70 @@ def parse(argv: list[str]) -> tuple[dict[str, Any], list[str], list[str]]:
     return opts, files, messages
 
 
-def assistant(text: str, *, error: str = "") -> dict[str, Any]:
-    message: dict[str, Any] = {
-        "role": "assistant",
-        "content": [{"type": "text", "text": text}] if text else [],
-        "usage": {"input": 900, "output": 150, "cacheRead": 100, "cacheWrite": 0, "cost": {"total": 0.004}},
-        "stopReason": "error" if error else "stop",
+def assistant(content: list[dict[str, Any]], model: str) -> dict[str, Any]:
+    """An assistant message as pi 0.73.1 records it (pi-tools), costing $0.002."""
+    usage = {
+        "input": 450,
+        "output": 75,
+        "cacheRead": 50,
+        "cacheWrite": 0,
+        "totalTokens": 575,
+        "cost": {"input": 0.00135, "output": 0.000625, "cacheRead": 0.000025, "cacheWrite": 0, "total": 0.002},
     }
-    if error:
-        message["errorMessage"] = error
-    return message
+    return {"role": "assistant", "content": content, "api": "anthropic-messages", "provider": "anthropic",
+            "model": model, "usage": usage, "stopReason": "toolUse" if any(
+                c.get("type") == "toolCall" for c in content) else "stop", "timestamp": 0}  # fmt: skip
+
+
+class Events:
+    """`pi --mode json`'s events, shaped as recorded (pi-tools)."""
+
+    def __init__(self, on: bool, model: str) -> None:
+        self.on, self.model, self.calls, self.messages = on, model, 0, []
+        self.emit({**recorded.events("pi-tools")[0], "id": "fake", "cwd": os.getcwd()})
+        self.emit({"type": "agent_start"})
+
+    def emit(self, event: dict[str, Any]) -> None:
+        if self.on:
+            print(json.dumps(event), flush=True)
+
+    def message(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+        self.emit({"type": "message_start", "message": message})
+        self.emit({"type": "message_end", "message": message})
+
+    def turn(self, prompt: str | None, tools: list[tuple[str, dict[str, Any], str]], text: str = "") -> None:
+        """One turn: the user's prompt (first turn), the assistant's tool calls and their results, or its text."""
+        self.emit({"type": "turn_start"})
+        if prompt is not None:
+            self.message({"role": "user", "content": [{"type": "text", "text": prompt}], "timestamp": 0})
+        calls = []
+        for name, args, _ in tools:
+            self.calls += 1
+            calls.append({"type": "toolCall", "id": f"toolu_{self.calls:04d}", "name": name, "arguments": args})
+        reply = assistant(calls or [{"type": "text", "text": text}], self.model)
+        self.message(reply)
+        for call, (name, args, outcome) in zip(calls, tools, strict=True):
+            failed = outcome != "ok" and not outcome.startswith("exit 0")
+            result = {"content": [{"type": "text", "text": outcome}]}
+            self.emit({"type": "tool_execution_start", "toolCallId": call["id"], "toolName": name, "args": args})
+            self.emit({"type": "tool_execution_end", "toolCallId": call["id"], "toolName": name, "result": result,
+                       "isError": failed})  # fmt: skip
+            self.message({"role": "toolResult", "toolCallId": call["id"], "toolName": name, **result,
+                          "isError": failed, "timestamp": 0})  # fmt: skip
+        self.emit({"type": "turn_end", "message": reply, "toolResults": []})
+
+    def end(self) -> None:
+        self.emit({"type": "agent_end", "messages": self.messages})
+
+
+def replay(name: str, on: bool) -> int:
+    """What the real pi printed in recording `name` (its stdout only in json mode); its exit code."""
+    data = recorded.load(name)
+    if on:
+        sys.stdout.write(data["stdout"])
+    sys.stderr.write(data["stderr"])
+    return int(data["returncode"])
 
 
 def main(argv: list[str]) -> int:
@@ -113,41 +172,37 @@ def main(argv: list[str]) -> int:
             fail(f"Error: File not found: {name}")
         included.append(path.read_text(encoding="utf-8"))
     prompt = "\n\n".join(p for p in (piped, *included, *messages) if p)
-    mode = opts.get("--mode", "text")
+    on = opts.get("--mode", "text") == "json"
     tools = DEFAULT_TOOLS if "--tools" not in opts else [t for t in opts["--tools"].split(",") if t]
     if opts.get("--no-tools"):
         tools = []
-    events: list[dict[str, Any]] = []
-
-    def emit(event: dict[str, Any]) -> None:
-        events.append(event)
-        if mode == "json":
-            print(json.dumps(event), flush=True)
-
-    emit({"type": "session", "version": 3, "id": "fake", "cwd": os.getcwd()})
-    emit({"type": "agent_start"})
-    emit({"type": "message_end", "message": {"role": "user", "content": [{"type": "text", "text": prompt[:200]}]}})
     model = opts.get("--model", "")
     provider = opts.get("--provider") or ("openai" if model.startswith(("gpt", "o3", "openai/")) else "anthropic")
     key = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}.get(provider, "ANTHROPIC_API_KEY")
     if not os.environ.get(key):
-        emit({"type": "message_end", "message": assistant("", error=f"No API key found for {provider}.")})
-        emit({"type": "agent_end", "messages": []})
-        return 1
+        return replay("pi-no_key", on)
+    failing = next((m.split(":", 1)[1] for m in brain.mode() if m.startswith("fail:")), None)
+    if failing:
+        return replay(f"pi-{failing}", on)
+    out = Events(on, model)
     plan = brain.plan(prompt, Path.cwd())
-    calls = []
+    calls: list[dict[str, Any]] = []
+    done: list[tuple[str, dict[str, Any], str]] = []
     for path, text in plan.edits:
         tool = "edit" if path.is_file() else "write"
-        calls.append({"tool": tool, "path": str(path),
-                      "outcome": brain.try_write(path, text) if tool in tools else "unavailable"})  # fmt: skip
+        outcome = brain.try_write(path, text) if tool in tools else "unavailable"
+        calls.append({"tool": tool, "path": str(path), "outcome": outcome})
+        done.append((tool, {"path": str(path)}, outcome))
     for command in plan.commands:
         if "bash" in tools:
             proc = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True)
             calls.append({"tool": "bash", "command": command, "outcome": f"exit {proc.returncode}"})
-    text = json.dumps(plan.answer)
+            done.append(("bash", {"command": command}, f"exit {proc.returncode}"))
+    text = brain.text_of(plan.answer) if "prose" not in brain.mode() else "I looked at the harness."
     if plan.result_file is not None:
         outcome = brain.try_write(plan.result_file, text) if "write" in tools else "unavailable"
         calls.append({"tool": "write", "path": str(plan.result_file), "outcome": outcome})
+        done.append(("write", {"path": str(plan.result_file)}, outcome))
     brain.record(
         "pi",
         argv,
@@ -157,9 +212,11 @@ def main(argv: list[str]) -> int:
         calls=calls,
         system_prompt=opts.get("--system-prompt", ""),
     )
-    emit({"type": "message_end", "message": assistant(text)})
-    emit({"type": "agent_end", "messages": []})
-    if mode != "json":
+    if done:
+        out.turn(prompt[:200], done)
+    out.turn(None if done else prompt[:200], [], text)
+    out.end()
+    if not on:
         print(text)
     return 0
 

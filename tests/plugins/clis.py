@@ -52,11 +52,13 @@ def _outside_tmp() -> Path:
 
 
 def install_fakes(bin_dir: Path) -> None:
-    """`claude`, `codex` and `pi` executables in `bin_dir` running the fakes with this Python. The fakes are
-    copied beside them: a confined agent sees its executable's folder, but not a checkout under /tmp."""
+    """`claude`, `codex` and `pi` executables in `bin_dir` running the fakes with this Python. The fakes (and the
+    real CLIs' recordings they print from) are copied beside them: a confined agent sees its executable's folder,
+    but not a checkout under /tmp."""
     fakes = bin_dir / "fake_clis"
     shutil.copytree(FAKES, fakes, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
     shutil.copy2(FAKES.parent / "fake_agent.py", bin_dir)  # what fake_clis/brain.py imports from its parent
+    shutil.copytree(FAKES.parent / "fixtures" / "real_clis", fakes / "recordings", dirs_exist_ok=True)
     for name in ("claude", "codex", "pi"):
         script = bin_dir / name
         script.write_text(f'#!/bin/sh\nexec {sys.executable} {fakes / (name + ".py")} "$@"\n', encoding="utf-8")

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from saddler.harness.gitcmd import SAFE_PREFIX
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 SADDLER_TOML = """\
@@ -169,7 +171,10 @@ def git_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]:
 
     def counting(args: Any, *rest: Any, **kwargs: Any) -> Any:
         if isinstance(args, list) and args and args[0] == "git":
-            calls.append(list(args[1:]))
+            rest_args = list(args[1:])
+            if tuple(rest_args[: len(SAFE_PREFIX)]) == SAFE_PREFIX:  # saddler's own git: hooks and code off
+                rest_args = rest_args[len(SAFE_PREFIX) :]
+            calls.append(rest_args)
         return real(args, *rest, **kwargs)
 
     monkeypatch.setattr(subprocess, "run", counting)

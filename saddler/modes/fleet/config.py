@@ -9,7 +9,8 @@ Every key is checked: an unknown or misspelt one is an error with its dotted pat
 `problem.workdir` is relative to the folder of the fleet.json init read.
 
 Additions beyond the seed (all optional): `config.command` (an agent command template with `{prompt}`,
-`{prompt_file}`, `{model}`, `{fallback_model}`, `{budget}`, `{max_turns}`; overrides the provider preset),
+`{prompt_file}`, `{model}`, `{fallback_model}`, `{budget}`, `{max_turns}`: `presets.FLEET_PLACEHOLDERS`; overrides
+the provider preset),
 `config.timeout_s` (per agent session), `problem.eval_timeout_s`, `problem.protected` (paths and globs in the
 workdir the agent must not change; default: the eval command's files), `seed`.
 """

@@ -31,6 +31,7 @@ from saddler.modes.fleet.agent import (
     description,
     retries_with_fallback,
     run_session,
+    shown_argv,
 )
 from saddler.modes.fleet.config import FleetPaths
 from saddler.modes.fleet.protect import protected_changes
@@ -49,8 +50,8 @@ def next_session(paths: FleetPaths) -> dict[str, Any]:
     discards = tsv.trailing_discards(rows)
     search = paths.spec.search.enabled and discards >= paths.spec.search.plateau_threshold
     prompt = build_prompt(paths, n, discards, search, [r.line() for r in rows])
-    argv = agent_argv(paths, prompt, paths.logs / f"prompt-iter-{n}.md")
-    return {"iteration": n, "search": search, "argv": [*argv[:-1], "<prompt>"], "prompt": prompt}
+    argv, stdin = agent_argv(paths, prompt, paths.logs / f"prompt-iter-{n}.md")
+    return {"iteration": n, "search": search, "argv": shown_argv(argv, prompt), "stdin": stdin, "prompt": prompt}
 
 
 class FleetRun:
@@ -204,9 +205,9 @@ class FleetRun:
         cfg = self.spec.config
         session = run_session(self.paths, n, prompt, search)
         self._record_session(store, run_id, n, parent, session, cfg.model)
-        failed = session.returncode not in (0, None) and not session.stopped
-        if failed and retries_with_fallback(cfg) and self._at(parent.commit):
-            self.say(f"iter {n}: the {cfg.model} session failed (exit {session.returncode}); retrying with "
+        if session.failed and retries_with_fallback(cfg) and self._at(parent.commit):
+            why = session.failure.message[:120] if session.failure else f"exit {session.returncode}"
+            self.say(f"iter {n}: the {cfg.model} session failed ({why}); retrying with "
                      f"fallback_model {cfg.fallback_model}")  # fmt: skip
             session = run_session(self.paths, n, prompt, search, model=cfg.fallback_model, append=True)
             self._record_session(store, run_id, n, parent, session, cfg.fallback_model)
@@ -218,7 +219,6 @@ class FleetRun:
         from saddler.agentcli import parse_usage
 
         usage = parse_usage(session.stdout)
-        outcome = "timeout" if session.timed_out else f"exit_{session.returncode}"
         store.add_session(
             run_id,
             "diagnosis_patch",
@@ -232,7 +232,8 @@ class FleetRun:
             cost_usd=usage["cost_usd"],
             duration_s=round(session.duration_s, 3),
             transcript_path=str(session.log_path),
-            outcome=f"stopped:{session.stopped}" if session.stopped else outcome,
+            outcome=session.outcome,
+            error=session.failure.message[:2000] if session.failure else "",
         )
         self.paths.write_state(cost_usd=store.session_cost(run_id))
 

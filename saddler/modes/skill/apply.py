@@ -7,7 +7,7 @@ import difflib
 from dataclasses import dataclass
 
 from saddler.errors import ConfigError
-from saddler.harness.gitcmd import git
+from saddler.harness.gitcmd import git, user_identity
 from saddler.modes.skill.loop import SkillOutcome
 
 CHOICES = ("yes", "no", "diff")
@@ -56,6 +56,6 @@ def apply_best(outcome: SkillOutcome, choice: str) -> ApplyResult:
         f"{outcome.final_pass_rate:.2f} ({outcome.kept} kept, {outcome.discarded} discarded)"
     )
     git(["add", "--", path.name], path.parent)
-    git(["commit", "-q", "--no-verify", "-m", message, "--", path.name], path.parent)
+    git([*user_identity(), "commit", "-q", "--no-verify", "-m", message, "--", path.name], path.parent)
     sha = git(["rev-parse", "HEAD"], path.parent).stdout.strip()
     return ApplyResult("yes", True, sha, f"replaced and committed {path} ({sha[:12]})")
