@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Generator
 
 from benchmarks.opsdesk.session import Action
+from benchmarks.simkit import best_tool, tokens
 
 TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
 if TYPE_CHECKING:
@@ -64,16 +65,6 @@ class GiveUp(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-def tokens(text: str) -> set[str]:
-    out = set()
-    for word in re.split(r"[^a-z0-9]+", text.lower()):
-        if len(word) > 3 and word.endswith("s"):
-            word = word[:-1]
-        if word:
-            out.add(word)
-    return out
 
 
 class SimAgent:
@@ -149,11 +140,7 @@ class SimAgent:
 
     # building blocks -----------------------------------------------------------------------------
     def pick(self, intent: str) -> str | None:
-        want = tokens(intent)
-        scored = sorted(((len(want & toks), name) for name, toks in self.tools), key=lambda s: (-s[0], s[1]))
-        if scored and scored[0][0] >= 2:
-            return scored[0][1]
-        return None
+        return best_tool(intent, self.tools)
 
     def use(self, intent: str, args: dict[str, Any]) -> Step:
         """Call the tool that fits `intent`; handle errors the way the model does; return the result."""

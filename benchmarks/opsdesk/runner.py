@@ -8,7 +8,6 @@ results with disposition `task_failure`; nothing here raises for them.
 from __future__ import annotations
 
 import copy
-import json
 import os
 import sys
 import time
@@ -21,6 +20,7 @@ from benchmarks.opsdesk.session import Session, load_harness
 from benchmarks.opsdesk.symptoms import extract_raw
 from benchmarks.opsdesk.tasks import TaskSpec, group_world, spec_by_id
 from benchmarks.opsdesk.world import GROUP_BY_ID
+from benchmarks.simkit import harness_failure, runner_main, write_trace
 
 TYPE_CHECKING = False  # the CLI path avoids `typing`, `pathlib` and `dataclasses`: children must start fast
 if TYPE_CHECKING:
@@ -30,15 +30,6 @@ if TYPE_CHECKING:
 
 
 PRICE_PER_CHAR = 0.75e-6  # simulated: ~$3 per million tokens at ~4 chars per token
-
-
-def _harness_file(tb: Any, root: str, fallback: str | None) -> str | None:
-    base = os.path.realpath(root) + os.sep
-    for frame in reversed(tb):
-        path = os.path.realpath(frame.filename)
-        if path.startswith(base):
-            return path[len(base) :].replace(os.sep, "/")
-    return fallback
 
 
 def run_rollout(
@@ -108,11 +99,7 @@ def rollout_dict(
         session = Session(harness, env, agent, log)
         harness.run(session)
     except (Exception, SystemExit) as exc:  # harness code is untrusted: even sys.exit() is its failure
-        import traceback
-
-        tb = traceback.extract_tb(exc.__traceback__)
-        failure_file = _harness_file(tb, harness_dir, getattr(exc, "__opsdesk_file__", None))
-        error_tail = "".join(traceback.format_exception(exc)).strip()[-1500:]
+        failure_file, error_tail = harness_failure(exc, harness_dir)
         disposition = "task_failure"
         log({"type": "harness_error", "file": failure_file, "message": f"{type(exc).__name__}: {exc}"})
     answer = session.answer if session else None
@@ -121,11 +108,7 @@ def rollout_dict(
     result = grade(spec, env, answer)
     log({"type": "grade", "passed": result.passed, "score": result.score, "failed": result.failed, "answer": answer})
     symptoms = extract_raw(events)
-    os.makedirs(trace_dir, exist_ok=True)
-    trace_path = os.path.join(os.path.abspath(trace_dir), f"{spec.id}-s{seed}.jsonl")
-    text = "\n".join(json.dumps(e, default=str) for e in events) + "\n"
-    with open(trace_path, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    trace_path, text = write_trace(trace_dir, f"{spec.id}-s{seed}.jsonl", events)
     passed = result.passed and disposition == "success"
     if disposition == "success" and not passed:
         disposition = "task_failure"
@@ -149,31 +132,7 @@ def rollout_dict(
 
 
 def main(argv: list[str]) -> int:
-    args = list(argv)
-    opts = {"--trace-dir": "traces", "--noise": "1.0"}
-    for key in list(opts):
-        if key in args:
-            i = args.index(key)
-            opts[key] = args[i + 1]
-            del args[i : i + 2]
-    if len(args) != 3:
-        print(
-            "usage: python -m benchmarks.opsdesk.runner HARNESS_DIR TASK_ID SEED [--trace-dir D] [--noise X]",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        spec = spec_by_id(args[1])
-    except KeyError:
-        print(f"unknown task id {args[1]!r}", file=sys.stderr)
-        return 2
-    stdout, sys.stdout = sys.stdout, sys.stderr  # whatever harness code prints must not corrupt the JSON
-    try:
-        result = rollout_dict(args[0], spec, int(args[2]), opts["--trace-dir"], float(opts["--noise"]))
-    finally:
-        sys.stdout = stdout
-    print(json.dumps(result, sort_keys=True))
-    return 0
+    return runner_main(argv, "benchmarks.opsdesk.runner", spec_by_id, rollout_dict)
 
 
 if __name__ == "__main__":

@@ -9,23 +9,19 @@ several harnesses can run in one process without sharing state.
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
 import json
 import os
-import sys
 from collections.abc import Callable
 
 from benchmarks.opsdesk import env as env_module
 from benchmarks.opsdesk.env import ApiError, Env
+from benchmarks.simkit import harness_files, load_module, prompt_text
 
 TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
 if TYPE_CHECKING:
-    from types import ModuleType
     from typing import Any
 
 
-_COUNTER = itertools.count()
 MAX_MODEL_STEPS = 80  # a runaway harness loop is cut off here
 
 
@@ -49,54 +45,14 @@ class Harness:
         self.hook_files: dict[int, str] = {}  # id(after_tool hook) -> file
 
 
-class HarnessLoadError(Exception):
-    """Harness code failed to import; `file` is the harness-relative path at fault."""
-
-    def __init__(self, file: str, message: str) -> None:
-        super().__init__(message)
-        self.file = file
-
-
-def _files(root: str, folder: str, suffix: str) -> list[str]:
-    """Harness-relative paths of `folder/*suffix`, sorted."""
-    base = os.path.join(root, folder)
-    if not os.path.isdir(base):
-        return []
-    return [
-        f"{folder}/{n}"
-        for n in sorted(os.listdir(base))
-        if n.endswith(suffix) and os.path.isfile(os.path.join(base, n))
-    ]
-
-
-def _load_module(root: str, rel: str) -> ModuleType:
-    path = os.path.join(root, rel)
-    name = f"_opsdesk_harness_{next(_COUNTER)}_" + rel.replace("/", "_").removesuffix(".py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise HarnessLoadError(rel, f"cannot load {rel}")
-    module = importlib.util.module_from_spec(spec)
-    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # never litter the harness repo
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = saved
-    return module
-
-
 def load_harness(root: str | os.PathLike[str]) -> Harness:
-    """Read prompts and import tools, middleware, hooks and the loop. Import errors propagate (with
-    `__opsdesk_file__` set on the exception) for the runner to turn into a failed rollout."""
+    """Read prompts and import tools, middleware, hooks and the loop. Import errors propagate (tagged with the
+    harness file, `simkit.HARNESS_FILE_ATTR`) for the runner to turn into a failed rollout."""
     root = os.fspath(root)
-    prompts = sorted(_files(root, "prompts", ".md"), key=lambda p: (p != "prompts/system.md", p))
-    texts = []
-    for rel in prompts:
-        with open(os.path.join(root, rel), encoding="utf-8") as fh:
-            texts.append(fh.read())
-    harness = Harness("\n\n".join(texts))
+    harness = Harness(prompt_text(root))
     for folder in ("tools", "middleware", "hooks"):
-        for rel in _files(root, folder, ".py"):
-            module = _guarded(root, rel)
+        for rel in harness_files(root, folder, ".py"):
+            module = load_module(root, rel, "opsdesk")
             if folder == "tools":
                 for value in vars(module).values():
                     mark = getattr(value, "_opsdesk_tool", None)
@@ -110,19 +66,11 @@ def load_harness(root: str | os.PathLike[str]) -> Harness:
                 if callable(getattr(module, "after_tool", None)):
                     harness.after_tool.append(module.after_tool)
                     harness.hook_files[id(module.after_tool)] = rel
-    loop = _guarded(root, "loop.py")
+    loop = load_module(root, "loop.py", "opsdesk")
     if not callable(getattr(loop, "run", None)):
-        raise HarnessLoadError("loop.py", "loop.py defines no run(session)")
+        raise ImportError("loop.py defines no run(session)")
     harness.run = loop.run
     return harness
-
-
-def _guarded(root: str, rel: str) -> ModuleType:
-    try:
-        return _load_module(root, rel)
-    except Exception as exc:
-        exc.__opsdesk_file__ = rel  # type: ignore[attr-defined]
-        raise
 
 
 class Action:
