@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 from bank_calibrate import Subject, main
 
 from benchmarks.repofix import TEMPLATE_DIR, RepofixBenchmark
-from benchmarks.repofix.bank import bank_metadata
 
 if __name__ == "__main__":
-    subject = Subject("repofix", RepofixBenchmark(), TEMPLATE_DIR, bank_metadata(), "benchmarks.repofix.runner")
+    bench = RepofixBenchmark()
+    subject = Subject("repofix", bench, TEMPLATE_DIR, bench.bank_metadata(), "benchmarks.repofix.runner")
     raise SystemExit(main(subject))

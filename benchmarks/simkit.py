@@ -1,8 +1,10 @@
 """The shared runtime of the bundled simulated benchmarks (opsdesk, repofix): what does not depend on the domain.
 
-- loading an untrusted harness folder: modules under unique names, no bytecode written into the harness, an
-  import error tagged with the harness file at fault (`HARNESS_FILE_ATTR`);
-- the deepest harness frame of a traceback, JSON-lines traces, source digests;
+- loading an untrusted harness folder (`load_harness`): prompts, tools marked by a decorator, middleware, hooks and
+  the loop, modules under unique names, no bytecode written into the harness, an import error tagged with the
+  harness file at fault (`HARNESS_FILE_ATTR`);
+- a task spec with hidden oracle parameters, and the seeded randomness of a simulated model (`SeededModel`);
+- the deepest harness frame of a traceback, JSON-lines traces, symptoms and result fields, source digests;
 - the patch bank files (`patch_bank/*.patch` + `bank.json`);
 - tool choice by shared words between an intent and a tool's name + description;
 - a grade as a list of named checks;
@@ -19,6 +21,7 @@ import importlib.util
 import itertools
 import json
 import os
+import random
 import re
 import sys
 
@@ -70,6 +73,55 @@ def load_module(root: str, rel: str, prefix: str) -> ModuleType:
     except Exception as exc:
         setattr(exc, HARNESS_FILE_ATTR, rel)
         raise
+
+
+class ToolSpec:
+    """A registered harness tool; `file` is its harness-relative path."""
+
+    def __init__(self, name: str, description: str, fn: Callable[..., Any], file: str) -> None:
+        self.name, self.description, self.fn, self.file = name, description, fn, file
+
+
+class Harness:
+    """Everything loaded from one harness folder. `hooks` maps each hook name to the functions defining it, in
+    file order; `hook_files` maps id(an `after_tool` hook) to its file."""
+
+    def __init__(self, system_prompt: str, hook_names: tuple[str, ...]) -> None:
+        self.system_prompt = system_prompt
+        self.tools: dict[str, ToolSpec] = {}
+        self.middleware: list[Callable[..., Any]] = []
+        self.hooks: dict[str, list[Callable[..., Any]]] = {name: [] for name in hook_names}
+        self.hook_files: dict[int, str] = {}
+        self.run: Callable[[Any], Any] = lambda session: None
+
+
+def load_harness(root: str | os.PathLike[str], prefix: str, marker: str, hook_names: tuple[str, ...]) -> Harness:
+    """Read `prompts/*.md`; import `tools/*.py` (functions carrying the attribute `marker` = (name, description)),
+    `middleware/*.py` (`after_tool`), `hooks/*.py` (each of `hook_names`) and `loop.py` (`run`). Import errors
+    propagate, tagged with the harness file, for the runner to turn into a failed rollout."""
+    root = os.fspath(root)
+    harness = Harness(prompt_text(root), hook_names)
+    for folder in ("tools", "middleware", "hooks"):
+        for rel in harness_files(root, folder, ".py"):
+            module = load_module(root, rel, prefix)
+            if folder == "tools":
+                for value in vars(module).values():
+                    mark = getattr(value, marker, None)
+                    if callable(value) and mark:
+                        harness.tools[mark[0]] = ToolSpec(mark[0], mark[1], value, rel)
+            elif folder == "middleware" and callable(getattr(module, "after_tool", None)):
+                harness.middleware.append(module.after_tool)
+            elif folder == "hooks":
+                for name in hook_names:
+                    if callable(getattr(module, name, None)):
+                        harness.hooks[name].append(getattr(module, name))
+                        if name == "after_tool":
+                            harness.hook_files[id(module.after_tool)] = rel
+    loop = load_module(root, "loop.py", prefix)
+    if not callable(getattr(loop, "run", None)):
+        raise ImportError("loop.py defines no run(session)")
+    harness.run = loop.run
+    return harness
 
 
 def prompt_text(root: str) -> str:
@@ -130,6 +182,36 @@ def source_digest(here: str, names: Iterable[str]) -> str:
         with open(os.path.join(here, name), "rb") as fh:
             h.update(fh.read())
     return h.hexdigest()[:16]
+
+
+def symptoms_of(events: list[dict[str, Any]], raw: list[tuple[str, str | None, str]]) -> list[Symptom]:
+    """`raw` (code, file, detail) tuples as `Symptom`s of the trace's task."""
+    from saddler.benchmark import Symptom
+
+    task_id = next((e["task_id"] for e in events if e["type"] == "task"), "")
+    return [Symptom(code=c, task_id=task_id, file=f, detail=d) for c, f, d in raw]
+
+
+def result_fields(
+    task_id: str, grade: Grade, disposition: str, error_tail: str, failure_file: str | None
+) -> dict[str, Any]:
+    """The grade-dependent `RolloutResult` fields: a harness fault scores 0, a pass needs a clean disposition,
+    a failure's rationale is the harness error or the grader's."""
+    passed = grade.passed and disposition == "success"
+    if disposition == "success" and not passed:
+        disposition = "task_failure"
+    rationale = ""
+    if not passed:
+        rationale = f"harness error: {error_tail.splitlines()[-1]}" if error_tail else grade.rationale
+    return {
+        "task_id": task_id,
+        "score": 0.0 if error_tail else grade.score,
+        "passed": passed,
+        "disposition": disposition,
+        "error_tail": error_tail,
+        "rationale": rationale,
+        "failure_file": None if passed else failure_file,
+    }
 
 
 # the patch bank ------------------------------------------------------------------------------------------------
@@ -196,6 +278,66 @@ def best_tool(intent: str, tools: list[tuple[str, set[str]]], at_least: int = 2)
     if scored and scored[0][0] >= at_least:
         return scored[0][1]
     return None
+
+
+# the simulated model and its tasks ------------------------------------------------------------------------------
+
+
+class TaskSpec:
+    """A task with its hidden oracle parameters (never shown to the harness)."""
+
+    __slots__ = ("family", "group", "id", "params", "prompt", "split")
+
+    def __init__(self, id: str, group: str, split: str, family: str, prompt: str, params: dict[str, Any]) -> None:
+        self.id, self.group, self.split, self.family = id, group, split, family
+        self.prompt, self.params = prompt, params
+
+    def task(self) -> Task:
+        from saddler.benchmark import Task
+
+        return Task(id=self.id, group=self.group, split=self.split, family=self.family, prompt=self.prompt)
+
+
+class SeededModel:
+    """Seeded decisions of a simulated model: each label has its own stream, keyed by (task, seed, label, n), so
+    a harness change that does not touch a decision does not change its outcome. A subclass sets `spec`, `seed`,
+    `noise`, `_log`, `_counts` (an empty dict), `_gen` (its generator of actions) and `_started` (False), and
+    defines `_done()`, the action once the generator is exhausted."""
+
+    spec: Any
+    seed: int
+    noise: float
+    _log: Callable[[dict[str, Any]], None]
+    _counts: dict[str, int]
+    _gen: Any
+    _started: bool
+
+    def u(self, label: str) -> float:
+        n = self._counts[label] = self._counts.get(label, 0) + 1
+        return random.Random(f"{self.spec.id}|{self.seed}|{label}|{n}").random()
+
+    def chance(self, label: str, p: float) -> bool:
+        """True with probability p."""
+        return self.u(label) < p
+
+    def mistake(self, label: str, p: float) -> bool:
+        """True with probability p scaled by the noise knob."""
+        return self.u(label) < min(1.0, p * self.noise)
+
+    def note(self, text: str, **extra: Any) -> None:
+        self._log({"type": "thought", "text": text, **extra})
+
+    def next_action(self, obs: dict[str, Any] | None) -> Any:
+        """The next action, given the observation of the previous one."""
+        try:
+            action = next(self._gen) if not self._started else self._gen.send(obs)
+            self._started = True
+            return action
+        except StopIteration:
+            return self._done()
+
+    def _done(self) -> Any:
+        raise NotImplementedError
 
 
 # grading -------------------------------------------------------------------------------------------------------
@@ -278,6 +420,10 @@ class SimBenchmark:
 
     def patch_bank(self) -> list[BankPatch]:
         return load_bank_dir(os.path.join(self.here, "patch_bank"))
+
+    def bank_metadata(self) -> dict[str, Any]:
+        """`patch_bank/bank.json`: each patch's metadata (effect, conflicts) and the `best_combination`."""
+        return bank_metadata_of(os.path.join(self.here, "patch_bank"))
 
     def check(self) -> list[str]:
         """Nothing to install: pure Python and offline."""

@@ -3,56 +3,30 @@
 from __future__ import annotations
 
 import fnmatch
-import shutil
 import subprocess
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from benchmarks.repofix import TEMPLATE_DIR, RepofixBenchmark
-from benchmarks.repofix.bank import bank_metadata
 from benchmarks.repofix.runner import rollout_dict
 from benchmarks.repofix.tasks import all_specs
 
 BANK = {p.id: p for p in RepofixBenchmark().patch_bank()}
-META = bank_metadata()
+META = RepofixBenchmark().bank_metadata()
 EFFECT = {p["id"]: p["effect"] for p in META["patches"]}
 
 
-def _git(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-    )
-
-
-def _repo(dest: Path) -> Path:
-    shutil.copytree(TEMPLATE_DIR, dest)
-    _git(dest, "init", "-q")
-    _git(dest, "add", "-A")
-    assert _git(dest, "commit", "-qm", "baseline").returncode == 0
-    return dest
+DIFFS = {pid: p.diff for pid, p in BANK.items()}
+Git = Callable[..., subprocess.CompletedProcess[str]]
+Apply = Callable[[Path, dict[str, str], list[str]], list[str]]
 
 
 @pytest.fixture()
-def repo(tmp_path: Path) -> Path:
-    return _repo(tmp_path / "harness")
-
-
-def _apply_all(repo: Path, ids: list[str]) -> list[str]:
-    failures = []
-    for pid in ids:
-        proc = _git(repo, "apply", "--3way", "-", stdin=BANK[pid].diff)
-        unmerged = _git(repo, "diff", "--name-only", "--diff-filter=U").stdout.strip()
-        if proc.returncode or unmerged:
-            failures.append(pid)
-        _git(repo, "add", "-A")
-        _git(repo, "commit", "-qm", pid)
-    return failures
+def repo(tmp_path: Path, template_repo: Callable[[Path, Path], Path]) -> Path:
+    return template_repo(TEMPLATE_DIR, tmp_path / "harness")
 
 
 def test_metadata_is_consistent_with_the_component_map() -> None:
@@ -89,20 +63,20 @@ def test_every_symptom_a_patch_claims_is_one_the_extractor_can_report() -> None:
             assert code in vocabulary or code.startswith("missing_tool:"), (p["id"], code)
 
 
-def test_every_patch_applies_cleanly_to_the_baseline(repo: Path) -> None:
+def test_every_patch_applies_cleanly_to_the_baseline(repo: Path, git_check: Git) -> None:
     for pid, patch in BANK.items():
-        proc = _git(repo, "apply", "--check", "-", stdin=patch.diff)
+        proc = git_check(repo, "apply", "--check", "-", stdin=patch.diff)
         assert proc.returncode == 0, f"{pid}: {proc.stderr}"
 
 
 @pytest.mark.parametrize("order", ["bank", "reverse"])
-def test_best_combination_applies_in_any_order(repo: Path, order: str) -> None:
+def test_best_combination_applies_in_any_order(repo: Path, order: str, apply_patches: Apply, git_check: Git) -> None:
     ids = list(META["best_combination"])
     if order == "reverse":
         ids.reverse()
-    assert _apply_all(repo, ids) == []
+    assert apply_patches(repo, DIFFS, ids) == []
     for pid in ids:  # every patch is fully present: reversing it must now apply
-        assert _git(repo, "apply", "--check", "-R", "-", stdin=BANK[pid].diff).returncode == 0, pid
+        assert git_check(repo, "apply", "--check", "-R", "-", stdin=BANK[pid].diff).returncode == 0, pid
     for path in repo.rglob("*.py"):
         compile(path.read_text(), str(path), "exec")
 
@@ -111,12 +85,14 @@ def test_best_combination_applies_in_any_order(repo: Path, order: str) -> None:
     "pair",
     [("middleware_head_tail", "middleware_limit_raise"), ("middleware_format_repo_style", "middleware_autoformat")],
 )
-def test_conflicting_pairs_really_conflict(repo: Path, pair: tuple[str, str]) -> None:
-    assert _apply_all(repo, [pair[0]]) == []
-    assert _apply_all(repo, [pair[1]]) == [pair[1]]
+def test_conflicting_pairs_really_conflict(repo: Path, pair: tuple[str, str], apply_patches: Apply) -> None:
+    assert apply_patches(repo, DIFFS, [pair[0]]) == []
+    assert apply_patches(repo, DIFFS, [pair[1]]) == [pair[1]]
 
 
-def test_placebos_score_exactly_like_the_baseline(tmp_path: Path) -> None:
+def test_placebos_score_exactly_like_the_baseline(
+    tmp_path: Path, template_repo: Callable[[Path, Path], Path], apply_patches: Apply
+) -> None:
     """A patch the model never sees changes no decision: same results, same traces, on every third task."""
     placebos = [pid for pid, effect in EFFECT.items() if effect == "placebo"]
     specs = all_specs()[::3]
@@ -128,9 +104,9 @@ def test_placebos_score_exactly_like_the_baseline(tmp_path: Path) -> None:
             out.append((r["task_id"], r["score"], r["passed"], r["rationale"], r["llm_calls"], r["failure_file"]))
         return out
 
-    baseline = outcomes(_repo(tmp_path / "baseline"))
+    baseline = outcomes(template_repo(TEMPLATE_DIR, tmp_path / "baseline"))
     assert 0 < sum(o[2] for o in baseline) < len(baseline)
     for pid in placebos:
-        harness = _repo(tmp_path / pid)
-        assert _apply_all(harness, [pid]) == []
+        harness = template_repo(TEMPLATE_DIR, tmp_path / pid)
+        assert apply_patches(harness, DIFFS, [pid]) == []
         assert outcomes(harness) == baseline, pid

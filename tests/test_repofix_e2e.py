@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from benchmarks.repofix.bank import bank_metadata
+from benchmarks.repofix import RepofixBenchmark
 from evodag.store import EvoDAG
 from saddler.cli.app import app
 
@@ -29,7 +29,7 @@ def test_init_and_run_the_repofix_template(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["termination"] == "max_iterations" and summary["rollouts"] > 0
-    bank = {p["id"]: p for p in bank_metadata()["patches"]}
+    bank = {p["id"]: p for p in RepofixBenchmark().bank_metadata()["patches"]}
     with EvoDAG(run / "evodag.sqlite", readonly=True) as store:
         assert len(store.iterations()) == 6 and store.get_run().status == "finished"
         tried = [n.origin.removeprefix("bank:") for n in store.nodes() if n.origin.startswith("bank:")]

@@ -20,7 +20,7 @@ from benchmarks.opsdesk.session import Session, load_harness
 from benchmarks.opsdesk.symptoms import extract_raw
 from benchmarks.opsdesk.tasks import TaskSpec, group_world, spec_by_id
 from benchmarks.opsdesk.world import GROUP_BY_ID
-from benchmarks.simkit import harness_failure, runner_main, write_trace
+from benchmarks.simkit import harness_failure, result_fields, runner_main, write_trace
 
 TYPE_CHECKING = False  # the CLI path avoids `typing`, `pathlib` and `dataclasses`: children must start fast
 if TYPE_CHECKING:
@@ -109,26 +109,12 @@ def rollout_dict(
     log({"type": "grade", "passed": result.passed, "score": result.score, "failed": result.failed, "answer": answer})
     symptoms = extract_raw(events)
     trace_path, text = write_trace(trace_dir, f"{spec.id}-s{seed}.jsonl", events)
-    passed = result.passed and disposition == "success"
-    if disposition == "success" and not passed:
-        disposition = "task_failure"
-    if not passed and failure_file is None and symptoms:
+    if failure_file is None and symptoms:
         failure_file = symptoms[0][1]
-    return {
-        "task_id": spec.id,
-        "score": 0.0 if error_tail else result.score,
-        "passed": passed,
-        "disposition": disposition,
-        "cost": round(len(text) * PRICE_PER_CHAR, 6),
-        "llm_calls": session.steps if session else 0,
-        "duration_s": time.perf_counter() - started,
-        "trace_path": trace_path,
-        "error_tail": error_tail,
-        "rationale": ""
-        if passed
-        else (f"harness error: {error_tail.splitlines()[-1]}" if error_tail else result.rationale),
-        "failure_file": None if passed else failure_file,
-    }
+    out = result_fields(spec.id, result, disposition, error_tail, failure_file)
+    out.update(cost=round(len(text) * PRICE_PER_CHAR, 6), llm_calls=session.steps if session else 0)
+    out.update(duration_s=time.perf_counter() - started, trace_path=trace_path)
+    return out
 
 
 def main(argv: list[str]) -> int:

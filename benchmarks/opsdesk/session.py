@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 from benchmarks.opsdesk import env as env_module
 from benchmarks.opsdesk.env import ApiError, Env
-from benchmarks.simkit import harness_files, load_module, prompt_text
+from benchmarks.simkit import Harness
+from benchmarks.simkit import load_harness as load_sim_harness
 
 TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
 if TYPE_CHECKING:
@@ -25,52 +26,9 @@ if TYPE_CHECKING:
 MAX_MODEL_STEPS = 80  # a runaway harness loop is cut off here
 
 
-class ToolSpec:
-    """A registered harness tool; `file` is its harness-relative path."""
-
-    def __init__(self, name: str, description: str, fn: Callable[..., Any], file: str) -> None:
-        self.name, self.description, self.fn, self.file = name, description, fn, file
-
-
-class Harness:
-    """Everything loaded from one harness directory."""
-
-    def __init__(self, system_prompt: str) -> None:
-        self.system_prompt = system_prompt
-        self.tools: dict[str, ToolSpec] = {}
-        self.middleware: list[Callable[..., Any]] = []
-        self.before_finish: list[Callable[..., Any]] = []
-        self.after_tool: list[Callable[..., Any]] = []
-        self.run: Callable[[Any], Any] = lambda session: None
-        self.hook_files: dict[int, str] = {}  # id(after_tool hook) -> file
-
-
 def load_harness(root: str | os.PathLike[str]) -> Harness:
-    """Read prompts and import tools, middleware, hooks and the loop. Import errors propagate (tagged with the
-    harness file, `simkit.HARNESS_FILE_ATTR`) for the runner to turn into a failed rollout."""
-    root = os.fspath(root)
-    harness = Harness(prompt_text(root))
-    for folder in ("tools", "middleware", "hooks"):
-        for rel in harness_files(root, folder, ".py"):
-            module = load_module(root, rel, "opsdesk")
-            if folder == "tools":
-                for value in vars(module).values():
-                    mark = getattr(value, "_opsdesk_tool", None)
-                    if callable(value) and mark:
-                        harness.tools[mark[0]] = ToolSpec(mark[0], mark[1], value, rel)
-            elif folder == "middleware" and callable(getattr(module, "after_tool", None)):
-                harness.middleware.append(module.after_tool)
-            elif folder == "hooks":
-                if callable(getattr(module, "before_finish", None)):
-                    harness.before_finish.append(module.before_finish)
-                if callable(getattr(module, "after_tool", None)):
-                    harness.after_tool.append(module.after_tool)
-                    harness.hook_files[id(module.after_tool)] = rel
-    loop = load_module(root, "loop.py", "opsdesk")
-    if not callable(getattr(loop, "run", None)):
-        raise ImportError("loop.py defines no run(session)")
-    harness.run = loop.run
-    return harness
+    """Read prompts and import tools, middleware, hooks and the loop (`simkit.load_harness`)."""
+    return load_sim_harness(root, "opsdesk", "_opsdesk_tool", ("before_finish", "after_tool"))
 
 
 class Action:
@@ -95,8 +53,8 @@ class Session:
         self.tools = {name: spec.fn for name, spec in harness.tools.items()}
         self.tool_specs = harness.tools
         self.middleware = list(harness.middleware)
-        self.before_finish_hooks = list(harness.before_finish)
-        self.after_tool_hooks = list(harness.after_tool)
+        self.before_finish_hooks = list(harness.hooks["before_finish"])
+        self.after_tool_hooks = list(harness.hooks["after_tool"])
         self.state: dict[str, Any] = {"task": agent.prompt, "calls": []}
         self.answer: str | None = None
         self.stopped = ""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from benchmarks.opsdesk.world import GROUP_BY_ID
-from benchmarks.simkit import read_trace
+from benchmarks.simkit import read_trace, symptoms_of
 
 __all__ = ["extract", "extract_raw", "read_trace"]
 
@@ -30,10 +30,7 @@ ZONED = re.compile(r"(Z|[+-]\d\d:\d\d)$")
 
 def extract(events: list[dict[str, Any]]) -> list[Symptom]:
     """Symptoms of one failed episode, most specific first (the first one is the failure point)."""
-    from saddler.benchmark import Symptom
-
-    task_id = next((e["task_id"] for e in events if e["type"] == "task"), "")
-    return [Symptom(code=c, task_id=task_id, file=f, detail=d) for c, f, d in extract_raw(events)]
+    return symptoms_of(events, extract_raw(events))
 
 
 def extract_raw(events: list[dict[str, Any]]) -> list[Raw]:

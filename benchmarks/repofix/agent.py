@@ -10,12 +10,11 @@ not change its outcome.
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Callable, Generator
 
 from benchmarks.repofix.session import Action
-from benchmarks.simkit import best_tool, tokens
+from benchmarks.simkit import SeededModel, best_tool, tokens
 
 TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
 if TYPE_CHECKING:
@@ -61,7 +60,7 @@ class GiveUp(Exception):
         self.code = code
 
 
-class SimCoder:
+class SimCoder(SeededModel):
     """One episode of the simulated model. `next_action(observation)` returns the next `Action`."""
 
     def __init__(
@@ -94,35 +93,16 @@ class SimCoder:
         self._started = False
         log({"type": "directives", "recognised": sorted(self.directives)})
 
-    # randomness -----------------------------------------------------------------------------------------
-    def u(self, label: str) -> float:
-        n = self._counts[label] = self._counts.get(label, 0) + 1
-        return random.Random(f"{self.spec.id}|{self.seed}|{label}|{n}").random()
-
-    def chance(self, label: str, p: float) -> bool:
-        return self.u(label) < p
-
-    def mistake(self, label: str, p: float) -> bool:
-        """True with probability p scaled by the noise knob."""
-        return self.u(label) < min(1.0, p * self.noise)
-
+    # directives, randomness (`SeededModel`) and the trace ---------------------------------------------
     def told(self, directive: str) -> bool:
         return directive in self.directives or directive in self.reminded
-
-    def note(self, text: str, **extra: Any) -> None:
-        self._log({"type": "thought", "text": text, **extra})
 
     def log(self, event: dict[str, Any]) -> None:
         self._log(event)
 
-    # what the loop calls --------------------------------------------------------------------------------
-    def next_action(self, obs: dict[str, Any] | None) -> Action:
-        try:
-            action = next(self._gen) if not self._started else self._gen.send(obs)
-            self._started = True
-            return action
-        except StopIteration:
-            return Action("submit", summary=self.facts.get("summary", ""))
+    # what the loop calls (and `next_action`, from `SeededModel`) ------------------------------------------
+    def _done(self) -> Action:
+        return Action("submit", summary=self.facts.get("summary", ""))
 
     def notice(self, obs: dict[str, Any]) -> None:
         self.notices.append(obs)

@@ -11,10 +11,6 @@ from __future__ import annotations
 import random
 from functools import cache
 
-TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
-if TYPE_CHECKING:
-    from typing import Any
-
 # style name -> (max line length or 0 for unchecked, indent unit, quote character)
 STYLES: dict[str, tuple[int, int, str]] = {
     "black": (88, 4, '"'),
@@ -254,16 +250,3 @@ def docs_text(repo_id: str, listed: list[tuple[str, list[str]]]) -> str:
     for import_name, names in listed:
         lines += [f"## {import_name}", "", *(f"- `{import_name}.{name}(...)`" for name in names), ""]
     return "\n".join(lines) + "\n"
-
-
-def describe(repo: Repo) -> dict[str, Any]:
-    """The traits of a repository, as the README's table shows them."""
-    return {
-        "split": repo.split,
-        "size": repo.size,
-        "suite_s": repo.suite_s,
-        "layout": repo.layout,
-        "style": repo.style,
-        "flaky": repo.flaky,
-        "repetitive": repo.repetitive,
-    }

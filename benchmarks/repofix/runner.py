@@ -22,7 +22,7 @@ from benchmarks.repofix.session import Session, load_harness
 from benchmarks.repofix.symptoms import extract_raw
 from benchmarks.repofix.tasks import TaskSpec, spec_by_id, task_files
 from benchmarks.repofix.verify import review
-from benchmarks.simkit import harness_failure, runner_main, write_trace
+from benchmarks.simkit import harness_failure, result_fields, runner_main, write_trace
 
 TYPE_CHECKING = False  # the CLI path avoids `typing`, `pathlib` and `dataclasses`: children must start fast
 if TYPE_CHECKING:
@@ -96,26 +96,12 @@ def rollout_dict(
          "clock": round(ws.clock, 1)})  # fmt: skip
     symptoms = extract_raw(events)
     trace_path, text = write_trace(trace_dir, f"{spec.id}-s{seed}.jsonl", events)
-    passed = result.passed and disposition == "success"
-    if disposition == "success" and not passed:
-        disposition = "task_failure"
-    if not passed and failure_file is None and symptoms:
+    if failure_file is None and symptoms:
         failure_file = symptoms[0][1]
-    return {
-        "task_id": spec.id,
-        "score": 0.0 if error_tail else result.score,
-        "passed": passed,
-        "disposition": disposition,
-        "cost": round(len(text) * PRICE_PER_CHAR, 6),
-        "llm_calls": session.steps if session else 0,
-        "duration_s": time.perf_counter() - started,
-        "trace_path": trace_path,
-        "error_tail": error_tail,
-        "rationale": ""
-        if passed
-        else (f"harness error: {error_tail.splitlines()[-1]}" if error_tail else result.rationale),
-        "failure_file": None if passed else failure_file,
-    }
+    out = result_fields(spec.id, result, disposition, error_tail, failure_file)
+    out.update(cost=round(len(text) * PRICE_PER_CHAR, 6), llm_calls=session.steps if session else 0)
+    out.update(duration_s=time.perf_counter() - started, trace_path=trace_path)
+    return out
 
 
 def main(argv: list[str]) -> int:

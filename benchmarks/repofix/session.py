@@ -19,7 +19,8 @@ from collections.abc import Callable
 
 from benchmarks.repofix import env as env_module
 from benchmarks.repofix.env import ContextWindowExceeded, ToolError, Workspace
-from benchmarks.simkit import harness_files, load_module, prompt_text
+from benchmarks.simkit import Harness
+from benchmarks.simkit import load_harness as load_sim_harness
 
 TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
 if TYPE_CHECKING:
@@ -32,52 +33,9 @@ TURN_CHARS = 160  # what one model turn (its reasoning and the call) adds to the
 SUMMARY_CHARS = 100  # what a condensed observation still takes
 
 
-class ToolSpec:
-    """A registered harness tool; `file` is its harness-relative path."""
-
-    def __init__(self, name: str, description: str, fn: Callable[..., Any], file: str) -> None:
-        self.name, self.description, self.fn, self.file = name, description, fn, file
-
-
-class Harness:
-    """Everything loaded from one harness directory."""
-
-    def __init__(self, system_prompt: str) -> None:
-        self.system_prompt = system_prompt
-        self.tools: dict[str, ToolSpec] = {}
-        self.middleware: list[Callable[..., Any]] = []
-        self.before_submit: list[Callable[..., Any]] = []
-        self.after_tool: list[Callable[..., Any]] = []
-        self.run: Callable[[Any], Any] = lambda session: None
-        self.hook_files: dict[int, str] = {}  # id(after_tool hook) -> file
-
-
 def load_harness(root: str | os.PathLike[str]) -> Harness:
-    """Read prompts and import tools, middleware, hooks and the loop. Import errors propagate, tagged with the
-    harness file, for the runner to turn into a failed rollout."""
-    root = os.fspath(root)
-    harness = Harness(prompt_text(root))
-    for folder in ("tools", "middleware", "hooks"):
-        for rel in harness_files(root, folder, ".py"):
-            module = load_module(root, rel, "repofix")
-            if folder == "tools":
-                for value in vars(module).values():
-                    mark = getattr(value, "_repofix_tool", None)
-                    if callable(value) and mark:
-                        harness.tools[mark[0]] = ToolSpec(mark[0], mark[1], value, rel)
-            elif folder == "middleware" and callable(getattr(module, "after_tool", None)):
-                harness.middleware.append(module.after_tool)
-            elif folder == "hooks":
-                if callable(getattr(module, "before_submit", None)):
-                    harness.before_submit.append(module.before_submit)
-                if callable(getattr(module, "after_tool", None)):
-                    harness.after_tool.append(module.after_tool)
-                    harness.hook_files[id(module.after_tool)] = rel
-    loop = load_module(root, "loop.py", "repofix")
-    if not callable(getattr(loop, "run", None)):
-        raise ImportError("loop.py defines no run(session)")
-    harness.run = loop.run
-    return harness
+    """Read prompts and import tools, middleware, hooks and the loop (`simkit.load_harness`)."""
+    return load_sim_harness(root, "repofix", "_repofix_tool", ("before_submit", "after_tool"))
 
 
 class Action:
@@ -102,8 +60,8 @@ class Session:
         self.tools = {name: spec.fn for name, spec in harness.tools.items()}
         self.tool_specs = harness.tools
         self.middleware = list(harness.middleware)
-        self.before_submit_hooks = list(harness.before_submit)
-        self.after_tool_hooks = list(harness.after_tool)
+        self.before_submit_hooks = list(harness.hooks["before_submit"])
+        self.after_tool_hooks = list(harness.hooks["after_tool"])
         self.context_limit = CONTEXT_WINDOW
         self.state: dict[str, Any] = {"task": agent.prompt, "calls": [], "edits_since_test": 0, "last_test": None}
         self.summary: str | None = None

@@ -10,7 +10,7 @@ incomplete_change, style_violation, submitted_failing, submitted_untested, unver
 
 from __future__ import annotations
 
-from benchmarks.simkit import read_trace
+from benchmarks.simkit import read_trace, symptoms_of
 
 TYPE_CHECKING = False  # no `typing` / `saddler.benchmark` at run time: rollout children must start fast
 if TYPE_CHECKING:
@@ -28,10 +28,7 @@ EDIT_TOOLS = ("edit_file",)
 
 def extract(events: list[dict[str, Any]]) -> list[Symptom]:
     """Symptoms of one failed episode, most specific first (the first one is the failure point)."""
-    from saddler.benchmark import Symptom
-
-    task_id = next((e["task_id"] for e in events if e["type"] == "task"), "")
-    return [Symptom(code=c, task_id=task_id, file=f, detail=d) for c, f, d in extract_raw(events)]
+    return symptoms_of(events, extract_raw(events))
 
 
 def _is_test(path: str) -> bool:

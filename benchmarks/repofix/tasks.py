@@ -24,12 +24,12 @@ from benchmarks.repofix.repos import (
     style_config,
     test_text,
 )
+from benchmarks.simkit import TaskSpec
 
 TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
 if TYPE_CHECKING:
     from typing import Any
 
-    from saddler.benchmark import Task
 
 TIMING_EVERY = 3  # a flaky repository has a timing-dependent test in every third module's test file
 CHANGELOG_MENTIONS = 9  # release notes that mention a task's search term, in a large repository
@@ -45,21 +45,6 @@ ORDER_TEST = """
 def test_FUNC_order():
     assert FUNC(SAMPLE) == "a, b"
 """
-
-
-class TaskSpec:
-    """A task with its hidden oracle parameters."""
-
-    __slots__ = ("family", "group", "id", "params", "prompt", "split")
-
-    def __init__(self, id: str, group: str, split: str, family: str, prompt: str, params: dict[str, Any]) -> None:
-        self.id, self.group, self.split, self.family = id, group, split, family
-        self.prompt, self.params = prompt, params
-
-    def task(self) -> Task:
-        from saddler.benchmark import Task
-
-        return Task(id=self.id, group=self.group, split=self.split, family=self.family, prompt=self.prompt)
 
 
 class _Plan:
@@ -330,8 +315,3 @@ def changelog_text(spec: TaskSpec) -> str:
     for release in range(CHANGELOG_MENTIONS, 0, -1):
         lines += [f"## 0.{release}.0", "", f"- `{term}`: {CHANGELOG_NOTES[release % len(CHANGELOG_NOTES)]}", ""]
     return "\n".join(lines + spec.params["overlay"]["docs"]) + "\n"
-
-
-def timing_test_id(repo: Repo) -> str:
-    module = base_modules(repo.id)[0]
-    return f"{module.test_path}::test_{module.name}_timing"
