@@ -374,8 +374,9 @@ class Grade:
 
 class SimBenchmark:
     """The `Benchmark` members a simulated benchmark package implements alike. A subclass names its `package`
-    (which has `tasks.all_specs()`, `tasks.spec_by_id(id)`, `runner.run_rollout(...)`, `symptoms.extract(events)`
-    and a `patch_bank/` folder), its `here` folder and the sources its two fingerprints hash."""
+    (which has `tasks.all_specs()`, `tasks.spec_by_id(id)`, `runner.rollout_dict(harness_dir, spec, seed,
+    trace_dir, noise)`, `symptoms.extract(events)` and a `patch_bank/` folder), its `here` folder and the sources
+    its two fingerprints hash."""
 
     name = ""
     trace_format = ""
@@ -402,8 +403,10 @@ class SimBenchmark:
 
     def run(self, harness_dir: Path, task: Task, seed: int, trace_dir: Path) -> RolloutResult:
         spec = self._module("tasks").spec_by_id(task.id)
-        result: RolloutResult = self._module("runner").run_rollout(harness_dir, spec, seed, trace_dir, self.noise)
-        return result
+        from saddler.benchmark import RolloutResult
+
+        fields = self._module("runner").rollout_dict(harness_dir, spec, seed, trace_dir, self.noise)
+        return RolloutResult.from_dict(fields)
 
     def fingerprint(self) -> str:
         return source_digest(self.here, self.bench_sources) + f"-n{self.noise:g}"

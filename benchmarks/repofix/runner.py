@@ -28,22 +28,7 @@ TYPE_CHECKING = False  # the CLI path avoids `typing`, `pathlib` and `dataclasse
 if TYPE_CHECKING:
     from typing import Any
 
-    from saddler.benchmark import RolloutResult
-
 PRICE_PER_CHAR = 0.75e-6  # simulated: ~$3 per million tokens at ~4 chars per token
-
-
-def run_rollout(
-    harness_dir: str | os.PathLike[str],
-    spec: TaskSpec,
-    seed: int,
-    trace_dir: str | os.PathLike[str],
-    noise: float = 1.0,
-) -> RolloutResult:
-    """Play `spec` once on the harness at `harness_dir` with `seed`; never raises for harness faults."""
-    from saddler.benchmark import RolloutResult
-
-    return RolloutResult.from_dict(rollout_dict(harness_dir, spec, seed, trace_dir, noise))
 
 
 def rollout_dict(
@@ -53,7 +38,8 @@ def rollout_dict(
     trace_dir: str | os.PathLike[str],
     noise: float = 1.0,
 ) -> dict[str, Any]:
-    """`run_rollout` as a plain dict with the `RolloutResult` fields (the light path used by the CLI)."""
+    """Play `spec` once on the harness at `harness_dir` with `seed`: the `RolloutResult` fields as a plain dict
+    (the light path: no `dataclasses`). Never raises for harness faults."""
     started = time.perf_counter()
     harness_dir = os.fspath(harness_dir)
     repo = REPO_BY_ID[spec.group]
