@@ -183,15 +183,18 @@ def _width(row: str) -> int:
 # editing ---------------------------------------------------------------------------------------------------
 
 
-def edit(a: SimCoder, path: str, old: str, new: str, *, target: str, meant: str = "", func: str = "") -> Step:
-    """Replace `old` by `new` in `path`; redo it on a refusal it understands. True when an edit was made."""
+def edit(
+    a: SimCoder, path: str, old: str, new: str, *, target: str, meant: str = "", func: str = "", head: str = ""
+) -> Step:
+    """Replace `old` by `new` in `path`; redo it on a refusal it understands. True when an edit was made. `head`
+    is the unchanged context `old` and `new` start with (the lines from the function's `def` down)."""
     from benchmarks.repofix.verify import process_notices
 
     for _attempt in range(3):
         obs = yield from a.use(EDIT, {"path": path, "old": old, "new": new}, "edit")
         if obs["ok"]:
             a.edits.append({"path": path, "old": old, "new": new, "target": target, "meant": meant or new,
-                            "func": func})  # fmt: skip
+                            "func": func, "head": head})  # fmt: skip
             yield from process_notices(a)
             return True
         message = obs["text"]
@@ -228,10 +231,8 @@ def fix_site(a: SimCoder, index: int, second: bool = False) -> Step:
     elif a.told("unique") and site["buggy"] in text:
         old = context_lines(a, path, func, site["buggy"]) or old
     new, meant = draft(a, site, second)
-    if old != site["buggy"] and old.endswith(site["buggy"]):
-        head = old[: -len(site["buggy"])]
-        new, meant = head + new, head + meant
-    yield from edit(a, path, old, new, target=f"site:{index}", meant=meant, func=func)
+    head = old[: -len(site["buggy"])] if old != site["buggy"] and old.endswith(site["buggy"]) else ""
+    yield from edit(a, path, old, head + new, target=f"site:{index}", meant=head + meant, func=func, head=head)
 
 
 def overbroad(a: SimCoder, site: dict[str, Any]) -> Step:

@@ -7,8 +7,8 @@ args, result) -> [(tool, args)]`: calls the loop makes on the model's behalf, wh
 `loop.py` (`run(session)`).
 
 The model has a context window for the conversation (the task, its turns, every observation and message; the
-system prompt is cached apart): once it is full, the next
-model call raises `errors.ContextWindowExceeded` unless the loop condenses the history (`session.condense`).
+system prompt is cached apart): once it is full, the next model call raises `errors.ContextWindowExceeded`,
+unless the loop condenses the history in time (`session.condense`).
 """
 
 from __future__ import annotations

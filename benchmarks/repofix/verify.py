@@ -124,7 +124,12 @@ def refix(a: SimCoder) -> Step:
         return
     last, site = mine[-1], params["sites"][0]
     new, meant = draft(a, site, second=True)
-    yield from edit(a, last["path"], last["new"], new, target="site:0", meant=meant, func=site["func"])
+    head = last.get("head", "")
+    if head + new == last["new"]:
+        a.note("the second draft is what I wrote already")
+        return
+    yield from edit(a, last["path"], last["new"], head + new, target="site:0", meant=head + meant, func=site["func"],
+                    head=head)  # fmt: skip
 
 
 # the tests -------------------------------------------------------------------------------------------------
