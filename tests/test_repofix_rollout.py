@@ -95,6 +95,30 @@ def test_harness_exceptions_become_failed_results(tmp_path: Path) -> None:
     assert "SystemExit: 3" in quit_res.error_tail
 
 
+@pytest.mark.parametrize(
+    ("task_id", "first", "file"),
+    [
+        ("tinyjson-01", "style_violation", "prompts/system.md"),  # a fix with a comment too long for black's 88
+        ("tinyjson-03", "missing_tool:scripts", "tools/scripts.py"),  # it wanted to reproduce: no tool for it
+        ("logpipe-01", "edit_wrong_occurrence", "tools/edit.py"),  # copy-pasted code: the first match was a sibling
+        ("geodesy-02", "edited_wrong_copy", "tools/search.py"),  # the rename went to build/lib copies
+        ("geodesy-04", "edited_wrong_copy", "tools/search.py"),  # imported from a module only build/ still has
+        ("shopcart-04", "site_not_found", "tools/search.py"),  # the definition was not among the 10 matches shown
+        ("shopcart-09", "collection_errors", "tools/tests.py"),  # monorepo: pytest at the root
+    ],
+)
+def test_symptoms_of_known_baseline_failures(tmp_path: Path, task_id: str, first: str, file: str) -> None:
+    res = BENCH.run(TEMPLATE_DIR, _task(task_id), 0, tmp_path / "t")
+    symptoms = BENCH.symptoms(res)
+    assert not res.passed and (symptoms[0].code, symptoms[0].file) == (first, file) and res.failure_file == file
+    assert all(s.task_id == task_id for s in symptoms)
+
+
+def test_a_passing_rollout_has_no_symptoms(tmp_path: Path) -> None:
+    res = BENCH.run(TEMPLATE_DIR, _task("tinyjson-02"), 0, tmp_path / "t")
+    assert (res.passed, res.score, res.failure_file, BENCH.symptoms(res)) == (True, 1.0, None, [])
+
+
 def test_a_full_context_and_the_time_limit_end_the_episode_and_the_checkout_is_graded(tmp_path: Path) -> None:
     tiny_window = _copy(tmp_path, "ctx")
     loop = tiny_window / "loop.py"

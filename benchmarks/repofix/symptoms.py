@@ -10,6 +10,8 @@ incomplete_change, style_violation, submitted_failing, submitted_untested, unver
 
 from __future__ import annotations
 
+import re
+
 from benchmarks.simkit import read_trace, symptoms_of
 
 TYPE_CHECKING = False  # no `typing` / `saddler.benchmark` at run time: rollout children must start fast
@@ -74,6 +76,12 @@ def extract_raw(events: list[dict[str, Any]]) -> list[Raw]:
     }
     for e in located["edited_wrong_copy"][:1]:
         add("edited_wrong_copy", "tools/search.py", f"edited {e['args']['path']}, a build copy")
+    shown = {f for e in ops if e["op"] == "grep" for f in e.get("files", [])}
+    for e in edits:
+        module = re.match(r"from ([\w.]+) import", str(e["args"].get("new", "")))
+        stale = module and f"build/lib/{module.group(1).replace('.', '/')}.py"
+        if stale and stale in shown and not any(f.endswith(stale[len("build/lib/") :]) and f != stale for f in shown):
+            add("edited_wrong_copy", "tools/search.py", f"imported from {module.group(1)}, found only in {stale}")
     for e in located["site_not_found"][:1]:
         add("site_not_found", "tools/search.py", f"{e['what']} not among the {e['hits']} matches shown")
     for e in located["site_not_visible"][:1]:
