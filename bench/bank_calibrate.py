@@ -3,10 +3,12 @@ known combination, and optionally patches on top of the best combination or left
 
 Each harness variant is built in a temporary git repository (a copy of the benchmark's template, committed, then
 `git apply --3way` of bank patches). Every rollout runs in its own child process (`python -m <package>.runner`),
-`--workers` at a time, because harness code is untrusted. Prints train/dev/test Pass@1 as mean ± std over the
-seeds, then the grep-able lines `<name>_baseline_test`, `<name>_best_test`, `<name>_harmful_patches`,
-`<name>_rollout_median_ms`. A patch counts as harmful when it raises at least one train group and lowers dev or
-test, alone against the baseline or (with `--on-best`) on top of the best combination against it.
+`--workers` at a time, because harness code is untrusted (`--in-process` runs them in this process instead: the
+same results, much faster on a loaded machine, and no `_rollout_median_ms` line). Prints train/dev/test Pass@1
+as mean ± std over the seeds, then the grep-able lines `<name>_baseline_test`, `<name>_best_test`,
+`<name>_harmful_patches`, `<name>_rollout_median_ms`. A patch counts as harmful when it raises at least one
+train group and lowers dev or test by more than one rollout (a single flip is noise), alone against the baseline
+or (with `--on-best`) on top of the best combination against it.
 `bench/opsdesk_calibrate.py` and `bench/repofix_calibrate.py` call `main` with their benchmark.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -85,21 +88,39 @@ def rollout(runner: str, harness: Path, task_id: str, seed: int, trace_dir: Path
     return json.loads(proc.stdout), elapsed
 
 
+def rollout_in_process(
+    subject: Subject, harness: Path, task: Any, seed: int, trace_dir: Path
+) -> tuple[dict[str, Any], float]:
+    """The same rollout in this process (no isolation: for bank patches only, whose code is known)."""
+    start = time.perf_counter()
+    result = subject.bench.run(harness, task, seed, trace_dir).to_dict()
+    return result, time.perf_counter() - start
+
+
 def evaluate(
     subject: Subject,
     harness: Path,
     tasks: list[tuple[str, str, str]],
     seeds: int,
-    pool: ThreadPoolExecutor,
+    pool: ThreadPoolExecutor | None,
     trace_root: Path,
     times: list[float],
 ) -> Results:
-    """{split or group: {seed: [passed...]}} for every task × seed."""
+    """{split or group: {seed: [passed...]}} for every task × seed (in this process when `pool` is None)."""
     jobs = [(tid, split, group, seed) for tid, split, group in tasks for seed in range(seeds)]
+    if pool is None:
+        by_id = {t.id: t for split in SPLITS for t in subject.bench.tasks(split)}
+        done = [rollout_in_process(subject, harness, by_id[tid], seed, trace_root) for tid, _, _, seed in jobs]
+        return _collect(jobs, done, times)
     futures = [pool.submit(rollout, subject.runner, harness, tid, seed, trace_root) for tid, _, _, seed in jobs]
+    return _collect(jobs, [f.result() for f in futures], times)
+
+
+def _collect(
+    jobs: list[tuple[str, str, str, int]], done: list[tuple[dict[str, Any], float]], times: list[float]
+) -> Results:
     out: Results = defaultdict(lambda: defaultdict(list))
-    for (_tid, split, group, seed), fut in zip(jobs, futures, strict=True):
-        result, elapsed = fut.result()
+    for (_tid, split, group, seed), (result, elapsed) in zip(jobs, done, strict=True):
         times.append(elapsed)
         out[split][seed].append(bool(result["passed"]))
         out[group][seed].append(bool(result["passed"]))
@@ -114,6 +135,11 @@ def mean_std(per_seed: dict[int, list[bool]]) -> tuple[float, float]:
 def overall(per_seed: dict[int, list[bool]]) -> float:
     values = [x for v in per_seed.values() for x in v]
     return sum(values) / len(values)
+
+
+def one_rollout(per_seed: dict[int, list[bool]]) -> float:
+    """What one rollout flipping moves `overall` by: the noise floor a difference must clear."""
+    return 1.0 / sum(len(v) for v in per_seed.values()) + 1e-9
 
 
 def variants(subject: Subject, on_best: bool, marginals: bool) -> list[tuple[str, list[str], str]]:
@@ -139,6 +165,9 @@ def main(subject: Subject, argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated variants: baseline, best, patch ids")
     parser.add_argument("--on-best", action="store_true", help="also each harmful patch on top of the best")
     parser.add_argument("--marginals", action="store_true", help="also the best without each of its patches")
+    parser.add_argument(
+        "--in-process", action="store_true", help="run rollouts in this process (same results; no timing line)"
+    )
     args = parser.parse_args(argv)
     bank = {p.id: p for p in subject.bench.patch_bank()}
     meta = {p["id"]: p for p in subject.metadata["patches"]}
@@ -151,16 +180,20 @@ def main(subject: Subject, argv: list[str] | None = None) -> int:
     times: list[float] = []
     results: dict[str, Results] = {}
     started = time.perf_counter()
+    child_cpu = 0.0  # user + sys of the rollout children (not of git)
     prefix = f"{subject.name}-calibrate-"
-    with tempfile.TemporaryDirectory(prefix=prefix) as tmp, ThreadPoolExecutor(args.workers) as pool:
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp, ThreadPoolExecutor(args.workers) as workers:
+        pool = None if args.in_process else workers
         for label, ids, _ in chosen:
             harness = build_variant(subject.template, Path(tmp) / label, ids, diffs)
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             results[label] = evaluate(subject, harness, tasks, args.seeds, pool, Path(tmp) / "traces" / label, times)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            child_cpu += after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     wall = time.perf_counter() - started
-    print(
-        f"{subject.name} calibration: {len(tasks)} tasks x {args.seeds} seeds, {len(times)} rollouts in {wall:.0f}s "
-        f"({args.workers} parallel child processes)"
-    )
+    how = "in this process" if args.in_process else f"{args.workers} parallel child processes"
+    size = f"{len(tasks)} tasks x {args.seeds} seeds, {len(times)} rollouts"
+    print(f"{subject.name} calibration: {size} in {wall:.0f}s ({how})")
     print(
         f"{'variant':34s} {'effect':15s} "
         + " ".join(f"{s + ' Pass@1':>16s}" for s in SPLITS)
@@ -178,7 +211,8 @@ def main(subject: Subject, argv: list[str] | None = None) -> int:
         deltas = [overall(res[sp]) - overall(ref[sp]) for sp in SPLITS]
         up_train = [g for g in sorted(train_groups) if overall(res[g]) > overall(ref[g]) + 1e-9]
         pid = label.removeprefix("best+")
-        is_harmful = pid in bank and bool(up_train) and (deltas[1] < -1e-9 or deltas[2] < -1e-9)
+        lower = any(-deltas[i] > one_rollout(res[SPLITS[i]]) for i in (1, 2))
+        is_harmful = pid in bank and bool(up_train) and lower
         if is_harmful and not label.startswith("best-"):
             harmful.add(pid)
         effect = meta[pid]["effect"] if pid in meta and not label.startswith("best-") else "vs best"
@@ -189,13 +223,17 @@ def main(subject: Subject, argv: list[str] | None = None) -> int:
             groups = ", ".join(f"{g} {overall(v):.2f}" for g, v in results[label].items() if g not in SPLITS)
             print(f"{label} per group: {groups}")
     ms = sorted(t * 1000 for t in times)
+    where = "in process" if args.in_process else "child wall"
     print(
-        f"child wall per rollout: median {statistics.median(ms):.1f} ms, p90 {ms[int(len(ms) * 0.9)]:.1f} ms; "
-        f"amortised {wall * 1000 / len(times):.1f} ms/rollout with {args.workers} workers"
+        f"{where} per rollout: median {statistics.median(ms):.1f} ms, p90 {ms[int(len(ms) * 0.9)]:.1f} ms; "
+        f"amortised {wall * 1000 / len(times):.1f} ms/rollout; load average {os.getloadavg()[0]:.1f}"
     )
+    if not args.in_process:
+        print(f"child cpu per rollout (user + sys, whatever the load): mean {child_cpu * 1000 / len(times):.1f} ms")
     best_test = overall(results["best"]["test"]) if "best" in results else float("nan")
     print(f"{subject.name}_baseline_test: {overall(results['baseline']['test']):.3f}")
     print(f"{subject.name}_best_test: {best_test:.3f}")
     print(f"{subject.name}_harmful_patches: {len(harmful)}")
-    print(f"{subject.name}_rollout_median_ms: {statistics.median(ms) / args.workers:.1f}")
+    if not args.in_process:  # the figure is a child process's cost: Python start, imports, the rollout
+        print(f"{subject.name}_rollout_median_ms: {statistics.median(ms) / args.workers:.1f}")
     return 0

@@ -125,8 +125,12 @@ def refix(a: SimCoder) -> Step:
     last, site = mine[-1], params["sites"][0]
     new, meant = draft(a, site, second=True)
     head = last.get("head", "")
-    if head + new == last["new"]:
-        a.note("the second draft is what I wrote already")
+    if head + new == last["new"]:  # the fix looks right: the edit must have gone to another place of the file
+        a.note(f"the change is right but the issue remains: my edit of {last['path']} hit another place")
+        yield from edit(a, last["path"], last["new"], last["old"], target="revert", func=last["func"])
+        a.edits = [e for e in a.edits if e is not last]
+        a.reminded.add("unique")
+        yield from fix_site(a, 0, second=True)
         return
     yield from edit(a, last["path"], last["new"], head + new, target="site:0", meant=head + meant, func=site["func"],
                     head=head)  # fmt: skip
