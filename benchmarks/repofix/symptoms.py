@@ -79,8 +79,10 @@ def extract_raw(events: list[dict[str, Any]]) -> list[Raw]:
     shown = {f for e in ops if e["op"] == "grep" for f in e.get("files", [])}
     for e in edits:
         module = re.match(r"from ([\w.]+) import", str(e["args"].get("new", "")))
-        stale = module and f"build/lib/{module.group(1).replace('.', '/')}.py"
-        if stale and stale in shown and not any(f.endswith(stale[len("build/lib/") :]) and f != stale for f in shown):
+        if module is None:
+            continue
+        stale = f"build/lib/{module.group(1).replace('.', '/')}.py"
+        if stale in shown and not any(f.endswith(stale[len("build/lib/") :]) and f != stale for f in shown):
             add("edited_wrong_copy", "tools/search.py", f"imported from {module.group(1)}, found only in {stale}")
     for e in located["site_not_found"][:1]:
         add("site_not_found", "tools/search.py", f"{e['what']} not among the {e['hits']} matches shown")
