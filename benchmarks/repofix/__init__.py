@@ -31,7 +31,10 @@ def __getattr__(name: str) -> Path:
 
 
 class RepofixBenchmark(SimBenchmark):
-    """The repofix benchmark. `noise` scales the simulated model's mistake rates."""
+    """The second bundled offline benchmark: a SIMULATED coding agent fixing bugs in twelve repositories.
+
+    `noise` scales the simulated model's mistake rates.
+    """
 
     name = "repofix"
     trace_format = (
