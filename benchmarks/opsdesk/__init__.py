@@ -16,8 +16,11 @@ if TYPE_CHECKING:
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BENCH_SOURCES = ("env.py", "world.py", "tasks.py", "grader.py", "session.py", "runner.py", "sdk.py", "../simkit.py")
-MODEL_SOURCES = ("agent.py", "plans.py")
+BENCH_SOURCES = (
+    "env.py", "world.py", "tasks.py", "grader.py", "session.py", "runner.py", "sdk.py", "../simkit.py",
+    "../simmodel.py",
+)  # fmt: skip
+MODEL_SOURCES = ("agent.py", "plans.py", "../simmodel.py")
 
 
 def __getattr__(name: str) -> Path:

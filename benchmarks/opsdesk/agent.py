@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Generator
 
 from benchmarks.opsdesk.session import Action
-from benchmarks.simkit import SeededModel, best_tool, tokens
+from benchmarks.simmodel import SeededModel, best_tool, tokens
 
 TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
 if TYPE_CHECKING:

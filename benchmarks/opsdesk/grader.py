@@ -10,7 +10,7 @@ import re
 
 from benchmarks.opsdesk.env import Env
 from benchmarks.opsdesk.world import GROUP_BY_ID
-from benchmarks.simkit import Grade
+from benchmarks.simmodel import Grade
 
 TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ import random
 from functools import cache
 
 from benchmarks.opsdesk.world import GROUP_BY_ID, GROUPS, TOPICS, WEEK, Group, build_data, utc_of_local
-from benchmarks.simkit import TaskSpec
+from benchmarks.simmodel import TaskSpec
 
 TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
 if TYPE_CHECKING:

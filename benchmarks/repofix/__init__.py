@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH_SOURCES = (
     "repos.py", "bugs.py", "tasks.py", "analysis.py", "behaviour.py", "env.py", "tests_log.py", "scripts.py",
-    "grader.py", "session.py", "runner.py", "sdk.py", "../simkit.py",
+    "grader.py", "session.py", "runner.py", "sdk.py", "../simkit.py", "../simmodel.py",
 )  # fmt: skip
-MODEL_SOURCES = ("agent.py", "plans.py", "verify.py")
+MODEL_SOURCES = ("agent.py", "plans.py", "verify.py", "../simmodel.py")
 
 
 def __getattr__(name: str) -> Path:

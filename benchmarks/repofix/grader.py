@@ -1,6 +1,6 @@
 """The hidden grader: fail-to-pass and pass-to-pass tests on the checkout the agent leaves, as SWE-Bench Pro does.
 
-`grade(spec, workspace)` returns a `simkit.Grade` with one check per hidden fail-to-pass test (`f2p:<test>`),
+`grade(spec, workspace)` returns a `simmodel.Grade` with one check per hidden fail-to-pass test (`f2p:<test>`),
 one per pass-to-pass test file that guards the change (`p2p:<file>`), `p2p:suite` for the rest of the
 repository's tests and, where the repository has style rules, `style`. Test files are the oracle's own: what
 the agent changed in them does not count. Known-flaky tests are not graded. Score = share of checks passed;
@@ -12,7 +12,7 @@ from __future__ import annotations
 from benchmarks.repofix.analysis import style_violations
 from benchmarks.repofix.behaviour import is_source
 from benchmarks.repofix.env import Workspace, module_of_test
-from benchmarks.simkit import Grade
+from benchmarks.simmodel import Grade
 
 STATE_WHY = {
     "unfixed": "the bug is still there",

@@ -24,7 +24,7 @@ from benchmarks.repofix.repos import (
     style_config,
     test_text,
 )
-from benchmarks.simkit import TaskSpec
+from benchmarks.simmodel import TaskSpec
 
 TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
 if TYPE_CHECKING:
