@@ -1,1 +1,5 @@
-"""Bundled benchmarks: opsdesk (offline), skill-evals (evals.json), command (eval_command + metric_regex)."""
+"""Bundled benchmarks: opsdesk and repofix (offline), skill-evals, command, claude-tasks, inspect, harbor.
+
+opsdesk and repofix are simulations built on `benchmarks.simkit`; skill-evals reads evals.json; command runs an
+eval command and reads a metric from its output.
+"""

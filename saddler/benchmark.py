@@ -300,6 +300,7 @@ def complete(plugin: Any) -> Benchmark:
 
 BENCHMARKS: dict[str, str] = {
     "opsdesk": "benchmarks.opsdesk:OpsdeskBenchmark",
+    "repofix": "benchmarks.repofix:RepofixBenchmark",
     "skill-evals": "benchmarks.skill_evals:SkillEvalsBenchmark",
     "command": "benchmarks.command:CommandBenchmark",
     "claude-tasks": "benchmarks.claude_tasks:ClaudeTasksBenchmark",

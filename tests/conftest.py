@@ -18,6 +18,7 @@ ANTHROPIC_KEYS = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")
 pytest_plugins = [
     "plugins.runs",  # make_run, dag_signature, run_git: opsdesk run folders
     "plugins.repos",  # source_repo, harness_files, git_in, write_files, skill_repo: git repositories
+    "plugins.banks",  # template_repo, apply_patches, git_check: the simulated benchmarks' patch banks
     "plugins.stores",  # fixture_dag, counting_clock: a small deterministic EvoDAG
     "plugins.reports",  # open_store, build_run: a realistic finished run for reports, status, plot, export
     "plugins.sessions",  # make_worktree, diagnosis_request, reflection_request, evolution_request

@@ -20,6 +20,6 @@ def test_unknown_benchmark_names_the_choices() -> None:
         load_benchmark("nope")
     assert str(err.value) == (
         "unknown benchmark 'nope'; available: claude-tasks, command, harbor, inspect, opsdesk, "
-        "package.module:Class, skill-evals"
+        "package.module:Class, repofix, skill-evals"
     )
     assert err.value.exit_code == 2

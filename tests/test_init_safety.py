@@ -169,7 +169,7 @@ def test_nested_tables_and_prompt_overrides_are_written_as_real_toml(
     assert runner.invoke(app, ["validate", str(tmp_path / "run")]).output == "ok\n"
 
 
-@pytest.mark.parametrize("template", ["opsdesk", "claude_agent", "skill"])
+@pytest.mark.parametrize("template", ["opsdesk", "repofix", "claude_agent", "skill"])
 def test_every_bundled_template_validates(tmp_path: Path, template: str) -> None:
     run = tmp_path / template
     assert runner.invoke(app, ["init", str(run), "--template", template]).exit_code == 0

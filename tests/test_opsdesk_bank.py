@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import fnmatch
-import shutil
 import subprocess
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,36 +17,13 @@ BANK = {p.id: p for p in OpsdeskBenchmark().patch_bank()}
 META = bank_metadata()
 
 
-def _git(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-    )
+DIFFS = {pid: p.diff for pid, p in BANK.items()}
+Git = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture()
-def repo(tmp_path: Path) -> Path:
-    dest = tmp_path / "harness"
-    shutil.copytree(TEMPLATE_DIR, dest)
-    _git(dest, "init", "-q")
-    _git(dest, "add", "-A")
-    assert _git(dest, "commit", "-qm", "baseline").returncode == 0
-    return dest
-
-
-def _apply_all(repo: Path, ids: list[str]) -> list[str]:
-    failures = []
-    for pid in ids:
-        proc = _git(repo, "apply", "--3way", "-", stdin=BANK[pid].diff)
-        unmerged = _git(repo, "diff", "--name-only", "--diff-filter=U").stdout.strip()
-        if proc.returncode or unmerged:
-            failures.append(pid)
-        _git(repo, "add", "-A")
-        _git(repo, "commit", "-qm", pid)
-    return failures
+def repo(tmp_path: Path, template_repo: Callable[[Path, Path], Path]) -> Path:
+    return template_repo(TEMPLATE_DIR, tmp_path / "harness")
 
 
 def test_metadata_is_consistent_with_the_component_map() -> None:
@@ -74,31 +51,34 @@ def test_metadata_is_consistent_with_the_component_map() -> None:
     }
 
 
-def test_every_patch_applies_cleanly_to_the_baseline(repo: Path) -> None:
+def test_every_patch_applies_cleanly_to_the_baseline(repo: Path, git_check: Git) -> None:
     for pid, patch in BANK.items():
-        proc = _git(repo, "apply", "--check", "-", stdin=patch.diff)
+        proc = git_check(repo, "apply", "--check", "-", stdin=patch.diff)
         assert proc.returncode == 0, f"{pid}: {proc.stderr}"
 
 
 @pytest.mark.parametrize("order", ["bank", "reverse"])
-def test_best_combination_applies_in_any_order(repo: Path, order: str) -> None:
+def test_best_combination_applies_in_any_order(repo: Path, order: str, apply_patches: Callable[..., list[str]],
+                                               git_check: Git) -> None:  # fmt: skip
     ids = list(META["best_combination"])
     if order == "reverse":
         ids.reverse()
-    assert _apply_all(repo, ids) == []
+    assert apply_patches(repo, DIFFS, ids) == []
     for pid in ids:  # every patch is fully present: reversing it must now apply
-        assert _git(repo, "apply", "--check", "-R", "-", stdin=BANK[pid].diff).returncode == 0, pid
+        assert git_check(repo, "apply", "--check", "-R", "-", stdin=BANK[pid].diff).returncode == 0, pid
 
 
 @pytest.mark.parametrize(
     "pair", [("calendar_tz_aware", "calendar_tz_hardcode"), ("loop_retry_backoff", "loop_retry_all")]
 )
-def test_conflicting_pairs_really_conflict(repo: Path, pair: tuple[str, str]) -> None:
-    assert _apply_all(repo, [pair[0]]) == []
-    assert _apply_all(repo, [pair[1]]) == [pair[1]]
+def test_conflicting_pairs_really_conflict(
+    repo: Path, pair: tuple[str, str], apply_patches: Callable[..., list[str]]
+) -> None:
+    assert apply_patches(repo, DIFFS, [pair[0]]) == []
+    assert apply_patches(repo, DIFFS, [pair[1]]) == [pair[1]]
 
 
-def test_patched_harness_still_compiles(repo: Path) -> None:
-    assert _apply_all(repo, list(META["best_combination"])) == []
+def test_patched_harness_still_compiles(repo: Path, apply_patches: Callable[..., list[str]]) -> None:
+    assert apply_patches(repo, DIFFS, list(META["best_combination"])) == []
     for path in repo.rglob("*.py"):
         compile(path.read_text(), str(path), "exec")

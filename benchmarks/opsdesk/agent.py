@@ -10,11 +10,11 @@ reshuffle its luck.
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Callable, Generator
 
 from benchmarks.opsdesk.session import Action
+from benchmarks.simmodel import SeededModel, best_tool, tokens
 
 TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
 if TYPE_CHECKING:
@@ -66,17 +66,7 @@ class GiveUp(Exception):
         self.code = code
 
 
-def tokens(text: str) -> set[str]:
-    out = set()
-    for word in re.split(r"[^a-z0-9]+", text.lower()):
-        if len(word) > 3 and word.endswith("s"):
-            word = word[:-1]
-        if word:
-            out.add(word)
-    return out
-
-
-class SimAgent:
+class SimAgent(SeededModel):
     """One episode of the simulated model. `next_action(observation)` returns the next `Action`."""
 
     def __init__(
@@ -101,29 +91,9 @@ class SimAgent:
         self._started = False
         log({"type": "directives", "recognised": sorted(self.directives)})
 
-    # randomness ------------------------------------------------------------------------------
-    def u(self, label: str) -> float:
-        n = self._counts[label] = self._counts.get(label, 0) + 1
-        return random.Random(f"{self.spec.id}|{self.seed}|{label}|{n}").random()
-
-    def chance(self, label: str, p: float) -> bool:
-        """True with probability p (mistake probabilities are scaled by the noise knob)."""
-        return self.u(label) < p
-
-    def mistake(self, label: str, p: float) -> bool:
-        return self.u(label) < min(1.0, p * self.noise)
-
-    def note(self, text: str, **extra: Any) -> None:
-        self._log({"type": "thought", "text": text, **extra})
-
-    # driving -----------------------------------------------------------------------------------
-    def next_action(self, obs: dict[str, Any] | None) -> Action:
-        try:
-            action = next(self._gen) if not self._started else self._gen.send(obs)
-            self._started = True
-            return action
-        except StopIteration:
-            return Action("finish", answer=self.facts.get("answer", ""))
+    # driving (randomness and `next_action` come from `SeededModel`) ------------------------------
+    def _done(self) -> Action:
+        return Action("finish", answer=self.facts.get("answer", ""))
 
     def remind(self, text: str) -> None:
         found = {d for d, pat in DIRECTIVES.items() if re.search(pat, text, re.I)}
@@ -149,11 +119,7 @@ class SimAgent:
 
     # building blocks -----------------------------------------------------------------------------
     def pick(self, intent: str) -> str | None:
-        want = tokens(intent)
-        scored = sorted(((len(want & toks), name) for name, toks in self.tools), key=lambda s: (-s[0], s[1]))
-        if scored and scored[0][0] >= 2:
-            return scored[0][1]
-        return None
+        return best_tool(intent, self.tools)
 
     def use(self, intent: str, args: dict[str, Any]) -> Step:
         """Call the tool that fits `intent`; handle errors the way the model does; return the result."""

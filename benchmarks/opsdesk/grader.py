@@ -10,36 +10,11 @@ import re
 
 from benchmarks.opsdesk.env import Env
 from benchmarks.opsdesk.world import GROUP_BY_ID
+from benchmarks.simmodel import Grade
 
 TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
 if TYPE_CHECKING:
     from typing import Any
-
-
-class Grade:
-    """The checks of one episode: (name, ok, rationale if not ok)."""
-
-    def __init__(self) -> None:
-        self.checks: list[tuple[str, bool, str]] = []
-
-    def add(self, name: str, ok: bool, why: str = "") -> None:
-        self.checks.append((name, ok, "" if ok else why))
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.checks) and all(ok for _, ok, _ in self.checks)
-
-    @property
-    def score(self) -> float:
-        return sum(ok for _, ok, _ in self.checks) / len(self.checks) if self.checks else 0.0
-
-    @property
-    def failed(self) -> list[tuple[str, str]]:
-        return [(name, why) for name, ok, why in self.checks if not ok]
-
-    @property
-    def rationale(self) -> str:
-        return "; ".join(f"{name}: {why}" for name, why in self.failed)
 
 
 def _number(text: str) -> str | None:

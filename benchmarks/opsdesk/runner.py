@@ -8,7 +8,6 @@ results with disposition `task_failure`; nothing here raises for them.
 from __future__ import annotations
 
 import copy
-import json
 import os
 import sys
 import time
@@ -21,37 +20,14 @@ from benchmarks.opsdesk.session import Session, load_harness
 from benchmarks.opsdesk.symptoms import extract_raw
 from benchmarks.opsdesk.tasks import TaskSpec, group_world, spec_by_id
 from benchmarks.opsdesk.world import GROUP_BY_ID
+from benchmarks.simkit import harness_failure, result_fields, runner_main, write_trace
 
 TYPE_CHECKING = False  # the CLI path avoids `typing`, `pathlib` and `dataclasses`: children must start fast
 if TYPE_CHECKING:
     from typing import Any
 
-    from saddler.benchmark import RolloutResult
-
 
 PRICE_PER_CHAR = 0.75e-6  # simulated: ~$3 per million tokens at ~4 chars per token
-
-
-def _harness_file(tb: Any, root: str, fallback: str | None) -> str | None:
-    base = os.path.realpath(root) + os.sep
-    for frame in reversed(tb):
-        path = os.path.realpath(frame.filename)
-        if path.startswith(base):
-            return path[len(base) :].replace(os.sep, "/")
-    return fallback
-
-
-def run_rollout(
-    harness_dir: str | os.PathLike[str],
-    spec: TaskSpec,
-    seed: int,
-    trace_dir: str | os.PathLike[str],
-    noise: float = 1.0,
-) -> RolloutResult:
-    """Play `spec` once on the harness at `harness_dir` with `seed`; never raises for harness faults."""
-    from saddler.benchmark import RolloutResult
-
-    return RolloutResult.from_dict(rollout_dict(harness_dir, spec, seed, trace_dir, noise))
 
 
 def rollout_dict(
@@ -61,7 +37,8 @@ def rollout_dict(
     trace_dir: str | os.PathLike[str],
     noise: float = 1.0,
 ) -> dict[str, Any]:
-    """`run_rollout` as a plain dict with the `RolloutResult` fields (the light path used by the CLI)."""
+    """Play `spec` once on the harness at `harness_dir` with `seed`: the `RolloutResult` fields as a plain dict
+    (the light path: no `dataclasses`). Never raises for harness faults."""
     started = time.perf_counter()
     harness_dir = os.fspath(harness_dir)
     group = GROUP_BY_ID[spec.group]
@@ -108,11 +85,7 @@ def rollout_dict(
         session = Session(harness, env, agent, log)
         harness.run(session)
     except (Exception, SystemExit) as exc:  # harness code is untrusted: even sys.exit() is its failure
-        import traceback
-
-        tb = traceback.extract_tb(exc.__traceback__)
-        failure_file = _harness_file(tb, harness_dir, getattr(exc, "__opsdesk_file__", None))
-        error_tail = "".join(traceback.format_exception(exc)).strip()[-1500:]
+        failure_file, error_tail = harness_failure(exc, harness_dir)
         disposition = "task_failure"
         log({"type": "harness_error", "file": failure_file, "message": f"{type(exc).__name__}: {exc}"})
     answer = session.answer if session else None
@@ -121,59 +94,17 @@ def rollout_dict(
     result = grade(spec, env, answer)
     log({"type": "grade", "passed": result.passed, "score": result.score, "failed": result.failed, "answer": answer})
     symptoms = extract_raw(events)
-    os.makedirs(trace_dir, exist_ok=True)
-    trace_path = os.path.join(os.path.abspath(trace_dir), f"{spec.id}-s{seed}.jsonl")
-    text = "\n".join(json.dumps(e, default=str) for e in events) + "\n"
-    with open(trace_path, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    passed = result.passed and disposition == "success"
-    if disposition == "success" and not passed:
-        disposition = "task_failure"
-    if not passed and failure_file is None and symptoms:
+    trace_path, text = write_trace(trace_dir, f"{spec.id}-s{seed}.jsonl", events)
+    if failure_file is None and symptoms:
         failure_file = symptoms[0][1]
-    return {
-        "task_id": spec.id,
-        "score": 0.0 if error_tail else result.score,
-        "passed": passed,
-        "disposition": disposition,
-        "cost": round(len(text) * PRICE_PER_CHAR, 6),
-        "llm_calls": session.steps if session else 0,
-        "duration_s": time.perf_counter() - started,
-        "trace_path": trace_path,
-        "error_tail": error_tail,
-        "rationale": ""
-        if passed
-        else (f"harness error: {error_tail.splitlines()[-1]}" if error_tail else result.rationale),
-        "failure_file": None if passed else failure_file,
-    }
+    out = result_fields(spec.id, result, disposition, error_tail, failure_file)
+    out.update(cost=round(len(text) * PRICE_PER_CHAR, 6), llm_calls=session.steps if session else 0)
+    out.update(duration_s=time.perf_counter() - started, trace_path=trace_path)
+    return out
 
 
 def main(argv: list[str]) -> int:
-    args = list(argv)
-    opts = {"--trace-dir": "traces", "--noise": "1.0"}
-    for key in list(opts):
-        if key in args:
-            i = args.index(key)
-            opts[key] = args[i + 1]
-            del args[i : i + 2]
-    if len(args) != 3:
-        print(
-            "usage: python -m benchmarks.opsdesk.runner HARNESS_DIR TASK_ID SEED [--trace-dir D] [--noise X]",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        spec = spec_by_id(args[1])
-    except KeyError:
-        print(f"unknown task id {args[1]!r}", file=sys.stderr)
-        return 2
-    stdout, sys.stdout = sys.stdout, sys.stderr  # whatever harness code prints must not corrupt the JSON
-    try:
-        result = rollout_dict(args[0], spec, int(args[2]), opts["--trace-dir"], float(opts["--noise"]))
-    finally:
-        sys.stdout = stdout
-    print(json.dumps(result, sort_keys=True))
-    return 0
+    return runner_main(argv, "benchmarks.opsdesk.runner", spec_by_id, rollout_dict)
 
 
 if __name__ == "__main__":

@@ -9,120 +9,26 @@ several harnesses can run in one process without sharing state.
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
 import json
 import os
-import sys
 from collections.abc import Callable
 
 from benchmarks.opsdesk import env as env_module
 from benchmarks.opsdesk.env import ApiError, Env
+from benchmarks.simkit import Harness
+from benchmarks.simkit import load_harness as load_sim_harness
 
 TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
 if TYPE_CHECKING:
-    from types import ModuleType
     from typing import Any
 
 
-_COUNTER = itertools.count()
 MAX_MODEL_STEPS = 80  # a runaway harness loop is cut off here
 
 
-class ToolSpec:
-    """A registered harness tool; `file` is its harness-relative path."""
-
-    def __init__(self, name: str, description: str, fn: Callable[..., Any], file: str) -> None:
-        self.name, self.description, self.fn, self.file = name, description, fn, file
-
-
-class Harness:
-    """Everything loaded from one harness directory."""
-
-    def __init__(self, system_prompt: str) -> None:
-        self.system_prompt = system_prompt
-        self.tools: dict[str, ToolSpec] = {}
-        self.middleware: list[Callable[..., Any]] = []
-        self.before_finish: list[Callable[..., Any]] = []
-        self.after_tool: list[Callable[..., Any]] = []
-        self.run: Callable[[Any], Any] = lambda session: None
-        self.hook_files: dict[int, str] = {}  # id(after_tool hook) -> file
-
-
-class HarnessLoadError(Exception):
-    """Harness code failed to import; `file` is the harness-relative path at fault."""
-
-    def __init__(self, file: str, message: str) -> None:
-        super().__init__(message)
-        self.file = file
-
-
-def _files(root: str, folder: str, suffix: str) -> list[str]:
-    """Harness-relative paths of `folder/*suffix`, sorted."""
-    base = os.path.join(root, folder)
-    if not os.path.isdir(base):
-        return []
-    return [
-        f"{folder}/{n}"
-        for n in sorted(os.listdir(base))
-        if n.endswith(suffix) and os.path.isfile(os.path.join(base, n))
-    ]
-
-
-def _load_module(root: str, rel: str) -> ModuleType:
-    path = os.path.join(root, rel)
-    name = f"_opsdesk_harness_{next(_COUNTER)}_" + rel.replace("/", "_").removesuffix(".py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise HarnessLoadError(rel, f"cannot load {rel}")
-    module = importlib.util.module_from_spec(spec)
-    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # never litter the harness repo
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = saved
-    return module
-
-
 def load_harness(root: str | os.PathLike[str]) -> Harness:
-    """Read prompts and import tools, middleware, hooks and the loop. Import errors propagate (with
-    `__opsdesk_file__` set on the exception) for the runner to turn into a failed rollout."""
-    root = os.fspath(root)
-    prompts = sorted(_files(root, "prompts", ".md"), key=lambda p: (p != "prompts/system.md", p))
-    texts = []
-    for rel in prompts:
-        with open(os.path.join(root, rel), encoding="utf-8") as fh:
-            texts.append(fh.read())
-    harness = Harness("\n\n".join(texts))
-    for folder in ("tools", "middleware", "hooks"):
-        for rel in _files(root, folder, ".py"):
-            module = _guarded(root, rel)
-            if folder == "tools":
-                for value in vars(module).values():
-                    mark = getattr(value, "_opsdesk_tool", None)
-                    if callable(value) and mark:
-                        harness.tools[mark[0]] = ToolSpec(mark[0], mark[1], value, rel)
-            elif folder == "middleware" and callable(getattr(module, "after_tool", None)):
-                harness.middleware.append(module.after_tool)
-            elif folder == "hooks":
-                if callable(getattr(module, "before_finish", None)):
-                    harness.before_finish.append(module.before_finish)
-                if callable(getattr(module, "after_tool", None)):
-                    harness.after_tool.append(module.after_tool)
-                    harness.hook_files[id(module.after_tool)] = rel
-    loop = _guarded(root, "loop.py")
-    if not callable(getattr(loop, "run", None)):
-        raise HarnessLoadError("loop.py", "loop.py defines no run(session)")
-    harness.run = loop.run
-    return harness
-
-
-def _guarded(root: str, rel: str) -> ModuleType:
-    try:
-        return _load_module(root, rel)
-    except Exception as exc:
-        exc.__opsdesk_file__ = rel  # type: ignore[attr-defined]
-        raise
+    """Read prompts and import tools, middleware, hooks and the loop (`simkit.load_harness`)."""
+    return load_sim_harness(root, "opsdesk", "_opsdesk_tool", ("before_finish", "after_tool"))
 
 
 class Action:
@@ -147,8 +53,8 @@ class Session:
         self.tools = {name: spec.fn for name, spec in harness.tools.items()}
         self.tool_specs = harness.tools
         self.middleware = list(harness.middleware)
-        self.before_finish_hooks = list(harness.before_finish)
-        self.after_tool_hooks = list(harness.after_tool)
+        self.before_finish_hooks = list(harness.hooks["before_finish"])
+        self.after_tool_hooks = list(harness.hooks["after_tool"])
         self.state: dict[str, Any] = {"task": agent.prompt, "calls": []}
         self.answer: str | None = None
         self.stopped = ""

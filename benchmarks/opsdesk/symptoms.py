@@ -8,10 +8,12 @@ unexpected_mail, step_skipped, finished_unverified, verification_missed.
 
 from __future__ import annotations
 
-import json
 import re
 
 from benchmarks.opsdesk.world import GROUP_BY_ID
+from benchmarks.simkit import read_trace, symptoms_of
+
+__all__ = ["extract", "extract_raw", "read_trace"]
 
 TYPE_CHECKING = False  # no `typing` / `saddler.benchmark` at run time: rollout children must start fast
 if TYPE_CHECKING:
@@ -26,22 +28,9 @@ PROMPT = "prompts/system.md"
 ZONED = re.compile(r"(Z|[+-]\d\d:\d\d)$")
 
 
-def read_trace(path: str) -> list[dict[str, Any]]:
-    events = []
-    with open(path, encoding="utf-8") as fh:
-        lines = fh.read().splitlines()
-    for line in lines:
-        if line.strip():
-            events.append(json.loads(line))
-    return events
-
-
 def extract(events: list[dict[str, Any]]) -> list[Symptom]:
     """Symptoms of one failed episode, most specific first (the first one is the failure point)."""
-    from saddler.benchmark import Symptom
-
-    task_id = next((e["task_id"] for e in events if e["type"] == "task"), "")
-    return [Symptom(code=c, task_id=task_id, file=f, detail=d) for c, f, d in extract_raw(events)]
+    return symptoms_of(events, extract_raw(events))
 
 
 def extract_raw(events: list[dict[str, Any]]) -> list[Raw]:

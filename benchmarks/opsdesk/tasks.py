@@ -10,12 +10,11 @@ import random
 from functools import cache
 
 from benchmarks.opsdesk.world import GROUP_BY_ID, GROUPS, TOPICS, WEEK, Group, build_data, utc_of_local
+from benchmarks.simmodel import TaskSpec
 
 TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
 if TYPE_CHECKING:
     from typing import Any
-
-    from saddler.benchmark import Task
 
 
 WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
@@ -25,21 +24,6 @@ MESSAGES = [
     "the offsite agenda is ready",
     "badges must be renewed this week",
 ]
-
-
-class TaskSpec:
-    """A task with its hidden oracle parameters (never shown to the harness)."""
-
-    __slots__ = ("family", "group", "id", "params", "prompt", "split")
-
-    def __init__(self, id: str, group: str, split: str, family: str, prompt: str, params: dict[str, Any]) -> None:
-        self.id, self.group, self.split, self.family = id, group, split, family
-        self.prompt, self.params = prompt, params
-
-    def task(self) -> Task:
-        from saddler.benchmark import Task
-
-        return Task(id=self.id, group=self.group, split=self.split, family=self.family, prompt=self.prompt)
 
 
 def _header(g: Group) -> str:

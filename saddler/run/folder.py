@@ -35,19 +35,23 @@ __all__ = ["RunPaths", "init_run", "merge_overrides", "render_run_toml", "run_lo
 
 TEMPLATE_BENCHMARKS = {
     "opsdesk": "opsdesk",
+    "repofix": "repofix",
     "claude_agent": "claude-tasks",
     "skill": "skill-evals",
     "inspect_agent": "inspect",
 }
 
-# Per-template defaults. opsdesk: about half of 30 iterations in the Capability phase, as in the paper's GAIA2
-# schedule (25 of 50); with 40 train tasks in batches of 6 that is two epochs. Finishes in under a minute.
+# Per-template defaults. opsdesk and repofix: about half of 30 iterations in the Capability phase, as in the
+# paper's GAIA2 schedule (25 of 50); with 40 train tasks in batches of 6 that is two epochs. The two bundled
+# offline benchmarks share the schedule on purpose: a default is compared on both alike.
+_SIMULATED_DEFAULTS: dict[str, dict[str, Any]] = {
+    "loop": {"batch_size": 6, "max_iterations": 30},
+    "policies": {"capability_epochs": 2.0},
+    "executor": {"workers": 2, "timeout_s": 30.0},
+}
 TEMPLATE_RUN_DEFAULTS: dict[str, dict[str, Any]] = {
-    "opsdesk": {
-        "loop": {"batch_size": 6, "max_iterations": 30},
-        "policies": {"capability_epochs": 2.0},
-        "executor": {"workers": 2, "timeout_s": 30.0},
-    },
+    "opsdesk": _SIMULATED_DEFAULTS,
+    "repofix": _SIMULATED_DEFAULTS,
     # claude-tasks rollouts call the API: the key must pass the executor's environment allow-list, and the
     # sandbox must let them reach the network.
     "claude_agent": {

@@ -1,0 +1,358 @@
+"""The shared runtime of the bundled simulated benchmarks (opsdesk, repofix): what does not depend on the domain.
+
+- loading an untrusted harness folder (`load_harness`): prompts, tools marked by a decorator, middleware, hooks and
+  the loop, modules under unique names, no bytecode written into the harness, an import error tagged with the
+  harness file at fault (`HARNESS_FILE_ATTR`);
+- the deepest harness frame of a traceback, JSON-lines traces, symptoms and result fields, source digests;
+- the patch bank files (`patch_bank/*.patch` + `bank.json`);
+- `SimBenchmark`: the `saddler.benchmark.Benchmark` members every simulated benchmark implements the same way;
+- the standalone runner's command line.
+
+What the models and tasks share is in `benchmarks.simmodel`. Rollout children import this module: it imports
+only the stdlib at run time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import itertools
+import json
+import os
+import re
+import sys
+
+TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from pathlib import Path
+    from types import ModuleType
+    from typing import Any
+
+    from benchmarks.simmodel import Grade
+    from saddler.benchmark import BankPatch, RolloutNeeds, RolloutResult, Symptom, Task
+
+SPLITS = ("train", "dev", "test")
+HARNESS_FILE_ATTR = "__harness_file__"  # set on an exception raised while importing harness code
+_COUNTER = itertools.count()
+
+
+# loading a harness ---------------------------------------------------------------------------------------------
+
+
+def harness_files(root: str, folder: str, suffix: str) -> list[str]:
+    """Harness-relative paths of `folder/*suffix`, sorted."""
+    base = os.path.join(root, folder)
+    if not os.path.isdir(base):
+        return []
+    return [
+        f"{folder}/{n}"
+        for n in sorted(os.listdir(base))
+        if n.endswith(suffix) and os.path.isfile(os.path.join(base, n))
+    ]
+
+
+def load_module(root: str, rel: str, prefix: str) -> ModuleType:
+    """Import `root/rel` under a name no other harness shares; never writes bytecode into the harness.
+    An exception carries the harness-relative path in `HARNESS_FILE_ATTR`."""
+    try:
+        path = os.path.join(root, rel)
+        name = f"_{prefix}_harness_{next(_COUNTER)}_" + rel.replace("/", "_").removesuffix(".py")
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {rel}")
+        module = importlib.util.module_from_spec(spec)
+        saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # never litter the harness repo
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            sys.dont_write_bytecode = saved
+        return module
+    except Exception as exc:
+        setattr(exc, HARNESS_FILE_ATTR, rel)
+        raise
+
+
+class ToolSpec:
+    """A registered harness tool; `file` is its harness-relative path."""
+
+    def __init__(self, name: str, description: str, fn: Callable[..., Any], file: str) -> None:
+        self.name, self.description, self.fn, self.file = name, description, fn, file
+
+
+class Harness:
+    """Everything loaded from one harness folder. `hooks` maps each hook name to the functions defining it, in
+    file order; `hook_files` maps id(an `after_tool` hook) to its file."""
+
+    def __init__(self, system_prompt: str, hook_names: tuple[str, ...]) -> None:
+        self.system_prompt = system_prompt
+        self.tools: dict[str, ToolSpec] = {}
+        self.middleware: list[Callable[..., Any]] = []
+        self.hooks: dict[str, list[Callable[..., Any]]] = {name: [] for name in hook_names}
+        self.hook_files: dict[int, str] = {}
+        self.run: Callable[[Any], Any] = lambda session: None
+
+
+def load_harness(root: str | os.PathLike[str], prefix: str, marker: str, hook_names: tuple[str, ...]) -> Harness:
+    """Read `prompts/*.md`; import `tools/*.py` (functions carrying the attribute `marker` = (name, description)),
+    `middleware/*.py` (`after_tool`), `hooks/*.py` (each of `hook_names`) and `loop.py` (`run`). Import errors
+    propagate, tagged with the harness file, for the runner to turn into a failed rollout."""
+    root = os.fspath(root)
+    harness = Harness(prompt_text(root), hook_names)
+    for folder in ("tools", "middleware", "hooks"):
+        for rel in harness_files(root, folder, ".py"):
+            module = load_module(root, rel, prefix)
+            if folder == "tools":
+                for value in vars(module).values():
+                    mark = getattr(value, marker, None)
+                    if callable(value) and mark:
+                        harness.tools[mark[0]] = ToolSpec(mark[0], mark[1], value, rel)
+            elif folder == "middleware" and callable(getattr(module, "after_tool", None)):
+                harness.middleware.append(module.after_tool)
+            elif folder == "hooks":
+                for name in hook_names:
+                    if callable(getattr(module, name, None)):
+                        harness.hooks[name].append(getattr(module, name))
+                        if name == "after_tool":
+                            harness.hook_files[id(module.after_tool)] = rel
+    loop = load_module(root, "loop.py", prefix)
+    if not callable(getattr(loop, "run", None)):
+        raise ImportError("loop.py defines no run(session)")
+    harness.run = loop.run
+    return harness
+
+
+def prompt_text(root: str) -> str:
+    """`prompts/*.md` joined by blank lines, `prompts/system.md` first: the system prompt."""
+    prompts = sorted(harness_files(root, "prompts", ".md"), key=lambda p: (p != "prompts/system.md", p))
+    texts = []
+    for rel in prompts:
+        with open(os.path.join(root, rel), encoding="utf-8") as fh:
+            texts.append(fh.read())
+    return "\n\n".join(texts)
+
+
+def harness_frame(tb: Any, root: str, fallback: str | None) -> str | None:
+    """The harness-relative path of the deepest traceback frame inside `root` (else `fallback`)."""
+    base = os.path.realpath(root) + os.sep
+    for frame in reversed(tb):
+        path = os.path.realpath(frame.filename)
+        if path.startswith(base):
+            return path[len(base) :].replace(os.sep, "/")
+    return fallback
+
+
+def harness_failure(exc: BaseException, root: str) -> tuple[str | None, str]:
+    """(the harness file at fault, the traceback's last 1500 characters) of an exception in harness code."""
+    import traceback
+
+    tb = traceback.extract_tb(exc.__traceback__)
+    failure_file = harness_frame(tb, root, getattr(exc, HARNESS_FILE_ATTR, None))
+    return failure_file, "".join(traceback.format_exception(exc)).strip()[-1500:]
+
+
+# traces and digests --------------------------------------------------------------------------------------------
+
+
+def read_trace(path: str) -> list[dict[str, Any]]:
+    """The events of a JSON-lines trace."""
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh.read().splitlines() if line.strip()]
+
+
+def write_trace(trace_dir: str | os.PathLike[str], name: str, events: list[dict[str, Any]]) -> tuple[str, str]:
+    """Write `events` as JSON lines to `trace_dir/name`; (its absolute path, the text written)."""
+    os.makedirs(trace_dir, exist_ok=True)
+    path = os.path.join(os.path.abspath(trace_dir), name)
+    text = "\n".join(json.dumps(e, default=str) for e in events) + "\n"
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return path, text
+
+
+def source_digest(here: str, names: Iterable[str]) -> str:
+    """sha256 (16 hex) over each file's name and bytes, in order (names relative to `here`)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in names:
+        h.update(name.encode())
+        with open(os.path.join(here, name), "rb") as fh:
+            h.update(fh.read())
+    return h.hexdigest()[:16]
+
+
+def symptoms_of(events: list[dict[str, Any]], raw: list[tuple[str, str | None, str]]) -> list[Symptom]:
+    """`raw` (code, file, detail) tuples as `Symptom`s of the trace's task."""
+    from saddler.benchmark import Symptom
+
+    task_id = next((e["task_id"] for e in events if e["type"] == "task"), "")
+    return [Symptom(code=c, task_id=task_id, file=f, detail=d) for c, f, d in raw]
+
+
+def result_fields(
+    task_id: str, grade: Grade, disposition: str, error_tail: str, failure_file: str | None
+) -> dict[str, Any]:
+    """The grade-dependent `RolloutResult` fields: a harness fault scores 0, a pass needs a clean disposition,
+    a failure's rationale is the harness error or the grader's."""
+    passed = grade.passed and disposition == "success"
+    if disposition == "success" and not passed:
+        disposition = "task_failure"
+    rationale = ""
+    if not passed:
+        rationale = f"harness error: {error_tail.splitlines()[-1]}" if error_tail else grade.rationale
+    return {
+        "task_id": task_id,
+        "score": 0.0 if error_tail else grade.score,
+        "passed": passed,
+        "disposition": disposition,
+        "error_tail": error_tail,
+        "rationale": rationale,
+        "failure_file": None if passed else failure_file,
+    }
+
+
+# the patch bank ------------------------------------------------------------------------------------------------
+
+
+def diff_files(diff: str) -> tuple[str, ...]:
+    """Harness-relative paths a unified diff touches (new files included)."""
+    files = []
+    for match in re.finditer(r"^\+\+\+ (?:b/)?(\S+)|^--- (?:a/)?(\S+)", diff, re.M):
+        path = match.group(1) or match.group(2)
+        if path != "/dev/null" and path not in files:
+            files.append(path)
+    return tuple(files)
+
+
+def bank_metadata_of(bank_dir: str) -> dict[str, Any]:
+    """`bank_dir/bank.json`: the patches' metadata in bank order and the `best_combination`."""
+    with open(os.path.join(bank_dir, "bank.json"), encoding="utf-8") as fh:
+        data: dict[str, Any] = json.load(fh)
+    return data
+
+
+def load_bank_dir(bank_dir: str) -> list[BankPatch]:
+    """Every patch of `bank_dir` (`<id>.patch` + its `bank.json` entry), in bank order."""
+    from saddler.benchmark import BankPatch
+
+    out = []
+    for meta in bank_metadata_of(bank_dir)["patches"]:
+        with open(os.path.join(bank_dir, f"{meta['id']}.patch"), encoding="utf-8") as fh:
+            diff = fh.read()
+        out.append(
+            BankPatch(
+                id=meta["id"],
+                kind=meta["kind"],
+                subtype=meta["subtype"],
+                symptoms=tuple(meta["symptoms"]),
+                description=meta["description"],
+                diff=diff,
+                files=diff_files(diff),
+            )
+        )
+    return out
+
+
+# the benchmark -------------------------------------------------------------------------------------------------
+
+
+class SimBenchmark:
+    """The `Benchmark` members a simulated benchmark package implements alike. A subclass names its `package`
+    (which has `tasks.all_specs()`, `tasks.spec_by_id(id)`, `runner.rollout_dict(harness_dir, spec, seed,
+    trace_dir, noise)`, `symptoms.extract(events)` and a `patch_bank/` folder), its `here` folder and the sources
+    its two fingerprints hash."""
+
+    name = ""
+    trace_format = ""
+    score_kind = "pass_rate"
+    metric = None
+    package = ""
+    here = ""
+    bench_sources: tuple[str, ...] = ()
+    model_sources: tuple[str, ...] = ()
+
+    def __init__(self, *, noise: float = 1.0) -> None:
+        if noise < 0:
+            raise ValueError("noise must be >= 0 (1.0 is the calibrated default)")
+        self.noise = float(noise)
+
+    def _module(self, name: str) -> Any:
+        return importlib.import_module(f"{self.package}.{name}")
+
+    def tasks(self, split: str) -> list[Task]:
+        """The split's tasks in a fixed order (groups are held out: a group belongs to one split)."""
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
+        return [s.task() for s in self._module("tasks").all_specs() if s.split == split]
+
+    def run(self, harness_dir: Path, task: Task, seed: int, trace_dir: Path) -> RolloutResult:
+        spec = self._module("tasks").spec_by_id(task.id)
+        from saddler.benchmark import RolloutResult
+
+        fields = self._module("runner").rollout_dict(harness_dir, spec, seed, trace_dir, self.noise)
+        return RolloutResult.from_dict(fields)
+
+    def fingerprint(self) -> str:
+        return source_digest(self.here, self.bench_sources) + f"-n{self.noise:g}"
+
+    def model_fingerprint(self) -> str:
+        return source_digest(self.here, self.model_sources)
+
+    def symptoms(self, result: RolloutResult) -> list[Symptom]:
+        """Failure signatures of a failed rollout, read from its trace ([] when passed or no trace)."""
+        if result.passed or not result.trace_path or not os.path.isfile(result.trace_path):
+            return []
+        found: list[Symptom] = self._module("symptoms").extract(read_trace(result.trace_path))
+        return found
+
+    def patch_bank(self) -> list[BankPatch]:
+        return load_bank_dir(os.path.join(self.here, "patch_bank"))
+
+    def bank_metadata(self) -> dict[str, Any]:
+        """`patch_bank/bank.json`: each patch's metadata (effect, conflicts) and the `best_combination`."""
+        return bank_metadata_of(os.path.join(self.here, "patch_bank"))
+
+    def check(self) -> list[str]:
+        """Nothing to install: pure Python and offline."""
+        return []
+
+    def rollout_needs(self) -> RolloutNeeds:
+        """Nothing: a simulation, no network, no key."""
+        from saddler.benchmark import RolloutNeeds
+
+        return RolloutNeeds()
+
+
+# the standalone runner -----------------------------------------------------------------------------------------
+
+
+def runner_main(
+    argv: list[str],
+    prog: str,
+    spec_by_id: Callable[[str], Any],
+    rollout: Callable[[str, Any, int, str, float], dict[str, Any]],
+) -> int:
+    """`python -m PROG HARNESS_DIR TASK_ID SEED [--trace-dir D] [--noise X]`: print the rollout's result as JSON."""
+    args = list(argv)
+    opts = {"--trace-dir": "traces", "--noise": "1.0"}
+    for key in list(opts):
+        if key in args:
+            i = args.index(key)
+            opts[key] = args[i + 1]
+            del args[i : i + 2]
+    if len(args) != 3:
+        print(f"usage: python -m {prog} HARNESS_DIR TASK_ID SEED [--trace-dir D] [--noise X]", file=sys.stderr)
+        return 2
+    try:
+        spec = spec_by_id(args[1])
+    except KeyError:
+        print(f"unknown task id {args[1]!r}", file=sys.stderr)
+        return 2
+    stdout, sys.stdout = sys.stdout, sys.stderr  # whatever harness code prints must not corrupt the JSON
+    try:
+        result = rollout(args[0], spec, int(args[2]), opts["--trace-dir"], float(opts["--noise"]))
+    finally:
+        sys.stdout = stdout
+    print(json.dumps(result, sort_keys=True))
+    return 0
