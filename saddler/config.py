@@ -183,7 +183,7 @@ class SessionConfig(_Strict):
         "", description="command backend: a preset name (claude, codex, pi) or a template", validate_default=True
     )
     sandbox: Literal["auto", "bwrap", "none"] = Field(
-        "auto", description="command backend: auto = bubblewrap for presets without a sandbox of their own (pi)"
+        "auto", description="command backend: auto = bubblewrap around pi and codex (it hides held-out files)"
     )
     proposer: Literal["neutral", "calibrated"] = Field(
         "neutral",

@@ -158,7 +158,8 @@ def guard_check() -> Check:
 def command_checks(sessions: Any, env: Mapping[str, str], which: Which, version: Runner, bwrap: Probe) -> list[Check]:
     """The `command` backend as configured: its CLI, flags, key and sandbox."""
     from saddler.errors import ConfigError
-    from saddler.sessions.presets import flags_of, preset_of, resolve_command, sandbox_of
+    from saddler.sessions.command import unsealed_reason
+    from saddler.sessions.presets import falls_back_to_own_sandbox, flags_of, preset_of, resolve_command, sandbox_of
 
     try:
         template, _ = resolve_command(sessions)
@@ -174,7 +175,12 @@ def command_checks(sessions: Any, env: Mapping[str, str], which: Which, version:
     if sandbox_of(sessions) == "bwrap":
         ok, why = bwrap()
         who = preset.name if preset else executable
+        if not ok and falls_back_to_own_sandbox(sessions):
+            checks.append(Check("sandbox", False, False, unsealed_reason(who, why)))
+            return checks
         detail = f"{why}: {who} runs confined to the worktree" if ok else f"{why}; {who} would not start"
+        if ok and preset is not None and preset.own_sandbox:
+            detail = f"{why}: saddler's bubblewrap hides the run's held-out files; inside it, {preset.touches}"
         checks.append(Check("sandbox", ok, True, detail))
     elif preset is not None and "{settings}" in template:
         checks.append(guard_check())

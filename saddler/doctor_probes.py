@@ -3,7 +3,8 @@ it, with the same environment (CODEX_HOME, PATH with saddler's `evo-dag` first, 
 same sandbox, without calling any model (nothing is spent).
 
 - the agent in its sandbox: `bwrap … -- pi --version` (saddler's bubblewrap, the binds of a session), or
-  `codex sandbox --config … -- true` (codex's own sandbox with the sessions' settings: with CODEX_HOME under /tmp
+  `codex sandbox --config … -- true` (codex's own sandbox with the sessions' settings, inside saddler's bubblewrap
+  when codex's sessions run there: with CODEX_HOME under /tmp
   its helper cannot start and every command of a session would fail while codex exits 0);
 - `evo-dag --help` in the sandbox the sessions' commands get (none for claude: its guard hook allows it).
 
@@ -45,7 +46,8 @@ def command_probes(sessions: Any, run_dir: Path, env: Mapping[str, str], probe: 
         session_env = backend.environment(env)
         where = _where(backend)
         preset = backend.preset
-        start = backend.in_sandbox([preset.name, "--version"] if backend.sandbox == "bwrap" and preset else ["true"])
+        bare = backend.sandbox == "bwrap" and preset is not None and not preset.sandbox_command
+        start = backend.in_sandbox([preset.name, "--version"] if bare and preset is not None else ["true"])
         evo_dag = backend.in_sandbox(["evo-dag", "--help"])
     except SaddlerError as exc:
         return [Check("sandbox:start", False, True, str(exc))]
@@ -70,11 +72,11 @@ def command_probes(sessions: Any, run_dir: Path, env: Mapping[str, str], probe: 
 
 
 def _where(backend: Any) -> str:
+    preset = backend.preset
+    own = f"{preset.name}'s own sandbox" if preset is not None and preset.sandbox_command else ""
     if backend.sandbox == "bwrap":
-        return "inside saddler's bubblewrap"
-    if backend.preset is not None and backend.preset.sandbox_command:
-        return f"inside {backend.preset.name}'s own sandbox"
-    return ""
+        return f"inside saddler's bubblewrap and {own}" if own else "inside saddler's bubblewrap"
+    return f"inside {own}" if own else ""
 
 
 def _tail(text: str) -> str:

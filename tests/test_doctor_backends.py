@@ -67,7 +67,7 @@ def test_the_codex_preset_names_its_own_sandbox(outside: Path, fakes: Path, monk
         "name": "evo-dag",
         "ok": True,
         "required": True,
-        "detail": "`evo-dag --help` runs inside codex's own sandbox",
+        "detail": "`evo-dag --help` runs inside saddler's bubblewrap and codex's own sandbox",
     }
 
 

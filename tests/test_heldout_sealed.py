@@ -387,3 +387,46 @@ def test_the_session_view_replaces_itself_whole(tmp_path: Path, fixture_dag: Cal
     with EvoDAG(dest, readonly=True) as view:
         assert {r.split for r in view.rollouts()} <= {"train"}
         assert all(n.test_mean is None for n in view.nodes())
+
+
+def test_a_codex_session_runs_in_saddlers_bubblewrap_with_the_run_folder_sealed(
+    tmp_path: Path, command_backend: Callable[..., Any], reflection_request: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """codex's own sandbox limits writes only: under `auto` saddler wraps it in bubblewrap showing only what a
+    session may read of the run folder; codex itself may write its answer file and CODEX_HOME."""
+    import subprocess
+
+    from saddler.sessions import confine
+
+    ok, why = confine.bwrap_works()
+    if not ok:
+        pytest.skip(f"bubblewrap cannot run here: {why}")
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    run, _ = _run_folder(tmp_path / "run")
+    backend = command_backend(run, "codex")
+    request = reflection_request(run)
+    argv, _ = backend.argv_for("reflection", request, "the prompt")
+    assert argv[0] == confine.BWRAP and argv[argv.index("--tmpfs", argv.index("/tmp") + 1) + 1] == str(run)
+    binds = {argv[i + 1] for i, a in enumerate(argv) if a == "--bind"}
+    assert binds == {str(tmp_path / "codex-home"), str(backend.session_files("reflection", request)["result"])}
+    assert argv[argv.index("--") + 1 :][:2] == ["codex", "exec"]
+    # what the agent's commands would see there (codex's own sandbox inside adds limits, never removes any)
+    script = "cat evodag.sqlite heldout/n1/test/t9-r0-s1/trace.json report.md; ls -A"
+    probe = backend.confined(["sh", "-c", script], None, [Path(p) for p in request.readable])
+    shown = subprocess.run(probe, capture_output=True, text=True, check=False, cwd=run)
+    assert "the full store" not in shown.stdout and "expected" not in shown.stdout and "0.98" not in shown.stdout
+    assert "evodag.sqlite" not in shown.stdout.split() and "heldout" not in shown.stdout.split()
+
+
+def test_without_bubblewrap_codex_falls_back_to_its_own_sandbox_and_the_doctor_says_what_is_readable(
+    tmp_path: Path, command_backend: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from saddler.sessions import confine
+
+    monkeypatch.setattr(confine, "bwrap_works", lambda: (False, "bwrap not found"))
+    backend = command_backend(tmp_path / "run", "codex")
+    assert backend.sandbox == "none"
+    assert "lets the agent read the run's held-out files" in backend.unsealed
+    with pytest.raises(Exception, match="bubblewrap"):
+        command_backend(tmp_path / "run", "codex", sandbox="bwrap").confined(["true"])

@@ -30,6 +30,7 @@ from saddler.sessions.presets import (
     answer_channel,
     command_argv,
     drop_nulls,
+    falls_back_to_own_sandbox,
     placeholders_in,
     preset_of,
     resolve_command,
@@ -77,6 +78,12 @@ class CommandBackend(common.LLMSessionBackend):
         self.preset = preset_of(config)
         self.channel = answer_channel(self.template, self.preset)
         self.sandbox = sandbox_of(config)
+        self.unsealed = ""  # why held-out files of the run folder are readable to the agent ("": they are not)
+        if self.sandbox == "bwrap" and falls_back_to_own_sandbox(config):
+            ok, why = confine.bwrap_works()
+            if not ok:
+                self.sandbox = "none"
+                self.unsealed = unsealed_reason(self.preset.name if self.preset else "the agent", why)
         unknown = placeholders_in(self.template) - set(PLACEHOLDERS)
         if unknown:
             raise ConfigError(
@@ -197,14 +204,23 @@ class CommandBackend(common.LLMSessionBackend):
         stdin = Path(stdin_file).read_text(encoding="utf-8") if stdin_file else None
         if self.sandbox == "bwrap":
             worktree = Path(request.worktree) if isinstance(request, DiagnosisRequest) else None
-            argv = self.confined(argv, worktree, [Path(p) for p in request.readable])
+            own = [files["result"]] if self._binds_result_file() else []
+            argv = self.confined(argv, worktree, [Path(p) for p in request.readable], own)
         return argv, stdin
 
-    def confined(self, argv: list[str], worktree: Path | None = None, visible: Sequence[Path] = ()) -> list[str]:
-        """`argv` inside saddler's bubblewrap: writable only `worktree` (None: nothing); the run folder replaced by
-        one showing only `visible` (what a session may read of it, read-only); read-only HOME and whatever the
-        agent's executable and saddler's own entry points need (`installs`), wherever they are installed (under
-        /tmp too, which the sandbox otherwise replaces with an empty one)."""
+    def _binds_result_file(self) -> bool:
+        """Whether the CLI writes its answer to `{result_file}` from inside saddler's bubblewrap."""
+        return self.sandbox == "bwrap" and "{result_file}" in self.template
+
+    def confined(
+        self, argv: list[str], worktree: Path | None = None, visible: Sequence[Path] = (), own: Sequence[Path] = ()
+    ) -> list[str]:
+        """`argv` inside saddler's bubblewrap: writable only `worktree` (None: nothing), the files `own` the CLI
+        itself writes (its answer file) and the preset's state folder (`Preset.state_home`; a CLI with its own
+        sandbox keeps the agent's commands out of both); the run folder replaced by one showing only `visible`
+        (what a session may read of it, read-only); read-only HOME and whatever the agent's executable and
+        saddler's own entry points need (`installs`), wherever they are installed (under /tmp too, which the
+        sandbox otherwise replaces with an empty one)."""
         ok, why = confine.bwrap_works()
         if not ok:
             raise BackendError(
@@ -214,10 +230,17 @@ class CommandBackend(common.LLMSessionBackend):
         readable = [Path.home(), *installs.executable_roots(argv[0]), *installs.saddler_roots()]
         readable = [p for p in dict.fromkeys(readable) if p.exists()]
         cwd = worktree or self.run_dir
+        writable = [worktree] if worktree else []
+        for path in own:
+            path.touch()  # a file is bound where it exists
+            writable.append(path)
+        state = self.preset.state_folder(self.environment()) if self.preset is not None else None
+        if state is not None:
+            state.mkdir(parents=True, exist_ok=True)
+            writable.append(state)
         return confine.bwrap_argv(
-            argv, writable=[worktree] if worktree else [], readable=readable, cwd=cwd, sealed=self.run_dir,
-            visible=visible,
-        )  # fmt: skip
+            argv, writable=writable, readable=readable, cwd=cwd, sealed=self.run_dir, visible=visible
+        )
 
     # -- one session ---------------------------------------------------------------------------
 
@@ -247,7 +270,10 @@ class CommandBackend(common.LLMSessionBackend):
         started = self.clock()
 
         def attempt(n: int) -> common.Result:
-            files["result"].unlink(missing_ok=True)
+            if self._binds_result_file():
+                files["result"].write_bytes(b"")  # emptied, not removed: bubblewrap binds it where it exists
+            else:
+                files["result"].unlink(missing_ok=True)
             transcript.write("attempt", number=n)
             run = self._run(argv, cwd, stdin, files, request.db_path, cfg.timeout_s)
             for line in run.stdout.splitlines():
@@ -270,12 +296,12 @@ class CommandBackend(common.LLMSessionBackend):
 
     def in_sandbox(self, argv: list[str]) -> list[str]:
         """`argv` inside the sandbox a reflection session's agent runs its commands in: saddler's bubblewrap, the
-        preset's own (`codex sandbox` with the sessions' settings), or none. For `saddler doctor`'s probes."""
+        preset's own (`codex sandbox` with the sessions' settings), both nested as codex gets them, or none. For
+        `saddler doctor`'s probes."""
+        own = [self.preset.name, *self.preset.sandbox_command] if self.preset and self.preset.sandbox_command else []
         if self.sandbox == "bwrap":
-            return self.confined(argv)
-        if self.preset is not None and self.preset.sandbox_command:
-            return [self.preset.name, *self.preset.sandbox_command, *argv]
-        return list(argv)
+            return self.confined([*own, *argv])
+        return [*own, *argv]
 
     def _run(
         self, argv: list[str], cwd: Path, stdin: str | None, files: dict[str, Path], db_path: str, timeout_s: float
@@ -340,4 +366,13 @@ def by_reference(prompt_file: Path) -> str:
     return (
         f"Your full instructions are in the file {prompt_file} (too long to pass here). Read that whole file "
         "first, then follow it exactly."
+    )
+
+
+def unsealed_reason(name: str, why: str) -> str:
+    """What `saddler doctor` says when held-out files stay readable to `name` (bubblewrap cannot run: `why`)."""
+    return (
+        f"bubblewrap cannot run here ({why}): {name} runs in its own sandbox, which limits writes but lets the agent "
+        "read the run's held-out files (dev and test traces, the full evodag.sqlite). Install bubblewrap, or set "
+        'sessions.sandbox = "none" to accept that'
     )

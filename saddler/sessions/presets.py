@@ -16,6 +16,7 @@ import copy
 import json
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -41,8 +42,12 @@ class Preset:
     (`FLEET_PLACEHOLDERS`: free-form answer, the workdir writable, streamed JSON, the prompt by file), with
     `fleet_note` saying how `budget_per_iter`, `max_turns` and `fallback_model` reach it. `answer`: how its JSON
     answer comes back (`structured`: the CLI enforces the schema and returns it; `message`: the agent's final
-    message). `own_sandbox`: whether the CLI confines the agent itself (else the `auto` sandbox wraps it in
-    bubblewrap). `efforts`: the values its effort setting takes. `touches`: what the agent may write, per role, for
+    message). `own_sandbox`: whether the CLI confines the agent itself. `hides_held_out`: whether the agent is kept
+    from reading what a session may not see of the run folder (the guard's read policy; issue 20); a preset without
+    either is wrapped in saddler's bubblewrap by the `auto` sandbox, which shows only the readable part of the run
+    folder. `state_home`: (variable, default) of the folder the CLI itself writes its state to (writable inside
+    saddler's bubblewrap; the agent's own commands stay in the CLI's sandbox). `efforts`: the values its effort
+    setting takes. `touches`: what the agent may write, per role, for
     the README and `saddler doctor`.
     """
 
@@ -60,6 +65,15 @@ class Preset:
     env: tuple[tuple[str, str], ...] = ()  # set for the CLI unless the user's environment sets it
     sandbox_fix: str = ""  # what to do when its sandbox cannot start (`failures.sandbox_failure`)
     sandbox_command: tuple[str, ...] = ()  # runs a command in its own sandbox, as its sessions get it (doctor)
+    hides_held_out: bool = False
+    state_home: tuple[str, str] | None = None
+
+    def state_folder(self, env: Mapping[str, str]) -> Path | None:
+        """The folder the CLI writes its own state to under `env` (None: it writes none that matters)."""
+        if self.state_home is None:
+            return None
+        variable, default = self.state_home
+        return Path(env.get(variable) or default).expanduser()
 
     def environment(self, base: dict[str, str]) -> dict[str, str]:
         """`base` with this preset's variables added where `base` does not set them."""
@@ -109,6 +123,7 @@ PRESETS: dict[str, Preset] = {
             "reflection and evolution edit nothing"
         ),
         env=(("CLAUDE_CODE_MAX_RETRIES", "2"),),  # its own retries, under saddler's (sessions.retries)
+        hides_held_out=True,  # --settings carries the guard hook, whose read policy refuses held-out paths
     ),
     "codex": Preset(
         name="codex",
@@ -143,6 +158,7 @@ PRESETS: dict[str, Preset] = {
             "codex keeps its sandbox helper under CODEX_HOME and refuses to put it under /tmp: set CODEX_HOME to a "
             "folder outside /tmp (e.g. export CODEX_HOME=~/.codex)"
         ),
+        state_home=("CODEX_HOME", "~/.codex"),
     ),
     "pi": Preset(
         name="pi",
@@ -287,13 +303,22 @@ def preset_of(config: SessionConfig) -> Preset | None:
 
 
 def sandbox_of(config: SessionConfig) -> Literal["bwrap", "none"]:
-    """The sandbox saddler adds around the agent: `bwrap` when asked for, or `auto` and the preset has none."""
+    """The sandbox saddler adds around the agent: `bwrap` when asked for, or `auto` and the preset either has no
+    sandbox of its own (pi) or cannot keep the agent from reading held-out files (codex: its sandbox limits writes
+    only). A custom template gets none under `auto`."""
     if config.sandbox == "bwrap":
         return "bwrap"
     preset = preset_of(config)
-    if config.sandbox == "auto" and preset is not None and not preset.own_sandbox:
+    if config.sandbox == "auto" and preset is not None and not (preset.own_sandbox and preset.hides_held_out):
         return "bwrap"
     return "none"
+
+
+def falls_back_to_own_sandbox(config: SessionConfig) -> bool:
+    """Whether the `auto` sandbox may fall back to the preset's own sandbox when bubblewrap cannot run (codex:
+    then it still confines writes, but held-out files are readable to the agent; `saddler doctor` says so)."""
+    preset = preset_of(config)
+    return config.sandbox == "auto" and preset is not None and preset.own_sandbox
 
 
 def answer_channel(template: str, preset: Preset | None) -> Channel:
