@@ -29,7 +29,12 @@ fi
 # version tests/fixtures/harbor/recorded was recorded with. Best effort: without a Python 3.12 those tests skip.
 if [ -z "${SADDLER_TEST_HARBOR:-}" ]; then
   HARBOR_VENV="$PWD/.venv-harbor"
-  PY312=${PYTHON312:-$(command -v python3.12 || ls "$HOME"/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | head -n 1 || true)}
+  PY312=${PYTHON312:-}
+  if [ -z "$PY312" ]; then  # the first Python 3.12 that runs (a pyenv shim on PATH may name one it cannot start)
+    for candidate in "$(command -v python3.12 || true)" "$HOME"/.pyenv/versions/3.12*/bin/python3.12; do
+      if [ -n "$candidate" ] && "$candidate" -c 'import sys' >/dev/null 2>&1; then PY312=$candidate; break; fi
+    done
+  fi
   if [ ! -x "$HARBOR_VENV/bin/harbor" ] && [ -n "$PY312" ]; then
     { "$PY312" -m venv "$HARBOR_VENV" && "$HARBOR_VENV/bin/python" -m pip install -q 'harbor==0.26.0'; } >/dev/null 2>&1 \
       || echo "note: Harbor could not be installed with $PY312; the real-Harbor tests will be skipped" >&2
