@@ -22,7 +22,8 @@ error), and `check_*` lines stating whether the default meets each bar of issue 
 Usage: python bench/strategies.py [--benchmarks opsdesk,repofix] [--proposers neutral,calibrated]
        [--first-seed 0] [--seeds 20] [--iterations 30] [--only full,paper] [--jobs 2] [--out DIR] [--reuse]
 All runs of a benchmark share one rollout cache, so a rollout identical across strategies executes once (it is
-still counted as spent by each run that stores it); `--reuse` measures the finished runs of an earlier `--out`.
+still counted as spent by each run that stores it); `--reuse` measures the finished runs of an earlier `--out`
+and resumes its interrupted ones.
 """
 
 from __future__ import annotations

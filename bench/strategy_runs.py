@@ -228,11 +228,12 @@ def run_one(
 
     started = time.monotonic()
     if not (reuse and finished(run_dir)):
-        sets: dict[str, Any] = {"loop": {"max_iterations": iterations}, "executor": {"cache": str(cache)}}
-        for key, table in overrides.items():
-            sets.setdefault(key, {}).update(table)
-        init_run(run_dir, template=template, seed=seed, force=True, overrides=sets)
-        (run_dir / POSTHOC).unlink(missing_ok=True)
+        if not (reuse and (run_dir / "evodag.sqlite").exists()):  # an interrupted run of --reuse resumes instead
+            sets: dict[str, Any] = {"loop": {"max_iterations": iterations}, "executor": {"cache": str(cache)}}
+            for key, table in overrides.items():
+                sets.setdefault(key, {}).update(table)
+            init_run(run_dir, template=template, seed=seed, force=True, overrides=sets)
+            (run_dir / POSTHOC).unlink(missing_ok=True)
         Optimizer(run_dir, quiet=True).run()
     cfg = load_run_config(run_dir)
     result = measure(run_dir, cfg.loop.dev_runs, cfg.loop.test_runs)
