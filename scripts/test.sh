@@ -20,7 +20,7 @@ mypy
 lint-imports   # the layer contracts in pyproject.toml [tool.importlinter]
 # The docs site (mkdocs.yml, docs/ into site/): any warning fails; offline (no fonts or plugins fetched). The
 # variable silences Material's end-of-life banner, which is not about this site.
-NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet
+NO_MKDOCS_2_WARNING=1 mkdocs build --strict   # not --quiet: it hides the warnings strict mode counts (exit 0)
 # Rollouts run in bubblewrap when it is there (executor.sandbox = "auto"): install it where we can (root with
 # apt-get; quiet, best effort). Without it the bwrap tests skip and the Landlock / no-sandbox fallbacks are tested.
 if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -66,7 +66,7 @@ def test_every_check_runs_in_order_and_a_clean_run_passes(fake_venv: Path) -> No
         f"ruff format --check {CHECKED}",
         "mypy",
         "lint-imports",
-        "mkdocs build --strict --quiet",
+        "mkdocs build --strict",
         "python -m pytest",
     ]
 
@@ -78,7 +78,7 @@ def test_every_check_runs_in_order_and_a_clean_run_passes(fake_venv: Path) -> No
         ("ruff check*", f"ruff check {CHECKED}"),
         ("mypy*", "mypy"),
         ("lint-imports*", "lint-imports"),
-        ("mkdocs*", "mkdocs build --strict --quiet"),
+        ("mkdocs*", "mkdocs build --strict"),
     ],
 )
 def test_a_failing_check_fails_ci_before_pytest(fake_venv: Path, fail_when: str, last_call: str) -> None:
