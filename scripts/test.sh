@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Full set-up + every check on a fresh machine: a fresh venv, a non-editable install with the dev, ray, inspect and
-# bench extras, smoke checks of the installed console scripts, ruff (lint + format), mypy, the import layer
-# contracts, then pytest.
+# Full set-up + every check on a fresh machine: a fresh venv, a non-editable install with the dev, ray, inspect,
+# bench and docs extras, smoke checks of the installed console scripts, ruff (lint + format), mypy, the import layer
+# contracts, the documentation site (mkdocs, warnings as errors), then pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${SADDLER_TEST_VENV:-.venv-test}
@@ -10,7 +10,7 @@ PY=${PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ]; then "$PY" -m venv "$VENV"; fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps .
-"$VENV/bin/python" -m pip install -q ".[dev,ray,inspect,bench]"
+"$VENV/bin/python" -m pip install -q ".[dev,ray,inspect,bench,docs]"
 export PATH="$VENV/bin:$PATH"
 # The installed (non-editable) package must find its bundled benchmarks and templates.
 ( cd /tmp && saddler --help >/dev/null && evo-dag --help >/dev/null && saddler list --json )
@@ -18,6 +18,9 @@ ruff check saddler evodag benchmarks tests bench
 ruff format --check saddler evodag benchmarks tests bench
 mypy
 lint-imports   # the layer contracts in pyproject.toml [tool.importlinter]
+# The docs site (mkdocs.yml, docs/ into site/): any warning fails; offline (no fonts or plugins fetched). The
+# variable silences Material's end-of-life banner, which is not about this site.
+NO_MKDOCS_2_WARNING=1 mkdocs build --strict   # not --quiet: it hides the warnings strict mode counts (exit 0)
 # Rollouts run in bubblewrap when it is there (executor.sandbox = "auto"): install it where we can (root with
 # apt-get; quiet, best effort). Without it the bwrap tests skip and the Landlock / no-sandbox fallbacks are tested.
 if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-TOOLS = ("python", "saddler", "evo-dag", "ruff", "mypy", "lint-imports", "bwrap")
+TOOLS = ("python", "saddler", "evo-dag", "ruff", "mypy", "lint-imports", "mkdocs", "bwrap")
 CHECKED = "saddler evodag benchmarks tests bench"
 FAKE = """#!/bin/sh
 echo "$(basename "$0") $*" >> "$CI_LOG"
@@ -58,7 +58,7 @@ def test_every_check_runs_in_order_and_a_clean_run_passes(fake_venv: Path) -> No
     assert calls == [
         "python -m pip install -q --upgrade pip",
         "python -m pip install -q --force-reinstall --no-deps .",
-        "python -m pip install -q .[dev,ray,inspect,bench]",
+        "python -m pip install -q .[dev,ray,inspect,bench,docs]",
         "saddler --help",
         "evo-dag --help",
         "saddler list --json",
@@ -66,6 +66,7 @@ def test_every_check_runs_in_order_and_a_clean_run_passes(fake_venv: Path) -> No
         f"ruff format --check {CHECKED}",
         "mypy",
         "lint-imports",
+        "mkdocs build --strict",
         "python -m pytest",
     ]
 
@@ -77,6 +78,7 @@ def test_every_check_runs_in_order_and_a_clean_run_passes(fake_venv: Path) -> No
         ("ruff check*", f"ruff check {CHECKED}"),
         ("mypy*", "mypy"),
         ("lint-imports*", "lint-imports"),
+        ("mkdocs*", "mkdocs build --strict"),
     ],
 )
 def test_a_failing_check_fails_ci_before_pytest(fake_venv: Path, fail_when: str, last_call: str) -> None:

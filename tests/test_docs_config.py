@@ -1,5 +1,6 @@
-"""README's config: every key its TOML blocks, `--set`s and prose name is a field of the pydantic models (with a
-valid value), and every field is documented there, or listed below as undocumented on purpose with the reason."""
+"""The docs' config: every key the TOML blocks, `--set`s and prose of README and the site's pages name is a field of
+the pydantic models (with a valid value), and every field is documented in the configuration reference
+(docs/configuration.md), or listed below as undocumented on purpose with the reason."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ UNDOCUMENTED: dict[str, str] = {
     "run.harness": "written by `saddler init` (the run's clone is always RUN/harness, and init refuses to set it); "
     "fork and crash recovery read it: not a user setting",
 }
-"""Config fields README does not document, each with the reason."""
+"""Config fields the configuration reference does not document, each with the reason."""
 
 _IDENT = re.compile(r"\b[a-z][a-z0-9_]*\b")
 _TABLE = re.compile(r"^\s*\[([a-z0-9_.\"-]+)\]\s*(?:#.*)?$")
@@ -61,21 +62,21 @@ def _flatten(table: dict[str, Any], prefix: str = "") -> list[str]:
 
 
 def config_docs(block_text: str) -> dict[str, Any]:
-    """A README TOML block as a config document (`[run]`/`[harness]`), or {} when it is something else."""
+    """A docs TOML block as a config document (`[run]`/`[harness]`), or {} when it is something else."""
     doc = tomllib.loads(block_text)
     return doc if {"run", "harness"} & set(doc) else {}
 
 
-def keys_in_toml(readme: Doc) -> set[str]:
-    """Dotted keys set in README's config TOML blocks."""
-    return {path for block in readme.toml_blocks() for path in _flatten(config_docs(block.text))}
+def keys_in_toml(doc: Doc) -> set[str]:
+    """Dotted keys set in the doc's config TOML blocks."""
+    return {path for block in doc.toml_blocks() for path in _flatten(config_docs(block.text))}
 
 
-def names_in_toml_comments(readme: Doc) -> set[str]:
+def names_in_toml_comments(doc: Doc) -> set[str]:
     """`table.name` for every identifier a comment names inside a config table of a TOML block (`# max_turns,
     max_budget_usd, …: set here they apply to every role` under [run.sessions] documents run.sessions.max_turns)."""
     found: set[str] = set()
-    for block in readme.toml_blocks():
+    for block in doc.toml_blocks():
         if not config_docs(block.text):
             continue
         table = ""
@@ -88,11 +89,11 @@ def names_in_toml_comments(readme: Doc) -> set[str]:
     return found
 
 
-def config_spans(readme: Doc) -> list[tuple[str, str | None]]:
+def config_spans(doc: Doc) -> list[tuple[str, str | None]]:
     """(TOML path, value or None) for every inline span naming a config key: `policies.score` (as
     run.policies.score), `run.loop.batch_size`, `executor.kind = "ray"`, `harness.components.protected`."""
     out: list[tuple[str, str | None]] = []
-    for span in readme.spans():
+    for span in doc.spans():
         match = _CONFIG_SPAN.match(span)
         if match:
             out.append((f"run.{match.group(1)}", match.group(2)))
@@ -102,22 +103,22 @@ def config_spans(readme: Doc) -> list[tuple[str, str | None]]:
     return out
 
 
-def role_tables(readme: Doc) -> set[str]:
-    """Roles README names as `[run.sessions.roles.<role>]` tables, `a|b|c` alternatives expanded."""
+def role_tables(doc: Doc) -> set[str]:
+    """Roles the doc names as `[run.sessions.roles.<role>]` tables, `a|b|c` alternatives expanded."""
     roles: set[str] = set()
-    for span in readme.spans():
+    for span in doc.spans():
         match = re.fullmatch(r"\[run\.sessions\.roles\.([a-z_|<>]+)\]", span)
         if match:
             roles |= set(match.group(1).split("|"))
     return roles
 
 
-def documented_fields(readme: Doc) -> set[str]:
-    named = keys_in_toml(readme) | names_in_toml_comments(readme) | {path for path, _ in config_spans(readme)}
+def documented_fields(doc: Doc) -> set[str]:
+    named = keys_in_toml(doc) | names_in_toml_comments(doc) | {path for path, _ in config_spans(doc)}
     fields = set(all_fields())
     documented = {f for f in fields if f in named or any(n.startswith(f"{f}.") for n in named)}
-    # a role table takes the limits of [run.sessions]: documented once README names the tables and the limit
-    roles = role_tables(readme)
+    # a role table takes the limits of [run.sessions]: documented once the doc names the tables and the limit
+    roles = role_tables(doc)
     for f in fields:
         parts = f.split(".")
         if parts[:3] == ["run", "sessions", "roles"] and f"run.sessions.{parts[4]}" in documented:
@@ -125,8 +126,8 @@ def documented_fields(readme: Doc) -> set[str]:
     return documented
 
 
-def test_every_readme_config_block_validates(readme: Doc) -> None:
-    blocks = [b for b in readme.toml_blocks() if config_docs(b.text)]
+def test_every_config_block_of_the_docs_validates(reference: Doc) -> None:
+    blocks = [b for b in reference.toml_blocks() if config_docs(b.text)]
     assert len(blocks) >= 6
     errors = {}
     for block in blocks:
@@ -137,9 +138,9 @@ def test_every_readme_config_block_validates(readme: Doc) -> None:
     assert errors == {}
 
 
-def test_readme_benchmark_options_are_parameters_of_the_benchmark(readme: Doc) -> None:
+def test_the_docs_benchmark_options_are_parameters_of_the_benchmark(reference: Doc) -> None:
     checked = []
-    for block in readme.toml_blocks():
+    for block in reference.toml_blocks():
         run = config_docs(block.text).get("run", {})
         if "benchmark_options" not in run:
             continue
@@ -149,12 +150,12 @@ def test_readme_benchmark_options_are_parameters_of_the_benchmark(readme: Doc) -
         checked.append(run["benchmark"])
         assert set(run["benchmark_options"]) - params == set(), run["benchmark"]
         named = set(_IDENT.findall(block.text))  # keys, and the optional ones the block's comments name
-        assert params - named - set(_IDENT.findall(readme.prose)) == set(), f"{run['benchmark']}: not in README"
+        assert params - named - set(_IDENT.findall(reference.prose)) == set(), f"{run['benchmark']}: not in the docs"
     assert sorted(checked) == ["command", "harbor", "inspect"]
 
 
-def test_every_config_key_named_in_readme_prose_exists_with_a_valid_value(readme: Doc) -> None:
-    spans = config_spans(readme)
+def test_every_config_key_named_in_the_docs_prose_exists_with_a_valid_value(reference: Doc) -> None:
+    spans = config_spans(reference)
     assert len(spans) > 10
     problems = {}
     for path, value in spans:
@@ -178,16 +179,16 @@ def test_every_config_key_named_in_readme_prose_exists_with_a_valid_value(readme
     assert problems == {}
 
 
-def test_every_config_field_is_documented(readme: Doc) -> None:
-    documented = documented_fields(readme)
+def test_every_config_field_is_documented_in_the_configuration_reference(config_page: Doc) -> None:
+    documented = documented_fields(config_page)
     missing = sorted(set(all_fields()) - documented - set(UNDOCUMENTED))
     assert missing == []
 
 
-def test_the_undocumented_list_is_not_stale(readme: Doc) -> None:
+def test_the_undocumented_list_is_not_stale(config_page: Doc) -> None:
     fields = set(all_fields())
     assert {f for f in UNDOCUMENTED if f not in fields} == set()
-    assert {f for f in UNDOCUMENTED if f in documented_fields(readme)} == set()
+    assert {f for f in UNDOCUMENTED if f in documented_fields(config_page)} == set()
 
 
 @pytest.mark.parametrize("text", ["[run.loop]\nbatch_sise = 3\n", '[run.policies]\nranking = "best_batch"\n'])

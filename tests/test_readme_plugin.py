@@ -14,12 +14,12 @@ from typer.testing import CliRunner
 from saddler.benchmark import load_benchmark
 from saddler.cli.app import app
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "your-harness.md"  # where the plugin example lives
 runner = CliRunner()
 
 
 def readme_files() -> dict[str, str]:
-    """Every fenced block of README.md whose first line is `# <relative path>`: path -> the block's text."""
+    """Every fenced block of the plugin page whose first line is `# <relative path>`: path -> the block's text."""
     blocks = re.findall(r"^```(?:python|toml)\n# (\S+)\n(.*?)^```", README.read_text(encoding="utf-8"), re.M | re.S)
     return {path: body for path, body in blocks}
 

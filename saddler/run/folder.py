@@ -283,7 +283,7 @@ def _benchmark_settings(run: dict[str, Any]) -> list[str]:
         notes.append(
             f"note: the offline backend patches only benchmarks that ship a patch bank, and {bench.name} has none: "
             "every offline diagnosis will be no_patch. Use --backend claude or command, or give the benchmark "
-            'symptoms() and patch_bank() (README: "Offline patches for your own benchmark")'
+            'symptoms() and patch_bank() (docs/your-harness.md: "Offline patches for your own benchmark")'
         )
     return notes
 

@@ -12,11 +12,20 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-MAIN_DOCS = ("README.md", "DEVELOPERS.md", "docs/architecture.md")
+HISTORY = ("CHANGELOG.md", "docs/changelog.md")
+"""The changelog (and the site page that includes it) names history on purpose: what it says was removed is not
+drift, so the docs checks skip it."""
+SITE_PAGES = tuple(sorted(f"docs/{p.name}" for p in (REPO / "docs").glob("*.md") if f"docs/{p.name}" not in HISTORY))
+"""The documentation site's pages (mkdocs.yml builds them); `docs/cli.md` is generated from the CLIs' help."""
+MAIN_DOCS = ("README.md", "DEVELOPERS.md", *SITE_PAGES)
+FOR_DEVELOPERS = ("DEVELOPERS.md", "docs/developers.md", "docs/architecture.md", "docs/cli.md")
+CONFIG_PAGE = "docs/configuration.md"
+"""The configuration reference: every config field is documented there (tests/test_docs_config.py)."""
 TOOLS = ("saddler", "evo-dag")
 _FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _SPAN = re.compile(r"`([^`\n]+)`")
 _SEPARATORS = {"&&", "||", ";", "|"}
+_SNIPPET = re.compile(r'^--8<-- "([^"]+)"$', re.M)
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,8 @@ class Doc:
     @classmethod
     def read(cls, name: str) -> Doc:
         text = (REPO / name).read_text(encoding="utf-8")
+        # a page that includes a file (pymdownx.snippets, as mkdocs builds it) is checked with the file's text
+        text = _SNIPPET.sub(lambda m: (REPO / m.group(1)).read_text(encoding="utf-8"), text)
         blocks = [Block(m.group(1), m.group(2), text.count("\n", 0, m.start()) + 1) for m in _FENCE.finditer(text)]
         return cls(name, text, blocks, _FENCE.sub("", text))
 
@@ -152,7 +163,7 @@ def repo_root() -> Path:
 
 @pytest.fixture(scope="session")
 def docs() -> dict[str, Doc]:
-    """README.md, DEVELOPERS.md and docs/architecture.md, parsed."""
+    """README.md, DEVELOPERS.md and every page of the documentation site, parsed."""
     return {name: Doc.read(name) for name in MAIN_DOCS}
 
 
@@ -161,9 +172,28 @@ def all_docs() -> dict[str, Doc]:
     """Every tracked markdown file outside tests/, parsed."""
     names = tracked_markdown()
     assert set(MAIN_DOCS) <= set(names)
-    return {name: Doc.read(name) for name in names}
+    return {name: Doc.read(name) for name in names if name not in HISTORY}
 
 
 @pytest.fixture(scope="session")
 def readme(docs: dict[str, Doc]) -> Doc:
     return docs["README.md"]
+
+
+@pytest.fixture(scope="session")
+def config_page(docs: dict[str, Doc]) -> Doc:
+    """The configuration reference page."""
+    return docs[CONFIG_PAGE]
+
+
+@pytest.fixture(scope="session")
+def reference(docs: dict[str, Doc]) -> Doc:
+    """README and the site's pages for users as one document (the config checks read every key any of them names;
+    the pages for developers name modules, not keys, and the CLI reference is the CLIs' own text)."""
+    parts = [d for d in docs.values() if d.name not in FOR_DEVELOPERS]
+    return Doc(
+        "README.md + docs/",
+        "\n".join(d.text for d in parts),
+        [b for d in parts for b in d.blocks],
+        "\n".join(d.prose for d in parts),
+    )
