@@ -96,6 +96,9 @@ else:
 """
 
 
+OWN_PACKAGES = ("saddler", "evodag", "benchmarks", "harness_templates")
+
+
 @pytest.fixture
 def editable_under_tmp(under_tmp: Path, outside: Path, fakes: Path) -> Callable[[str], dict[str, Any]]:
     """The stand-in CLIs on PATH, and saddler installed editable from a checkout under /tmp into a virtualenv under
@@ -105,7 +108,7 @@ def editable_under_tmp(under_tmp: Path, outside: Path, fakes: Path) -> Callable[
     import json
 
     source = under_tmp / "checkout"
-    for package in ("saddler", "evodag", "benchmarks", "harness_templates"):
+    for package in OWN_PACKAGES:
         shutil.copytree(REPO / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
     venv = under_tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
@@ -113,7 +116,12 @@ def editable_under_tmp(under_tmp: Path, outside: Path, fakes: Path) -> Callable[
         [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
-    deps = next(p for p in sys.path if p.endswith("site-packages"))  # typer, pydantic… of this venv
+    site = Path(next(p for p in sys.path if p.endswith("site-packages")))  # typer, pydantic… of this venv
+    deps = outside / "deps"  # this venv's packages but saddler's own (CI installs saddler there, not editable)
+    deps.mkdir()
+    for entry in site.iterdir():
+        if entry.name.split("-")[0] not in OWN_PACKAGES and not entry.name.startswith("__editable__"):
+            (deps / entry.name).symlink_to(entry)
     Path(purelib, "__editable__.saddler.pth").write_text(f"{source}\n{deps}\n")
     evo_dag = venv / "bin" / "evo-dag"
     evo_dag.write_text(f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom evodag.cli import app\nsys.exit(app())\n")

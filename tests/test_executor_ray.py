@@ -107,9 +107,10 @@ def test_ray_matches_local(
     local, _ = _evaluate(tmp_path / "local", template, bench, name, options, local_ex)
     assert remote == local
     assert len(remote) >= 4
-    for row in remote_rows:  # traces written on the worker land in this run's folder
+    for row in remote_rows:  # traces written on the worker land in this run's folder (held-out splits apart)
         if row.trace_path:
-            assert row.trace_path.startswith(str(tmp_path / "ray" / "traces")), row.trace_path
+            folder = "traces" if row.split == "train" else "heldout"
+            assert row.trace_path.startswith(str(tmp_path / "ray" / folder)), row.trace_path
             assert Path(row.trace_path).is_file()
     assert any(r.trace_path for r in remote_rows)
     ray_ex.close()

@@ -20,7 +20,7 @@ from saddler.harness.space import HarnessSpace
 FAKE = Path(__file__).with_name("fake_agent.py")
 PLANTER = """
 import os, pathlib, sys
-run = pathlib.Path(os.environ["EVODAG_DB"]).parent
+run = pathlib.Path(os.environ["EVODAG_DB"]).parents[1]  # the session view, RUN/sessions/evodag-view.sqlite
 hooks = run / "harness" / ".git" / "hooks"
 for name in ("post-checkout", "reference-transaction", "post-index-change", "pre-commit"):
     hook = hooks / name
