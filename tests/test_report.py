@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 from evodag.models import Node, RolloutRow
 from evodag.store import EvoDAG
-from saddler.reporting.figures import build_report, hypothesis_summary, pass_at_1, write_report
+from saddler.reporting.figures import build_report, hypothesis_summary, write_report
 from saddler.reporting.markdown import table
 from saddler.reporting.results_tsv import write_results_tsv
+from saddler.scoring import node_score
 
 if TYPE_CHECKING:
     from plugins.reports import Fixture
@@ -317,7 +318,7 @@ def test_report_md_tables_and_metric_lines(finished: tuple[EvoDAG, Fixture, Path
     ]:
         assert line in text.splitlines(), line
     assert text.endswith(
-        "```\nbaseline_test: 0.5000\nbest_test: 0.9167\ndelta_test: 0.4167\nbaseline_dev: 0.5000\nbest_dev: 1.0000\n"
+        "```\nbaseline_test: 0.5000\nbest_test: 0.9167\ndelta_test: +0.4167\nbaseline_dev: 0.5000\nbest_dev: 1.0000\n"
         f"best_node: {ids['N7']}\niterations: 8\nrollouts: 85\ninfra_errors: 0\noptimizer_cost_usd: 0.5900\n```\n"
     )
 
@@ -371,7 +372,7 @@ def _row(rep: int, passed: bool) -> RolloutRow:
 def test_pass_at_1_is_mean_and_pstdev_of_per_run_rates(runs: list[list[bool]]) -> None:
     rows = [_row(rep, p) for rep, outcomes in enumerate(runs) for p in outcomes]
     rates = [sum(o) / len(o) for o in runs]
-    got = pass_at_1(rows)
+    got = node_score(rows, "pass_rate").figures()
     assert got["runs"] == len(runs)
     assert got["mean"] == pytest.approx(sum(rates) / len(rates), abs=1e-6)
     assert got["std"] == pytest.approx(_pstdev(rates), abs=2e-6)

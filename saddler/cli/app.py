@@ -1,4 +1,5 @@
-"""`saddler` command line. Each command group lives in its own `cli_*` module and registers here."""
+"""`saddler` command line. Each command group lives in its own module of `saddler.cli` (`setup`, `run`, `doctor`,
+`modes`) and registers here."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Search policies, each a small object chosen by name in `[run.policies]`.
 
 Together they make the paper's ablations and other strategies (greedy keep/discard, full-batch)
-configurations rather than forks: see `saddler.policies.build_policies`.
+configurations rather than forks: `saddler.run.context.open_context` builds them from the run's config.
 """
 
 from saddler.policies.acceptance import Acceptance, AcceptanceDecision, make_acceptance

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evodag.decisions import STATUS_TSV
 from evodag.metric import run_metric
 from evodag.models import Node
 from evodag.store import EvoDAG
@@ -18,7 +19,6 @@ from saddler.files import write_text_atomic
 from saddler.reporting.figures import hypothesis_summary
 
 HEADER = ("commit", "metric", "status", "description")
-STATUS = {"baseline": "keep", "accepted": "keep", "neutral": "keep", "rejected": "discard", "invalid": "crash"}
 
 
 def _one_line(text: str) -> str:
@@ -36,14 +36,14 @@ def describe(node: Node) -> str:
 def result_rows(store: EvoDAG, run_id: int | None = None) -> list[tuple[str, str, str, str]]:
     """The TSV rows (without header) of the run, latest run when `run_id` is None."""
     run = store.get_run(run_id)
-    nodes = [n for n in store.nodes(run.id) if n.status in STATUS]
+    nodes = [n for n in store.nodes(run.id) if n.status in STATUS_TSV]
     nodes.sort(key=lambda n: (n.status != "baseline", n.iteration, n.id))
     dev_scale, batch_scale = run_metric(store, run.id), run_metric(store, run.id, batch=True)
     rows = []
     for node in nodes:
         score, scale = (node.dev_mean, dev_scale) if node.dev_mean is not None else (node.batch_after, batch_scale)
         metric = scale.plain(score) if scale is not None and score is not None else f"{score or 0.0:.4f}"
-        rows.append((node.commit[:7], metric, STATUS[node.status], describe(node)))
+        rows.append((node.commit[:7], metric, STATUS_TSV[node.status], describe(node)))
     return rows
 
 

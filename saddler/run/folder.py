@@ -26,6 +26,7 @@ import tomli_w
 
 from saddler.errors import ConfigError, FolderRefusedError, UncommittedHarnessError
 from saddler.files import remove_path
+from saddler.harness.gitcmd import logical_commit_time
 from saddler.runlock import run_lock
 
 if TYPE_CHECKING:
@@ -237,7 +238,9 @@ def init_run(
             for child in paths.root.iterdir():
                 if child.name != ".lock":
                     remove_path(child)
-            HarnessSpace.create(source, paths.harness(), paths.worktrees, clock=lambda: 946684800, uncommitted=dirty)
+            HarnessSpace.create(
+                source, paths.harness(), paths.worktrees, clock=lambda: logical_commit_time(0), uncommitted=dirty
+            )
             paths.config.write_text(render_run_toml(run), encoding="utf-8")
     except BaseException:
         if not existed:
