@@ -196,7 +196,8 @@ def init_run(
     paths = RunPaths(Path(run_dir))
     source = template_path(template) if template else Path(harness).expanduser().resolve()  # type: ignore[arg-type]
     if not source.is_dir():
-        raise ConfigError(f"--harness {source}: no such folder")
+        what = "is a file, not a folder" if source.exists() else "no such folder"
+        raise ConfigError(f"--harness {source}: {what}; pass the folder of your harness (a git repository)")
     bench = benchmark or TEMPLATE_BENCHMARKS.get(template or "", "")
     if not bench:
         raise ConfigError("--benchmark NAME is required with --harness")
