@@ -19,7 +19,7 @@ from typing import Any
 from evodag.decisions import KEPT_DECISIONS
 from evodag.history import metric_keys
 from evodag.metric import delta_text, run_metric, scale_of, score_text
-from evodag.models import Edge, Node, RolloutRow
+from evodag.models import Node, RolloutRow
 from evodag.store import EvoDAG
 from saddler import scoring
 from saddler.benchmark import MetricScale
@@ -118,17 +118,15 @@ def _mutation(
     }
 
 
-def _per_task(
-    store: EvoDAG, chain: list[Node], base_rows: list[RolloutRow], best_rows: list[RolloutRow]
-) -> list[dict[str, Any]]:
-    """Per test task, baseline against best (`base_rows`, `best_rows`: their test rollouts) and where it changed."""
+def _per_task(base_rows: list[RolloutRow], best_rows: list[RolloutRow]) -> list[dict[str, Any]]:
+    """Per test task, baseline against best (`base_rows`, `best_rows`: their test rollouts). Where on the lineage a
+    test task changed is unknown by construction: only the baseline and the best are run on test."""
     groups: dict[str, str] = {}
     tally: dict[tuple[int, str], list[bool]] = defaultdict(list)
     for which, rows in ((0, base_rows), (1, best_rows)):
         for row in rows:
             groups.setdefault(row.task_id, row.task_group)
             tally[(which, row.task_id)].append(row.passed)
-    edges: list[tuple[Node, Edge | None]] = [(n, store.edge_into(n.id)) for n in chain[1:]]
     out = []
     for task in sorted(groups):
         before, after = tally[(0, task)], tally[(1, task)]
@@ -137,10 +135,6 @@ def _per_task(
         change = "same"
         if b_rate is not None and a_rate is not None and a_rate != b_rate:
             change = "fixed" if a_rate > b_rate else "regressed"
-        changed_in = None
-        for node, edge in edges:
-            if edge is not None and task in (edge.fixed if change == "fixed" else edge.regressed):
-                changed_in = node.iteration
         out.append(
             {
                 "task": task,
@@ -152,7 +146,6 @@ def _per_task(
                 "final_passes": sum(after),
                 "final_runs": len(after),
                 "change": change,
-                "changed_in": changed_in if change != "same" else None,
             }
         )
     return out
@@ -339,7 +332,7 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
             "lineage": [_mutation(nodes, n, scales) for n in chain[1:]],
             "accepted": [_mutation(nodes, n, scales) for n in candidates if n.status == "accepted"],
         },
-        "per_task": _per_task(store, chain, base_rows, best_rows) if base and best else [],
+        "per_task": _per_task(base_rows, best_rows) if base and best else [],
         "failed_mutations": _failed(store, run.id, candidates),
         "patch_kinds": _patch_stats(candidates),
         "cost": _cost(store, run.id, wall),

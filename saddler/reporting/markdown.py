@@ -142,11 +142,10 @@ def _per_task(f: dict[str, Any]) -> list[str]:
             f"{t['baseline_passes']}/{t['baseline_runs']}",
             f"{t['final_passes']}/{t['final_runs']}",
             t["change"],
-            f"iteration {t['changed_in']}" if t["changed_in"] is not None else "—",
         ]
         for t in changed
     ]
-    out += table(["Task", "Group", "Baseline", "Final", "Change", "Changed in"], rows) if rows else ["No task changed."]
+    out += table(["Task", "Group", "Baseline", "Final", "Change"], rows) if rows else ["No task changed."]
     return [*out, "", f"{len(tasks) - len(changed)} of {len(tasks)} test tasks unchanged (passes / test runs)."]
 
 
