@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from evodag.decisions import ACCEPTED, INVALID, KEPT_DECISIONS, NEUTRAL, PENDING, REJECTED
 from evodag.history import history
 from evodag.queries import lineage_train_outcomes
 from evodag.store import EvoDAG
@@ -37,7 +38,7 @@ QUERY_BUDGET_MS = 50.0
 CLI_BUDGET_S = 1.0
 TRAIN_TASKS = [f"train-{i:03d}" for i in range(300)]
 DEV_TASKS = [f"dev-{i:02d}" for i in range(50)]
-STATUSES = ("accepted", "rejected", "invalid", "neutral", "pending")
+STATUSES = (ACCEPTED, REJECTED, INVALID, NEUTRAL, PENDING)
 KINDS = ("patch", "patch", "patch", "rebase", "cherry_pick", "revert")
 CATEGORIES = ("fixed", "regressed", "still_failing", "general")
 ATTRIBUTIONS = ("true_fix", "true_regression", "stochastic", "uncertain")
@@ -77,7 +78,7 @@ def build(path: Path, n_nodes: int, per_node: int, seed: int = 0, reuse: bool = 
                                   [f"f{i % 17}.py"], 1, 0)  # fmt: skip
                 batch = rng.sample(TRAIN_TASKS, 6)
                 s.set_edge_transitions(edge.id, batch[:2], batch[2:3], batch[3:4], batch[4:])
-                if status in ("accepted", "neutral"):
+                if status in KEPT_DECISIONS:
                     s.update_node(node.id, dev_mean=round(rng.random(), 4), dev_std=0.01)
                 s.add_lesson(run.id, rng.choice(CATEGORIES), rng.choice(ATTRIBUTIONS), f"lesson on {batch[0]}",
                              node_id=node.id, edge_id=edge.id, iteration=i, task_id=batch[0])  # fmt: skip

@@ -15,12 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evodag.decisions import NO_TRAINING_FAILURES
 from evodag.models import Iteration, Node, RolloutRow
-from saddler.harness.gitcmd import git
-from saddler.policies.stopping import NO_TRAINING_FAILURES
+from saddler.harness.gitcmd import git, logical_commit_time
 from saddler.run.context import RunContext
 from saddler.run.diagnosis import validate
-from saddler.run.loop import COMMIT_EPOCH
 from saddler.run.outcomes import by_task, evidence, failure_kinds
 from saddler.scoring import task_value
 
@@ -194,7 +193,7 @@ class SaddlerAdapter:
         phase = moved[0] if moved else phase
         batch = sorted({r.task_id for r in rows})
         it = Iteration(id=0, run_id=ctx.run_id, number=number, epoch=0, batch=batch, parent_id=parent.id, phase=phase)
-        ctx.space.clock = lambda: COMMIT_EPOCH + number * 60  # same seed => same commits
+        ctx.space.clock = lambda: logical_commit_time(number)
         worktree = ctx.space.worktree(parent.commit, f"gepa-it{number}")
         self.proposals += 1
         try:

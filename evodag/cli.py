@@ -117,11 +117,21 @@ def node(node_id: int, db: DbOpt = None, run: RunOpt = None, as_json: JsonOpt = 
 
 
 @app.command()
-def edge(parent: int, child: int, db: DbOpt = None, run: RunOpt = None, as_json: JsonOpt = False) -> None:
-    """The edge PARENT -> CHILD: diff text and per-task fixed / regressed / still failing / still passing."""
+def edge(
+    first: Annotated[int, typer.Argument(metavar="ID", help="an edge id (`edge 15`); with CHILD, the parent node")],
+    child: Annotated[int | None, typer.Argument(metavar="CHILD", help="the child node of the parent ID")] = None,
+    db: DbOpt = None,
+    run: RunOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """One edge by its id (`evo-dag edge 15`) or as PARENT CHILD: diff text and per-task fixed / regressed / still
+    failing / still passing."""
     from evodag import queries
 
-    _show(db, run, as_json, lambda s: queries.edge_detail(s, parent, child), render.edge_text)
+    def detail(s: EvoDAG) -> dict[str, Any]:
+        return queries.edge_detail(s, first, child) if child is not None else queries.edge_by_id(s, first)
+
+    _show(db, run, as_json, detail, render.edge_text)
 
 
 @app.command()

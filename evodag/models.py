@@ -9,7 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-NODE_STATUSES = ("baseline", "pending", "invalid", "rejected", "accepted", "neutral")
+from evodag.decisions import NODE_STATUSES
+
+__all__ = [
+    "ATTRIBUTIONS", "DISPOSITIONS", "EDGE_KINDS", "LESSON_CATEGORIES", "NODE_STATUSES", "SPLITS", "Edge", "Event",
+    "Iteration", "Lesson", "Node", "RolloutRow", "Run", "SessionRow",
+]  # fmt: skip
+
 EDGE_KINDS = ("patch", "rebase", "cherry_pick", "revert", "merge")
 DISPOSITIONS = ("success", "task_failure", "infra_error", "timeout")
 ATTRIBUTIONS = ("true_fix", "true_regression", "stochastic", "uncertain")

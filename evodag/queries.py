@@ -269,7 +269,15 @@ def node_detail(store: EvoDAG, node_id: int) -> dict[str, Any]:
 
 def edge_detail(store: EvoDAG, parent_id: int, child_id: int) -> dict[str, Any]:
     """The edge parent→child with its diff text, per-task transitions and lessons on it."""
-    edge = store.edge_between(parent_id, child_id)
+    return _edge_doc(store, store.edge_between(parent_id, child_id))
+
+
+def edge_by_id(store: EvoDAG, edge_id: int) -> dict[str, Any]:
+    """`edge_detail` of the edge `edge_id` (raises UnknownEdgeError)."""
+    return _edge_doc(store, store.get_edge(edge_id))
+
+
+def _edge_doc(store: EvoDAG, edge: Edge) -> dict[str, Any]:
     return {
         "edge": codec.as_dict(edge),
         "diff": store.get_blob(edge.diff_sha),

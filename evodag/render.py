@@ -43,13 +43,18 @@ def node_line(n: dict[str, Any] | None, scale: MetricScale | None = None) -> str
     )
 
 
+def _ref(node_id: int | None) -> str:
+    """`#id` of a node, `-` for none (an iteration without a candidate yet, or without a parent)."""
+    return "-" if node_id is None else f"#{node_id}"
+
+
 def _iteration_line(it: dict[str, Any] | None) -> str:
     if it is None:
         return "iteration: none yet"
     mode = " exploration" if it["exploration"] else ""
     return (
         f"iteration {it['number']} (epoch {it['epoch']}, {it['phase'] or '-'}{mode}): step {it['step']}, "
-        f"decision {it['decision'] or '-'}, parent #{it['parent_id']}, candidate #{it['candidate_id']}, "
+        f"decision {it['decision'] or '-'}, parent {_ref(it['parent_id'])}, candidate {_ref(it['candidate_id'])}, "
         f"stall {it['stall_count']}"
     )
 
@@ -73,7 +78,8 @@ def summary_text(doc: dict[str, Any]) -> str:
         _iteration_line(doc["iteration"]),
     ]
     decisions = [
-        f"{d['number']}:{d['decision']} (#{d['parent_id']}->#{d['candidate_id']})" for d in doc["recent_decisions"]
+        f"{d['number']}:{d['decision']} ({_ref(d['parent_id'])}->{_ref(d['candidate_id'])})"
+        for d in doc["recent_decisions"]
     ]
     lines.append("recent decisions: " + (", ".join(decisions) or "none"))
     return "\n".join(lines)
@@ -183,8 +189,8 @@ def _scales(doc: dict[str, Any]) -> tuple[MetricScale | None, MetricScale | None
 
 def _history_line(it: dict[str, Any], scale: MetricScale | None, batch: MetricScale | None) -> list[str]:
     mode = " (exploration)" if it["exploration"] else ""
-    parent = f"#{it['parent_id']}" if it["parent_id"] is not None else "-"
-    cand = f"#{it['candidate_id']}" if it["candidate_id"] is not None else "-"
+    parent = _ref(it["parent_id"])
+    cand = _ref(it["candidate_id"])
     decision = it["decision"] or ("running" if not it["finished"] else "-")
     dev = f"  dev {score_text(it['candidate_dev'], scale, missing='-')}" if it["candidate_dev"] is not None else ""
     origin = f"  {it['origin']}" if it["origin"] else ""

@@ -22,7 +22,7 @@ from evodag.base import Clock, utc_now
 from evodag.connection import insert, update
 from evodag.errors import UnknownEdgeError, UnknownNodeError
 from evodag.models import EDGE_KINDS, NODE_STATUSES, Edge, Event, Node, Run
-from evodag.records import RecordsMixin
+from evodag.recording import RecordingMixin
 from evodag.rollouts import RolloutsMixin
 
 RUN_STATUSES = ("running", "paused", "finished", "failed")
@@ -33,7 +33,7 @@ def diff_sha(diff: str) -> str:
     return hashlib.sha256(diff.encode("utf-8")).hexdigest()
 
 
-class EvoDAG(RolloutsMixin, RecordsMixin):
+class EvoDAG(RolloutsMixin, RecordingMixin):
     """Open (and migrate) the store at `path`. Use as a context manager or call `close()`."""
 
     def __enter__(self) -> EvoDAG:

@@ -8,6 +8,8 @@ of every score, and `infra_share` says how many there were. The per-task score i
 `metric_mean` reads a benchmark's own metric back from the scores. `bootstrap_ci` resamples tasks (seeded) for a
 confidence interval of a node's mean score, and `paired_bootstrap_ci` for the difference between two nodes on the
 same tasks, so a report can say how much of a gain could be noise.
+`figure` writes a score for a person or a grep (`DECIMALS` decimals, `nan` when missing), and `metric_line` one
+grep-able `name: value` line: the lines closing `saddler run`'s output and report.md alike.
 """
 
 from __future__ import annotations
@@ -22,11 +24,27 @@ import numpy as np
 from saddler.benchmark import SCORE_KINDS, MetricScale
 
 __all__ = [
-    "MEASURED", "SCORE_KINDS", "PassAt1", "bootstrap_ci", "counted", "infra_share", "metric_mean", "node_score",
-    "paired_bootstrap_ci", "pass_at_1", "recorded_score_kind",
+    "DECIMALS", "MEASURED", "SCORE_KINDS", "PassAt1", "bootstrap_ci", "counted", "figure", "infra_share", "metric_line",
+    "metric_mean", "node_score", "paired_bootstrap_ci", "pass_at_1", "recorded_score_kind",
 ]  # fmt: skip
 
 MEASURED = ("success", "task_failure")
+DECIMALS = 4
+
+
+def figure(value: float | None, *, signed: bool = False) -> str:
+    """A score as saddler writes it: `DECIMALS` decimals (`+` before a positive one when `signed`); `nan` when None."""
+    if value is None:
+        return "nan"
+    return f"{value:+.{DECIMALS}f}" if signed else f"{value:.{DECIMALS}f}"
+
+
+def metric_line(name: str, value: float | int | str | None) -> str:
+    """One grep-able `name: value` line: a float as `figure` (signed for a `delta_*` name), None as `nan`, an int
+    or text as is."""
+    if value is None or isinstance(value, float):
+        return f"{name}: {figure(value, signed=name.startswith('delta_'))}"
+    return f"{name}: {value}"
 
 
 class ScoredRow(Protocol):
@@ -49,6 +67,12 @@ class PassAt1:
     @property
     def runs(self) -> int:
         return len(self.per_run)
+
+    def figures(self) -> dict[str, Any]:
+        """{"mean", "std", "runs"} as a report states them: rounded to 6 decimals, mean and std None without runs."""
+        if not self.per_run:
+            return {"mean": None, "std": None, "runs": 0}
+        return {"mean": round(self.mean, 6), "std": round(self.std, 6), "runs": self.runs}
 
 
 def counted(rows: Iterable[ScoredRow]) -> list[ScoredRow]:

@@ -15,8 +15,8 @@ import pytest
 from saddler.agentcli import build_argv, parse_usage
 from saddler.config import SessionConfig
 from saddler.errors import AuthenticationError, BackendError, ConfigError
+from saddler.sessions.agent_edits import changed_files
 from saddler.sessions.command import CommandBackend
-from saddler.sessions.common import changed_files
 from saddler.sessions.presets import PRESETS, resolve_command
 
 FAKE = Path(__file__).with_name("fake_agent.py")

@@ -11,8 +11,9 @@ import pytest
 
 from evodag.models import Node
 from evodag.store import EvoDAG
+from saddler.harness.gitcmd import logical_commit_time
 from saddler.harness.space import HarnessSpace
-from saddler.run import evolution
+from saddler.run import evolution_request
 from saddler.run.transplant import apply_action
 from saddler.sessions.schema import EvolutionResult, SessionStats
 
@@ -72,7 +73,7 @@ def test_every_listed_edge_is_applied_in_order_as_its_own_commit(
     assert space.read_file(last.commit, "tools/new.py") == "N = 1\n"
     assert "Answer in detail." in (space.read_file(last.commit, "prompts/system.md") or "")
     assert made.key == f"cherry_pick:1,2@{nodes['n1'].id}"
-    space.clock = lambda: 946684800 + 4 * 60  # the loop's logical commit date of iteration 4
+    space.clock = lambda: logical_commit_time(4)  # the loop's commit date of iteration 4
     made = apply_action(store, space, 1, 4, "capability", _pick(nodes["n1"], [1, 2]))
     assert made is not None and len(made.nodes) == 2
     again = apply_action(store, space, 1, 4, "capability", _pick(nodes["n1"], [1, 2]))
@@ -90,13 +91,13 @@ def test_a_conflicting_edge_is_named_and_nothing_is_stored(world: tuple[EvoDAG, 
 
 def test_answers_naming_what_does_not_exist_are_refused(world: tuple[EvoDAG, HarnessSpace, dict]) -> None:
     store, _, nodes = world
-    request = evolution.build_request(store, 1, 5, nodes["n2"], nodes["n2"], WHERE)
+    request = evolution_request.build_request(store, 1, 5, nodes["n2"], nodes["n2"], WHERE)
     store.update_node(nodes["n4"].id, status="rejected")
-    request_rejected = evolution.build_request(store, 1, 5, nodes["n2"], nodes["n2"], WHERE)
+    request_rejected = evolution_request.build_request(store, 1, 5, nodes["n2"], nodes["n2"], WHERE)
     n1, n2 = nodes["n1"].id, nodes["n2"].id
 
     def error(result: EvolutionResult, req: object = request) -> str:
-        return evolution.answer_error(store, req, result)  # type: ignore[arg-type]
+        return evolution_request.answer_error(store, req, result)  # type: ignore[arg-type]
 
     assert error(_pick(nodes["n2"], [2])) == ""
     assert (
@@ -118,5 +119,5 @@ def test_answers_naming_what_does_not_exist_are_refused(world: tuple[EvoDAG, Har
     assert error(rejected, request_rejected) == (
         f"node {nodes['n4'].id} is rejected: evolution may start from nodes {n1}, {n2}, {nodes['n3'].id} only"
     )
-    anything = evolution.build_request(store, 1, 5, nodes["n2"], nodes["n2"], WHERE, bases="any")
+    anything = evolution_request.build_request(store, 1, 5, nodes["n2"], nodes["n2"], WHERE, bases="any")
     assert error(rejected, anything) == ""

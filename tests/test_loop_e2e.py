@@ -66,7 +66,7 @@ def test_run_prints_summary_and_writes_artifacts(finished: tuple[Path, int]) -> 
     for name in ("report.md", "results.tsv", "progress.png", "best/EXPORT.json"):
         assert (run_dir / name).is_file(), name
     assert not list(run_dir.glob(".progress.png*"))  # no draft or temporary plot left behind
-    assert (run_dir / "results.tsv").read_text().splitlines()[0] == "commit\tmetric\tstatus\tdescription"
+    assert (run_dir / "results.tsv").read_text().splitlines()[0] == "commit\tmetric\tstatus\tdescription\tscored_on"
     export = json.loads((run_dir / "best" / "EXPORT.json").read_text())
     assert export["node_id"] == run.best_node_id
 

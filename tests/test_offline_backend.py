@@ -286,3 +286,10 @@ def test_a_conflicting_patch_leaves_the_worktree_clean_and_the_next_is_tried(
     status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout
     assert status == "M  prompt.md\n"  # `apply --3way` stages what it applied
     assert spent == ["apply", "reset", "clean", "apply"]
+
+
+def test_evolution_states_a_dev_score_as_every_other_output_does() -> None:
+    dev = {2: 5 / 12, 3: 0.25}
+    nodes = [n.model_copy(update={"dev_mean": dev[n.node_id]}) if n.node_id in dev else n for n in NODES]
+    result = _evolve(nodes, EDGES, current=3, best=2, lineage={3: [10, 11], 2: [10]}, failing={2: [], 3: []})
+    assert result.action == "rebase" and "(dev 0.4167)" in result.rationale

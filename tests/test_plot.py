@@ -143,3 +143,27 @@ def test_a_plot_process_that_does_not_answer_in_time_is_stopped(
         assert helper._proc is not None and helper._proc.returncode is not None
     finally:
         helper.close()
+
+
+@pytest.mark.parametrize(("kind", "measure", "expected"), [
+    ("pass_rate", "sequential", 0.5), ("mean_score", "sequential", 0.75), ("mean_score", "pass_count", 0.5),
+])  # fmt: skip
+def test_an_iteration_without_a_candidate_shows_its_parents_batch_score_as_acceptance_scores_it(
+    tmp_path: Path, open_store: Callable[[Any], Any], kind: str, measure: str, expected: float
+) -> None:
+    """Graded rollouts that pass less often than they score: the plot's before-only point is on the scale the
+    batch series is on (acceptance's `before`), not a mean graded score on a pass-rate run."""
+    store, _ = open_store(tmp_path / "evodag.db")
+    run = store.create_run({"name": "graded", "policies": {"score": kind, "acceptance": measure}}, seed=1)
+    base = store.add_node(run.id, "a" * 40, None, 0, "baseline", "baseline", "baseline", status="baseline")
+    scores = {"tr-1": (0.75, 0.25), "tr-2": (1.0, 1.0)}  # per repetition; passed only at 1.0
+    for task, reps in scores.items():
+        for rep, score in enumerate(reps):
+            store.add_rollout(
+                run_id=run.id, node_id=base.id, task_id=task, split="train", seed=1000, repetition=rep,
+                score=score, passed=score == 1.0, disposition="success" if score == 1.0 else "task_failure",
+                cost=0.0, trace_path="", task_group="g", cache_key=f"{task}:{rep}",
+            )  # fmt: skip
+    it = store.start_iteration(run.id, 1, 0, list(scores), phase="capability", parent_id=base.id)
+    store.update_iteration(it.id, decision="no_patch", step="done")
+    assert [point[1] for point in progress_series(store)["batch"]] == [pytest.approx(expected)]

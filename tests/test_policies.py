@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from evodag.decisions import trailing_stalls
 from evodag.models import Node
 from saddler.config import LoopConfig
 from saddler.policies import make_acceptance, make_phase_schedule, make_ranking, make_sampler, pick_best
 from saddler.policies.acceptance import TaskOutcome
-from saddler.policies.stopping import LoopState, StopConditions, trailing_stalls
+from saddler.policies.stopping import LoopState, StopConditions
 
 
 def outcome(*passes: bool, disposition: str = "success") -> TaskOutcome:
@@ -134,7 +135,7 @@ def test_acceptance_pass_count_needs_a_task_to_flip() -> None:
     by_passes = make_acceptance(0.0, False, False, measure="pass_count")
     verdict = by_passes.decide(before, more_credit)
     assert (verdict.verdict, verdict.before, verdict.after) == ("rejected", 0.5, 0.5)
-    assert verdict.reason == "batch pass rate 0.500 -> 0.500 on 2 task(s): not a strict improvement"
+    assert verdict.reason == "batch tasks passed 0.500 -> 0.500 on 2 task(s): not a strict improvement"
     assert by_passes.decide(before, flipped).verdict == "accepted"
     with pytest.raises(ValueError, match="unknown acceptance 'vibes'; available: sequential, strict_mean, pass_count"):
         make_acceptance(0.0, False, False, measure="vibes")

@@ -13,7 +13,7 @@ import pytest
 
 from saddler.errors import BackendError, ConfigError
 from saddler.sessions import confine
-from saddler.sessions.common import changed_files
+from saddler.sessions.agent_edits import changed_files
 from saddler.sessions.prompts import load_template
 
 BWRAP_OK, BWRAP_WHY = confine.bwrap_works()

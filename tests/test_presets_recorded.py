@@ -16,7 +16,7 @@ import pytest
 
 from saddler.errors import AuthenticationError, BackendError
 from saddler.sessions import confine
-from saddler.sessions.common import UsageLimitError
+from saddler.sessions.llm_backend import UsageLimitError
 
 BWRAP_OK, BWRAP_WHY = confine.bwrap_works()
 

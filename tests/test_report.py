@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 from evodag.models import Node, RolloutRow
 from evodag.store import EvoDAG
-from saddler.reporting.figures import build_report, hypothesis_summary, pass_at_1, write_report
+from saddler.reporting.figures import build_report, hypothesis_summary, write_report
 from saddler.reporting.markdown import table
 from saddler.reporting.results_tsv import write_results_tsv
+from saddler.scoring import node_score
 
 if TYPE_CHECKING:
     from plugins.reports import Fixture
@@ -165,7 +166,6 @@ def test_per_task_changes_and_failed_mutations(finished: tuple[EvoDAG, Fixture, 
             "final_passes": fp,
             "final_runs": 3,
             "change": change,
-            "changed_in": None,
         }
 
     assert r["per_task"] == [
@@ -233,19 +233,16 @@ def test_patch_kind_statistics_and_cost(finished: tuple[EvoDAG, Fixture, Path]) 
     }  # fmt: skip
 
 
-def test_changed_in_comes_from_the_lineage_edge(
+def test_the_per_task_table_has_no_column_the_data_cannot_fill(
     tmp_path: Path, build_run: Callable[..., Any], open_store: Callable[[Any], Any]
 ) -> None:
+    """Only the baseline and the best are run on test, so where on the lineage a test task changed is unknown: no
+    "Changed in" column that would always read "—"."""
     store, clock = open_store(tmp_path / "evodag.db")
-    fx = build_run(store, clock)
-    rebase = store.edge_between(fx.ids["N2"], fx.ids["N7"])
-    store.set_edge_transitions(rebase.id, ["te-2"], [], [], [])
-    off_lineage = store.edge_between(fx.ids["N2"], fx.ids["N5"])
-    store.set_edge_transitions(off_lineage.id, ["te-3"], [], [], [])
-    first = store.edge_between(fx.ids["N1"], fx.ids["N2"])
-    store.set_edge_transitions(first.id, ["tr-2"], ["te-1"], [], [])  # te-1 did not change: no changed_in
-    changed = {t["task"]: t["changed_in"] for t in build_report(store)["per_task"]}
-    assert changed == {"te-1": None, "te-2": 6, "te-3": None, "te-4": None}
+    build_run(store, clock)
+    assert all("changed_in" not in t for t in build_report(store)["per_task"])
+    write_report(store, tmp_path, plot=False)
+    assert "Changed in" not in (tmp_path / "report.md").read_text(encoding="utf-8")
 
 
 def test_partial_run_has_no_test_figures(
@@ -297,9 +294,9 @@ def test_report_md_tables_and_metric_lines(finished: tuple[EvoDAG, Fixture, Path
         f"| 4 | {ids['N5']} | accepted | steering | prompt | patch | Tell the agent to confirm the ticket id before "
         "closing it | +0.667 | -0.250 |",
         "## Per-task (assertion-level) changes",
-        "| Task | Group | Baseline | Final | Change | Changed in |",
-        "| te-2 | g-t1 | 0/3 | 3/3 | fixed | — |",
-        "| te-3 | g-t2 | 1/3 | 2/3 | fixed | — |",
+        "| Task | Group | Baseline | Final | Change |",
+        "| te-2 | g-t1 | 0/3 | 3/3 | fixed |",
+        "| te-3 | g-t2 | 1/3 | 2/3 | fixed |",
         "1 of 4 test tasks unchanged (passes / test runs).",
         "## Failed mutations",
         f"| 6 | {ids['N8']} | rejected | bank:confirm_hook | Add a hook that forces \\| a confirmation before every "
@@ -317,7 +314,7 @@ def test_report_md_tables_and_metric_lines(finished: tuple[EvoDAG, Fixture, Path
     ]:
         assert line in text.splitlines(), line
     assert text.endswith(
-        "```\nbaseline_test: 0.5000\nbest_test: 0.9167\ndelta_test: 0.4167\nbaseline_dev: 0.5000\nbest_dev: 1.0000\n"
+        "```\nbaseline_test: 0.5000\nbest_test: 0.9167\ndelta_test: +0.4167\nbaseline_dev: 0.5000\nbest_dev: 1.0000\n"
         f"best_node: {ids['N7']}\niterations: 8\nrollouts: 85\ninfra_errors: 0\noptimizer_cost_usd: 0.5900\n```\n"
     )
 
@@ -327,19 +324,21 @@ def test_results_tsv_rows(finished: tuple[EvoDAG, Fixture, Path], tmp_path: Path
     path = write_results_tsv(store, tmp_path / "results.tsv")
     c = {label: fx.fake_commit(label)[:7] for label in ("N1", "N2", "N3", "N4", "N5", "N6", "N7", "N8", "N9", "N10")}
     assert path.read_text().splitlines() == [
-        "commit\tmetric\tstatus\tdescription",
-        f"{c['N1']}\t0.5000\tkeep\tbaseline",
-        f"{c['N2']}\t0.7500\tkeep\tbank:paginate_tools: Add pagination to list_tickets so long queues are read fully",
-        f"{c['N3']}\t0.3333\tdiscard\tbank:retry_transient: Retry transient tool errors in the agent loop",
-        f"{c['N4']}\t0.0000\tcrash\tpatch: Raise the tool timeout in saddler.toml",
-        f"{c['N5']}\t0.5000\tkeep\tpatch: Tell the agent to confirm the ticket id before closing it",
-        f"{c['N6']}\t0.7500\tkeep\tbank:verify_reminder: Remind the agent to verify the final state",
-        f"{c['N7']}\t1.0000\tkeep\trebase: rebase of the change into N6 onto N2",
-        f"{c['N8']}\t0.3333\tdiscard\tbank:confirm_hook: Add a hook that forces | a confirmation before every send",
-        f"{c['N9']}\t0.7500\tdiscard\tbank:retry_transient: cherry_pick of the change into N3 onto N7",
-        f"{c['N10']}\t0.3333\tkeep\tpatch: Shorten the system prompt's escalation section",
+        "commit\tmetric\tstatus\tdescription\tscored_on",
+        f"{c['N1']}\t0.5000\tkeep\tbaseline\tdev",
+        f"{c['N2']}\t0.7500\tkeep\tbank:paginate_tools: Add pagination to list_tickets so long queues are read "
+        "fully\tdev",
+        f"{c['N3']}\t0.3333\tdiscard\tbank:retry_transient: Retry transient tool errors in the agent loop\tbatch",
+        f"{c['N4']}\t0.0000\tcrash\tpatch: Raise the tool timeout in saddler.toml\tnone",
+        f"{c['N5']}\t0.5000\tkeep\tpatch: Tell the agent to confirm the ticket id before closing it\tdev",
+        f"{c['N6']}\t0.7500\tkeep\tbank:verify_reminder: Remind the agent to verify the final state\tdev",
+        f"{c['N7']}\t1.0000\tkeep\trebase: rebase of the change into N6 onto N2\tdev",
+        f"{c['N8']}\t0.3333\tdiscard\tbank:confirm_hook: Add a hook that forces | a confirmation before every "
+        "send\tbatch",
+        f"{c['N9']}\t0.7500\tdiscard\tbank:retry_transient: cherry_pick of the change into N3 onto N7\tdev",
+        f"{c['N10']}\t0.3333\tkeep\tpatch: Shorten the system prompt's escalation section\tbatch",
     ]
-    assert all(len(line.split("\t")) == 4 for line in path.read_text().splitlines())
+    assert all(len(line.split("\t")) == 5 for line in path.read_text().splitlines())
 
 
 def test_results_tsv_leaves_out_pending_nodes(
@@ -371,7 +370,7 @@ def _row(rep: int, passed: bool) -> RolloutRow:
 def test_pass_at_1_is_mean_and_pstdev_of_per_run_rates(runs: list[list[bool]]) -> None:
     rows = [_row(rep, p) for rep, outcomes in enumerate(runs) for p in outcomes]
     rates = [sum(o) / len(o) for o in runs]
-    got = pass_at_1(rows)
+    got = node_score(rows, "pass_rate").figures()
     assert got["runs"] == len(runs)
     assert got["mean"] == pytest.approx(sum(rates) / len(rates), abs=1e-6)
     assert got["std"] == pytest.approx(_pstdev(rates), abs=2e-6)
@@ -423,7 +422,10 @@ def test_report_of_a_run_that_has_not_started(tmp_path: Path, open_store: Callab
         "iterations: 0\nrollouts: 0\ninfra_errors: 0\noptimizer_cost_usd: 0.0000\n```\n"
     )
     assert (tmp_path / "progress.png").stat().st_size > 5_000
-    assert write_results_tsv(store, tmp_path / "results.tsv").read_text() == "commit\tmetric\tstatus\tdescription\n"
+    assert (
+        write_results_tsv(store, tmp_path / "results.tsv").read_text()
+        == "commit\tmetric\tstatus\tdescription\tscored_on\n"
+    )
 
 
 def test_the_report_scores_test_by_the_score_kind_the_run_last_recorded(

@@ -13,16 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from saddler.harness.components import matches as matches_any
-from saddler.sessions.common import (
-    OutputError,
-    TransientError,
-    changed_files,
-    failed_result,
-    llm_origin,
-    parse_result,
-    with_retries,
-)
+from saddler.sessions.agent_edits import changed_files
+from saddler.sessions.answers import OutputError, failed_result, llm_origin, parse_result
 from saddler.sessions.guard import edit_denial
+from saddler.sessions.llm_backend import TransientError, with_retries
 from saddler.sessions.schema import LessonOut, ReflectionResult, SessionStats
 
 STATS = SessionStats(backend="t")

@@ -318,7 +318,9 @@ def test_cli_run_json_matches_the_library(tmp_path: Path, skill_repo: Callable[.
     assert rep.exit_code == 0, rep.output
     figures = json.loads(rep.output)
     assert figures["run"]["benchmark"] == "skill-evals" and figures["counts"]["accepted"] == lib.kept
-    assert (ws / "results.tsv").read_text(encoding="utf-8").startswith("commit\tmetric\tstatus\tdescription\n")
+    assert (
+        (ws / "results.tsv").read_text(encoding="utf-8").startswith("commit\tmetric\tstatus\tdescription\tscored_on\n")
+    )
     bad = CliRunner().invoke(app, ["skill", "run", str(tmp_path / "nowhere"), "--json"])
     assert bad.exit_code == 2 and "SKILL.md not found" in bad.output
 

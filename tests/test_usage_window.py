@@ -14,7 +14,7 @@ from saddler.config import SessionConfig
 from saddler.errors import BackendError
 from saddler.reporting.status import render_status, status_snapshot
 from saddler.run.usage_window import UsageWindow
-from saddler.sessions.common import UsageLimitError
+from saddler.sessions.llm_backend import UsageLimitError
 
 T0 = dt.datetime(2026, 3, 2, 1, 0, tzinfo=dt.UTC).timestamp()
 

@@ -12,8 +12,12 @@ import typer
 
 from saddler.cli.common import handle_errors, print_json
 
-skill_app = typer.Typer(no_args_is_help=True, help="SKILL.md autoresearch (mutate -> evaluate -> keep/discard).")
-fleet_app = typer.Typer(no_args_is_help=True, help="Autoresearch fleets: one metric, git as the state machine.")
+skill_app = typer.Typer(
+    no_args_is_help=True, rich_markup_mode=None, help="SKILL.md autoresearch (mutate -> evaluate -> keep/discard)."
+)
+fleet_app = typer.Typer(
+    no_args_is_help=True, rich_markup_mode=None, help="Autoresearch fleets: one metric, git as the state machine."
+)
 FLEET_DIR = typer.Argument(..., help="the fleet root (fleet.json, program.md, logs/)")
 
 

@@ -22,6 +22,15 @@ from saddler.errors import DiskFullError, HarnessError
 
 Clock = Callable[[], float]
 
+COMMIT_EPOCH = 946684800
+"""2000-01-01 00:00 UTC: saddler's commits are dated logically from here, never by the wall clock."""
+
+
+def logical_commit_time(iteration: int, attempt: int = 0) -> int:
+    """The date of the commits of `iteration` (its `attempt`-th try): one minute per iteration, one second per try
+    after `COMMIT_EPOCH`, so the same seed and config give the same commits."""
+    return COMMIT_EPOCH + iteration * 60 + attempt
+
 
 # Every git saddler runs runs no code an agent could have planted: no hooks, no fsmonitor, no pager, editor,
 # askpass, ssh or external diff, and no system or user config (an unconfined agent may write ~/.gitconfig).

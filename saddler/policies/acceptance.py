@@ -25,15 +25,18 @@ own metric, in which a mean graded score is stated in the decision's reason.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import mean
+from typing import Any
 
+from evodag.decisions import ACCEPTED, CLOSE, NEUTRAL, REJECTED
 from evodag.metric import MetricScale, score_text
+from evodag.models import RolloutRow
 
 INVALID_DISPOSITIONS = ("infra_error", "timeout")
 MEASURES = ("sequential", "strict_mean", "pass_count")
-CLOSE = "close"
-"""The verdict of a sequential decision that needs more evidence (never stored: the loop gathers and asks again)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,33 @@ class AcceptanceDecision:
     confidence: float = 0.5  # P(candidate better), see `better_confidence`
     wins: float = 0.0
     losses: float = 0.0
+
+
+def task_outcomes(rows: Iterable[RolloutRow]) -> dict[str, TaskOutcome]:
+    """Stored rollout rows as per-task outcomes (repetitions in order), what `Acceptance.decide` compares."""
+    grouped: dict[str, list[RolloutRow]] = defaultdict(list)
+    for row in sorted(rows, key=lambda r: (r.task_id, r.repetition)):
+        grouped[row.task_id].append(row)
+    return {
+        task: TaskOutcome(tuple(r.score for r in rs), tuple(r.passed for r in rs), tuple(r.disposition for r in rs))
+        for task, rs in grouped.items()
+    }
+
+
+def batch_score(outcomes: dict[str, TaskOutcome], kind: str, measure: str = "sequential") -> float | None:
+    """The batch figure a decision compares (its `before` and `after`) over the valid tasks of `outcomes`: the
+    share of tasks passed under `pass_count`, else the mean per-task score under `kind`; None without a valid one."""
+    tasks = [t for t, outcome in outcomes.items() if outcome.valid]
+    if not tasks:
+        return None
+    return tasks_passed_share(outcomes, tasks) if measure == "pass_count" else batch_mean(outcomes, tasks, kind)
+
+
+def recorded_measure(config: dict[str, Any], inputs: dict[str, Any] | None) -> str:
+    """The acceptance rule a run decided by, as its store records it (its inputs, else its stored config, else
+    the default `sequential`); see `saddler.scoring.recorded_score_kind` for the per-task score."""
+    measure = (inputs or {}).get("policies.acceptance") or (config.get("policies") or {}).get("acceptance")
+    return measure if measure in MEASURES else "sequential"
 
 
 def batch_mean(outcomes: dict[str, TaskOutcome], tasks: list[str] | tuple[str, ...], kind: str = "mean_score") -> float:
@@ -147,15 +177,13 @@ class Acceptance:
         with `final=False` may answer `close` (gather evidence, then ask again)."""
         tasks = tuple(t for t in before if t in after and before[t].valid and after[t].valid)
         if not tasks:
-            return AcceptanceDecision("rejected", "no task valid in both runs", 0.0, 0.0)
+            return AcceptanceDecision(REJECTED, "no task valid in both runs", 0.0, 0.0)
         kind = self.score
         diffs = [after[t].value(kind) - before[t].value(kind) for t in tasks]
         wins, losses = sum(d for d in diffs if d > 0), -sum(d for d in diffs if d < 0)
         conf = better_confidence(wins, losses)
-        if self.measure == "pass_count":
-            b, a, label = tasks_passed_share(before, tasks), tasks_passed_share(after, tasks), "batch pass rate"
-        else:
-            b, a, label = batch_mean(before, tasks, kind), batch_mean(after, tasks, kind), "batch"
+        b, a = (batch_score({t: side[t] for t in tasks}, kind, self.measure) or 0.0 for side in (before, after))
+        label = "batch tasks passed" if self.measure == "pass_count" else "batch"
         regressions = tuple(t for t in tasks if before[t].passed and not after[t].passed)
         scale = self.metric if self.measure != "pass_count" and kind == "mean_score" else None
         label += f" {scale.label}" if scale is not None else ""
@@ -170,17 +198,17 @@ class Acceptance:
             return verdict(CLOSE, "close call, gathering evidence")
         if a > b + self.min_margin + 1e-12:
             if self.reject_task_regression and regressions:
-                return verdict("rejected", f"task regression on {', '.join(regressions)}")
+                return verdict(REJECTED, f"task regression on {', '.join(regressions)}")
             sure = self.measure != "sequential" or conf >= self.confidence
             return verdict(
-                "accepted", "strict improvement" if sure else "more wins than losses once the evidence ran out"
+                ACCEPTED, "strict improvement" if sure else "more wins than losses once the evidence ran out"
             )
         if abs(a - b) <= 1e-12 and not regressions and self.accept_neutral:
-            return verdict("neutral", "neutral, kept by approval")
+            return verdict(NEUTRAL, "neutral, kept by approval")
         why = "not a strict improvement" if a >= b else "worse"
         if a > b:
             why = f"gain below the margin {self.min_margin}"
-        return verdict("rejected", why)
+        return verdict(REJECTED, why)
 
 
 def _count(value: float) -> str:

@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from evodag.decisions import running_stalls
 from saddler.harness.components import CAPABILITY, MIXED, STEERING
-from saddler.policies.stopping import running_stalls
 
 NONE = "none"
 PHASES = (CAPABILITY, STEERING, MIXED, NONE)
@@ -60,7 +60,7 @@ class PhaseSchedule:
         """Whether the decisions of the earlier iterations, in order, ever held `patience` discards in a row."""
         if self.moves != "evidence" or self.patience <= 0:
             return False
-        return any(count >= self.patience for count in running_stalls(list(decisions)))
+        return any(count >= self.patience for count in running_stalls(decisions))
 
     def follow_evidence(self, phase: str, failure_kinds: Mapping[str, int]) -> tuple[str, str] | None:
         """The phase this iteration moves to, and why, given how many of the parent's failing tasks on the batch

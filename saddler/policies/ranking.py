@@ -12,21 +12,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal
 
+from evodag.decisions import KEPT_STATUSES
 from evodag.models import Node
 
-KEPT = ("baseline", "accepted", "neutral")
 RankingName = Literal["best_dev", "latest_kept"]
 
 
 def pick_best_dev(nodes: Sequence[Node]) -> Node | None:
-    scored = [n for n in nodes if n.dev_mean is not None and n.status in KEPT]
+    scored = [n for n in nodes if n.dev_mean is not None and n.status in KEPT_STATUSES]
     if scored:
         return min(scored, key=lambda n: (-round(n.dev_mean or 0.0, 9), n.lines_changed, n.id))
     return pick_latest_kept(nodes)
 
 
 def pick_latest_kept(nodes: Sequence[Node]) -> Node | None:
-    kept = [n for n in nodes if n.status in KEPT]
+    kept = [n for n in nodes if n.status in KEPT_STATUSES]
     return max(kept, key=lambda n: n.id) if kept else None
 
 

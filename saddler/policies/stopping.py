@@ -1,7 +1,8 @@
 """Stop conditions, checked at iteration boundaries from numbers counted in the store (never by a model).
 
 Reasons are stable strings (stored as the run's termination reason): `stop_requested`, `paused`,
-`max_iterations`, `max_rollouts`, `cost_cap`, `target_reached`, `stall_limit`.
+`max_iterations`, `max_rollouts`, `cost_cap`, `target_reached`, `stall_limit` (the stall count follows
+`evodag.decisions.stall_after`).
 """
 
 from __future__ import annotations
@@ -47,30 +48,3 @@ class StopConditions:
         if self.loop.stall_limit and state.stall_count >= self.loop.stall_limit:
             return "stall_limit"
         return None
-
-
-NO_TRAINING_FAILURES = "no_training_failures"
-"""The decision of an iteration whose parent passed every task of its mini-batch: no session ran."""
-
-
-def running_stalls(decisions: list[str | None]) -> list[int]:
-    """The discard streak after each decision, in order; the last one is `trailing_stalls`."""
-    counts, count = [], 0
-    for decision in decisions:
-        if decision in ("accepted", "neutral"):
-            count = 0
-        elif decision is not None and decision != NO_TRAINING_FAILURES:
-            count += 1
-        counts.append(count)
-    return counts
-
-
-def trailing_stalls(decisions: list[str | None]) -> int:
-    """Consecutive discarded attempts at the end of the list (the plateau and stall counter).
-
-    A kept decision (accepted, neutral) ends the streak. `no_training_failures` neither ends nor extends it:
-    nothing was attempted, so nothing was discarded, and a streak of saturated batches alone never switches on
-    exploration nor stops the run as stalled.
-    """
-    counts = running_stalls(decisions)
-    return counts[-1] if counts else 0

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
-from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from evodag.decisions import KEPT_DECISIONS
 from evodag.history import metric_keys
 from evodag.metric import delta_text, run_metric, scale_of, score_text
-from evodag.models import Edge, Node, RolloutRow
+from evodag.models import Node, RolloutRow
 from evodag.store import EvoDAG
 from saddler import scoring
 from saddler.benchmark import MetricScale
@@ -32,16 +32,6 @@ EVOLUTION_KINDS = ("rebase", "cherry_pick", "revert", "merge")
 
 def _r(x: float | None) -> float | None:
     return None if x is None else round(x, 6)
-
-
-def pass_at_1(rows: Iterable[RolloutRow], kind: str = "pass_rate") -> dict[str, Any]:
-    """{"mean", "std", "runs"}: per repetition the mean of `passed` (or, with kind `mean_score`, of the graded
-    score), then mean ± pstdev over repetitions."""
-    rows = list(rows)
-    if not rows:
-        return {"mean": None, "std": None, "runs": 0}
-    score = scoring.node_score(rows, kind)
-    return {"mean": _r(score.mean), "std": _r(score.std), "runs": score.runs}
 
 
 def described_metric(store: EvoDAG, run_id: int) -> MetricScale | None:
@@ -90,24 +80,14 @@ def hypothesis_summary(node: Node, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def lineage(nodes: dict[int, Node], node_id: int) -> list[Node]:
-    """The chain of primary parents from the root down to `node_id` (root first)."""
-    chain: list[Node] = []
-    current: int | None = node_id
-    while current is not None and current in nodes and all(n.id != current for n in chain):
-        chain.append(nodes[current])
-        current = nodes[current].parent_id
-    return chain[::-1]
-
-
 def _dev_parent(nodes: dict[int, Node], node: Node) -> float | None:
     """The dev mean of the nearest ancestor that was evaluated on dev (None when the node has no dev mean)."""
     if node.dev_mean is None:
         return None
-    for ancestor in reversed(lineage(nodes, node.id)[:-1]):
-        if ancestor.dev_mean is not None:
-            return ancestor.dev_mean
-    return None
+    ancestor = nodes.get(node.parent_id) if node.parent_id is not None else None
+    while ancestor is not None and ancestor.dev_mean is None:
+        ancestor = nodes.get(ancestor.parent_id) if ancestor.parent_id is not None else None
+    return None if ancestor is None else ancestor.dev_mean
 
 
 def _mutation(
@@ -138,17 +118,15 @@ def _mutation(
     }
 
 
-def _per_task(
-    store: EvoDAG, chain: list[Node], base_rows: list[RolloutRow], best_rows: list[RolloutRow]
-) -> list[dict[str, Any]]:
-    """Per test task, baseline against best (`base_rows`, `best_rows`: their test rollouts) and where it changed."""
+def _per_task(base_rows: list[RolloutRow], best_rows: list[RolloutRow]) -> list[dict[str, Any]]:
+    """Per test task, baseline against best (`base_rows`, `best_rows`: their test rollouts). Where on the lineage a
+    test task changed is unknown by construction: only the baseline and the best are run on test."""
     groups: dict[str, str] = {}
     tally: dict[tuple[int, str], list[bool]] = defaultdict(list)
     for which, rows in ((0, base_rows), (1, best_rows)):
         for row in rows:
             groups.setdefault(row.task_id, row.task_group)
             tally[(which, row.task_id)].append(row.passed)
-    edges: list[tuple[Node, Edge | None]] = [(n, store.edge_into(n.id)) for n in chain[1:]]
     out = []
     for task in sorted(groups):
         before, after = tally[(0, task)], tally[(1, task)]
@@ -157,10 +135,6 @@ def _per_task(
         change = "same"
         if b_rate is not None and a_rate is not None and a_rate != b_rate:
             change = "fixed" if a_rate > b_rate else "regressed"
-        changed_in = None
-        for node, edge in edges:
-            if edge is not None and task in (edge.fixed if change == "fixed" else edge.regressed):
-                changed_in = node.iteration
         out.append(
             {
                 "task": task,
@@ -172,7 +146,6 @@ def _per_task(
                 "final_passes": sum(after),
                 "final_runs": len(after),
                 "change": change,
-                "changed_in": changed_in if change != "same" else None,
             }
         )
     return out
@@ -296,14 +269,14 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
         base_id = next((n.id for n in all_nodes if n.status == "baseline"), None)
     best_id = run.best_node_id or base_id  # the loop's record of its ranking policy's pick
     base, best = nodes.get(base_id or -1), nodes.get(best_id or -1)
-    chain = lineage(nodes, best.id) if best else []
+    chain = store.lineage(best.id) if best else []
     candidates = sorted((n for n in all_nodes if n.status != "baseline"), key=lambda n: (n.iteration, n.id))
     statuses = Counter(n.status for n in candidates)
     iterations = store.iterations(run.id)
     kind = scoring.recorded_score_kind(run.config, run.inputs)
     base_rows = store.rollouts(run.id, node_id=base.id, split="test") if base else []
     best_rows = store.rollouts(run.id, node_id=best.id, split="test") if best else []
-    test_base, test_best = pass_at_1(base_rows, kind), pass_at_1(best_rows, kind)
+    test_base, test_best = (scoring.node_score(rows, kind).figures() for rows in (base_rows, best_rows))
     delta_ci = scoring.paired_bootstrap_ci(base_rows, best_rows, kind, seed=run.seed)
     dev_base = {"mean": _r(base.dev_mean), "std": _r(base.dev_std)} if base else {"mean": None, "std": None}
     dev_best = {"mean": _r(best.dev_mean), "std": _r(best.dev_std)} if best else {"mean": None, "std": None}
@@ -346,7 +319,7 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
         "counts": {
             "iterations": len(iterations),
             "candidates": len(candidates),
-            "kept": statuses["accepted"] + statuses["neutral"],
+            "kept": sum(statuses[s] for s in KEPT_DECISIONS),
             "accepted": statuses["accepted"],
             "neutral": statuses["neutral"],
             "discarded": statuses["rejected"],
@@ -359,7 +332,7 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
             "lineage": [_mutation(nodes, n, scales) for n in chain[1:]],
             "accepted": [_mutation(nodes, n, scales) for n in candidates if n.status == "accepted"],
         },
-        "per_task": _per_task(store, chain, base_rows, best_rows) if base and best else [],
+        "per_task": _per_task(base_rows, best_rows) if base and best else [],
         "failed_mutations": _failed(store, run.id, candidates),
         "patch_kinds": _patch_stats(candidates),
         "cost": _cost(store, run.id, wall),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from saddler.scoring import metric_line
+
 Row = list[Any]
 
 
@@ -140,11 +142,10 @@ def _per_task(f: dict[str, Any]) -> list[str]:
             f"{t['baseline_passes']}/{t['baseline_runs']}",
             f"{t['final_passes']}/{t['final_runs']}",
             t["change"],
-            f"iteration {t['changed_in']}" if t["changed_in"] is not None else "—",
         ]
         for t in changed
     ]
-    out += table(["Task", "Group", "Baseline", "Final", "Change", "Changed in"], rows) if rows else ["No task changed."]
+    out += table(["Task", "Group", "Baseline", "Final", "Change"], rows) if rows else ["No task changed."]
     return [*out, "", f"{len(tasks) - len(changed)} of {len(tasks)} test tasks unchanged (passes / test runs)."]
 
 
@@ -220,19 +221,15 @@ def infra_text(errors: int, total: int) -> str:
     return f"{errors} of {total} rollouts ({100 * errors / total:.1f}%)" if total else "0"
 
 
-def _metric(x: float | None) -> str:
-    return "nan" if x is None else f"{x:.4f}"
-
-
 def metric_lines(f: dict[str, Any]) -> list[str]:
     """The grep-able `metric: value` lines closing the report (`nan` when a figure is missing)."""
     s = f["summary"]
     return [
-        f"baseline_test: {_metric(s['test']['baseline']['mean'])}",
-        f"best_test: {_metric(s['test']['final']['mean'])}",
-        f"delta_test: {_metric(s['test']['delta'])}",
-        f"baseline_dev: {_metric(s['dev']['baseline']['mean'])}",
-        f"best_dev: {_metric(s['dev']['final']['mean'])}",
+        metric_line("baseline_test", s["test"]["baseline"]["mean"]),
+        metric_line("best_test", s["test"]["final"]["mean"]),
+        metric_line("delta_test", s["test"]["delta"]),
+        metric_line("baseline_dev", s["dev"]["baseline"]["mean"]),
+        metric_line("best_dev", s["dev"]["final"]["mean"]),
         *(
             [
                 f"baseline_test_metric: {_g(s['metric']['test']['baseline'])}",

@@ -4,7 +4,8 @@ x = cumulative search rollouts at an event = the number of the run's train and d
 rollout id involved in it (for a dev evaluation: the node's dev rollouts; for an iteration: the first evaluation of
 the candidate and of its parent on the iteration's batch). Test rollouts are not search progress and are not
 counted, so the plot is final, and can be drawn, before test is evaluated. An iteration without a batch score on its
-candidate (invalid, no patch) shows its parent's batch score, computed from the rollouts as acceptance does.
+candidate (invalid, no patch) shows its parent's batch score, computed from the rollouts by acceptance's
+`batch_score` under the run's recorded `policies.score` and `policies.acceptance`.
 matplotlib is imported lazily; the figure draws on its own Agg canvas (no pyplot: no figure manager to close, no
 backend switched for the whole process, and a shorter import).
 """
@@ -18,6 +19,8 @@ from typing import Any
 
 from evodag.models import RolloutRow
 from evodag.store import EvoDAG
+from saddler import scoring
+from saddler.policies.acceptance import batch_score, recorded_measure, task_outcomes
 
 MARKERS = {  # decision -> (marker, colour, label)
     "accepted": ("^", "tab:green", "accepted"),
@@ -40,23 +43,11 @@ def _first_eval(rows: list[RolloutRow], tasks: set[str]) -> list[RolloutRow]:
     return list(first.values())
 
 
-def _batch_score(rows: list[RolloutRow]) -> float | None:
-    """Mean over tasks of the mean score, leaving out tasks with an infra_error/timeout (as acceptance does)."""
-    per_task: dict[str, list[RolloutRow]] = defaultdict(list)
-    for row in rows:
-        per_task[row.task_id].append(row)
-    means = [
-        sum(r.score for r in rs) / len(rs)
-        for rs in per_task.values()
-        if not any(r.disposition in ("infra_error", "timeout") for r in rs)
-    ]
-    return sum(means) / len(means) if means else None
-
-
 def progress_series(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
     """The plot's data: {"name", "total", "dev": [(x, dev, best_so_far, node)], "batch": [(x, before, after,
     decision, iteration)]}, each list ordered by x."""
     run = store.get_run(run_id)
+    kind, measure = scoring.recorded_score_kind(run.config, run.inputs), recorded_measure(run.config, run.inputs)
     rows = [row for row in store.rollouts(run.id) if row.split != "test"]
     ids = sorted(r.id for r in rows)
     by_node: dict[tuple[int, str], list[RolloutRow]] = defaultdict(list)
@@ -87,7 +78,11 @@ def progress_series(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
         cand_rows = _first_eval(by_node.get((cand.id, "train"), []), tasks) if cand else []
         if not parent_rows and not cand_rows:
             continue
-        before = cand.batch_before if cand and cand.batch_before is not None else _batch_score(parent_rows)
+        before = (
+            cand.batch_before
+            if cand and cand.batch_before is not None
+            else batch_score(task_outcomes(parent_rows), kind, measure)
+        )
         after = cand.batch_after if cand else None
         decision = cand.status if cand and cand.status in MARKERS else (it.decision or "")
         x = cumulative(max(r.id for r in parent_rows + cand_rows))

@@ -26,12 +26,13 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from evodag.decisions import CLOSE
 from evodag.history import failure_signature
 from evodag.models import Iteration, Node, RolloutRow
 from evodag.queries import lineage_train_outcomes
-from saddler.policies.acceptance import CLOSE, AcceptanceDecision
+from saddler.policies.acceptance import AcceptanceDecision, task_outcomes
 from saddler.run.context import RunContext
-from saddler.run.outcomes import split_seeds, task_outcomes
+from saddler.run.outcomes import split_seeds
 
 MAX_ROUNDS = 32
 """The most rounds one plan holds, whatever the cap (a plan is stored whole before its first round runs)."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from evodag.decisions import KEPT_DECISIONS
 from evodag.errors import UnknownRunError
 from evodag.models import Iteration, Node, RolloutRow
 from evodag.store import EvoDAG
@@ -35,18 +36,17 @@ from saddler.policies import (
     make_ranking,
     make_sampler,
 )
+from saddler.policies.acceptance import task_outcomes
 from saddler.ports import Executor, Progress, SessionBackend
-from saddler.run import evolution
+from saddler.run import evolution_request
 from saddler.run.evaluate import BatchSettings, Evaluator
 from saddler.run.folder import RunPaths
-from saddler.run.outcomes import evidence, failure_kinds, split_seeds, task_outcomes, transitions
+from saddler.run.outcomes import evidence, failure_kinds, split_seeds, transitions
 from saddler.run.session_calls import SessionCalls
 from saddler.run.usage_window import UsageWindow
 from saddler.scoring import node_score
 from saddler.sessions.registry import load_backend
 from saddler.sessions.schema import DiagnosisRequest, Hypothesis, ReflectionRequest
-
-KEPT_DECISIONS = ("accepted", "neutral")
 
 
 @dataclass
@@ -184,7 +184,7 @@ class RunContext:
             component_globs={"capability": comp.capability, "steering": comp.steering, "protected": comp.protected},
             evidence=evidence(rows, self.task_index),
             exploration=it.exploration,
-            lineage_origins=evolution.lineage_origins(self.store, parent.id),
+            lineage_origins=evolution_request.lineage_origins(self.store, parent.id),
             excluded=excluded,
             excluded_plans=excluded_plans or {},
             refused=refused or {},

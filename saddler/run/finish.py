@@ -18,7 +18,7 @@ from saddler.errors import disk_full_as
 from saddler.reporting.plot_process import PLOT_NAME, PlotProcess
 from saddler.run.context import RunContext
 from saddler.run.faults import fault_point
-from saddler.scoring import metric_mean, node_score, paired_bootstrap_ci
+from saddler.scoring import figure, metric_line, metric_mean, node_score, paired_bootstrap_ci
 
 
 @dataclass
@@ -40,20 +40,21 @@ class RunOutcome:
     infra_errors: int = 0  # rollouts that could not run: their scores count nowhere
 
     def metric_lines(self) -> list[str]:
-        lines = [f"termination: {self.reason}", f"best_node: {self.best_node}", f"score: {self.score}"]
+        lines = [metric_line("termination", self.reason), metric_line("best_node", self.best_node)]
+        lines.append(metric_line("score", self.score))
         if self.best_dev is not None:
-            lines.append(f"best_dev: {self.best_dev:.4f}")
+            lines.append(metric_line("best_dev", self.best_dev))
         if self.baseline_test and self.best_test:
             lines += [
-                f"baseline_test: {self.baseline_test[0]:.4f}",
-                f"baseline_test_std: {self.baseline_test[1]:.4f}",
-                f"best_test: {self.best_test[0]:.4f}",
-                f"best_test_std: {self.best_test[1]:.4f}",
-                f"delta_test: {self.best_test[0] - self.baseline_test[0]:+.4f}",
+                metric_line("baseline_test", self.baseline_test[0]),
+                metric_line("baseline_test_std", self.baseline_test[1]),
+                metric_line("best_test", self.best_test[0]),
+                metric_line("best_test_std", self.best_test[1]),
+                metric_line("delta_test", self.best_test[0] - self.baseline_test[0]),
             ]
             if self.delta_test_ci95 is not None:
                 lo, hi = self.delta_test_ci95
-                lines.append(f"delta_test_ci95: {lo:+.4f} {hi:+.4f}")
+                lines.append(f"delta_test_ci95: {figure(lo, signed=True)} {figure(hi, signed=True)}")
         if self.metric is not None:
             lines.append(f"metric: {self.metric}")
             for label, value in (("baseline", self.baseline_test_metric), ("best", self.best_test_metric)):
@@ -84,8 +85,8 @@ def finish_run(
     store = ctx.store
     best = ctx.best()
     say(
-        f"search over ({reason}); best node n{best.id} (dev {best.dev_mean}); evaluating baseline and best on test "
-        f"× {len(ctx.test_seeds)}"
+        f"search over ({reason}); best node n{best.id} (dev {figure(best.dev_mean)}); evaluating baseline and best "
+        f"on test × {len(ctx.test_seeds)}"
     )
     draft = ctx.paths.root / f".{PLOT_NAME}.draft-{os.getpid()}"
     drawing = False

@@ -26,6 +26,7 @@ import tomli_w
 
 from saddler.errors import ConfigError, FolderRefusedError, UncommittedHarnessError
 from saddler.files import remove_path
+from saddler.harness.gitcmd import logical_commit_time
 from saddler.runlock import run_lock
 
 if TYPE_CHECKING:
@@ -195,7 +196,8 @@ def init_run(
     paths = RunPaths(Path(run_dir))
     source = template_path(template) if template else Path(harness).expanduser().resolve()  # type: ignore[arg-type]
     if not source.is_dir():
-        raise ConfigError(f"--harness {source}: no such folder")
+        what = "is a file, not a folder" if source.exists() else "no such folder"
+        raise ConfigError(f"--harness {source}: {what}; pass the folder of your harness (a git repository)")
     bench = benchmark or TEMPLATE_BENCHMARKS.get(template or "", "")
     if not bench:
         raise ConfigError("--benchmark NAME is required with --harness")
@@ -237,7 +239,9 @@ def init_run(
             for child in paths.root.iterdir():
                 if child.name != ".lock":
                     remove_path(child)
-            HarnessSpace.create(source, paths.harness(), paths.worktrees, clock=lambda: 946684800, uncommitted=dirty)
+            HarnessSpace.create(
+                source, paths.harness(), paths.worktrees, clock=lambda: logical_commit_time(0), uncommitted=dirty
+            )
             paths.config.write_text(render_run_toml(run), encoding="utf-8")
     except BaseException:
         if not existed:

@@ -1,4 +1,4 @@
-"""The optimizer loop: DESIGN.md "One iteration", steps 1-8, then the end of the run.
+"""The optimizer loop: one iteration's steps 1-8 (docs/architecture.md, "One iteration"), then the end of the run.
 
 Every step is idempotent — rollouts are cached by content, nodes deduplicated by commit, sessions keyed by
 (iteration, role, attempt) and replayed from the store — so a killed run resumes by redoing its unfinished
@@ -11,25 +11,27 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from evodag.decisions import KEPT_DECISIONS, NO_TRAINING_FAILURES, stall_after, trailing_stalls
 from evodag.models import Iteration, Node
 from evodag.store import EvoDAG
 from saddler.config import load_run_config
-from saddler.policies.stopping import NO_TRAINING_FAILURES, LoopState, trailing_stalls
+from saddler.harness.gitcmd import logical_commit_time
+from saddler.policies.stopping import LoopState
 from saddler.ports import Progress
 from saddler.reporting.plot_process import PlotProcess
 from saddler.reporting.progress import make_progress
 from saddler.run import closecall, diagnosis, inputs, reflection
-from saddler.run.context import KEPT_DECISIONS, RunContext, open_context
-from saddler.run.evolve import evolve
+from saddler.run.context import RunContext, open_context
+from saddler.run.evolution_step import evolve
 from saddler.run.finish import RunOutcome, finish_run, finished_outcome
 from saddler.run.folder import RunPaths, run_lock
 from saddler.run.outcomes import nothing_to_fix
 from saddler.run.preflight import require_ok
 from saddler.run.recovery import recover_after_crash
 from saddler.run.sampling import sampler_state
+from saddler.scoring import figure
 
 Say = Callable[[str], None]
-COMMIT_EPOCH = 946684800  # commit dates are logical: 2000-01-01 + one minute per iteration
 
 
 class Optimizer:
@@ -163,7 +165,7 @@ class Optimizer:
                 ctx.run_id, number, epoch, batch, phase=phase, exploration=exploration, stall_count=stalls
             )
         it, batch = pending, pending.batch
-        ctx.space.clock = lambda: COMMIT_EPOCH + number * 60  # same seed + config => same commits
+        ctx.space.clock = lambda: logical_commit_time(number)
 
         # 1. evolution picks the parent
         if it.parent_id is None:
@@ -210,20 +212,19 @@ class Optimizer:
         reflection.reflect(ctx, it, parent, cand, status, before, after)
         self.say(
             f"iter {number:>3} [{it.phase}] n{parent.id} -> n{cand.id} {cand.origin}: {verdict.reason}"
-            + (f"; dev {cand.dev_mean:.3f}" if cand.dev_mean is not None else "")
-            + f" | best n{best.id} dev {best.dev_mean if best.dev_mean is None else round(best.dev_mean, 3)}"
+            + (f"; dev {figure(cand.dev_mean)}" if cand.dev_mean is not None else "")
+            + f" | best n{best.id} dev {figure(best.dev_mean)}"
         )
         # 8. all in the EvoDAG before the next step
         self._finish_iteration(ctx, it, status, cand, stalls)
 
     @staticmethod
     def _finish_iteration(ctx: RunContext, it: Iteration, decision: str, cand: Node | None, stalls: int) -> None:
-        kept = decision in KEPT_DECISIONS
         ctx.store.update_iteration(
             it.id,
             decision=decision,
             candidate_id=cand.id if cand else None,
-            stall_count=0 if kept else stalls if decision == NO_TRAINING_FAILURES else stalls + 1,
+            stall_count=stall_after(stalls, decision),
             step="done",
             finished_at=ctx.store.clock(),
             last_rollout=ctx.store.last_rollout_id(),

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 
 from evodag.models import RolloutRow
 from saddler.benchmark import Task
-from saddler.policies.acceptance import TaskOutcome
+from saddler.policies.acceptance import task_outcomes
 from saddler.sessions.schema import TaskEvidence, TaskTransition, transition_category
 
 
@@ -26,13 +26,6 @@ def by_task(rows: Iterable[RolloutRow]) -> dict[str, list[RolloutRow]]:
     for row in sorted(rows, key=lambda r: (r.task_id, r.repetition)):
         grouped[row.task_id].append(row)
     return dict(grouped)
-
-
-def task_outcomes(rows: Iterable[RolloutRow]) -> dict[str, TaskOutcome]:
-    return {
-        task: TaskOutcome(tuple(r.score for r in rs), tuple(r.passed for r in rs), tuple(r.disposition for r in rs))
-        for task, rs in by_task(rows).items()
-    }
 
 
 def failure_kinds(rows: Iterable[RolloutRow], classify: Callable[[str], str]) -> Counter[str]:

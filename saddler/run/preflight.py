@@ -321,7 +321,8 @@ def check_folder(folder: Path) -> FolderCheck:
     if folder.is_file() and folder.name == "saddler.toml":
         folder = folder.parent
     if not folder.is_dir():
-        report.errors.append(f"{folder}: no such folder; pass a run folder or a harness folder")
+        what = "is a file, not a folder" if folder.exists() else "no such folder"
+        report.errors.append(f"{folder}: {what}; pass a run folder or a harness folder")
         return report
     data = _check_file(folder, "saddler.toml", report)
     if data is None:

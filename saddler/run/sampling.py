@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+from evodag.decisions import FRUITLESS
 from evodag.models import Iteration, Node
 from evodag.queries import lineage_train_outcomes
 from evodag.store import EvoDAG
 from saddler.policies.sampler import SamplerState
-
-FRUITLESS = ("rejected", "invalid", "no_patch")
-"""Decisions after which a shown task counts one more try: something was attempted and nothing was kept."""
 
 
 def sampler_state(

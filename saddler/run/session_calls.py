@@ -21,7 +21,8 @@ from saddler.ports import SessionBackend
 from saddler.run.confinement import Allowance, FolderState, escapes
 from saddler.run.faults import fault_point
 from saddler.run.usage_window import UsageWindow
-from saddler.sessions.common import UsageLimitError, failed_result, transcript_path
+from saddler.sessions.answers import failed_result
+from saddler.sessions.llm_backend import UsageLimitError, transcript_path
 from saddler.sessions.schema import (
     DiagnosisRequest,
     DiagnosisResult,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from evodag.store import EvoDAG
 from saddler.config import SessionConfig
 from saddler.errors import BackendError
-from saddler.sessions.common import UsageLimitError
+from saddler.sessions.llm_backend import UsageLimitError
 from saddler.sessions.usage_events import OPENED_EVENT, WINDOW_EVENT, clock_time, closed_until
 
 MARGIN_S = 30.0  # a window named to the minute: ask again a little after it

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from saddler.errors import AuthenticationError, BackendError
-from saddler.sessions import common, failures, guard
+from saddler.sessions import answers, failures, guard, llm_backend
 from saddler.sessions.presets import PRESETS
 from saddler.sessions.prompts import render, render_system
 from saddler.sessions.schema import (
@@ -73,7 +73,7 @@ class _Attempt:
     timed_out: bool = False
 
 
-class ClaudeBackend(common.LLMSessionBackend):
+class ClaudeBackend(llm_backend.LLMSessionBackend):
     """Optimizer sessions on claude-agent-sdk.
 
     `transport_factory` (tests, remote runners) supplies the SDK `Transport`; the default is the SDK's
@@ -94,13 +94,13 @@ class ClaudeBackend(common.LLMSessionBackend):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(config, benchmark=benchmark, run_dir=run_dir, seed=seed, sleep=sleep, clock=clock)
-        common.check_efforts(config, EFFORTS, "Claude")
+        llm_backend.check_efforts(config, EFFORTS, "Claude")
         self.transport_factory = transport_factory
         self.last_options: ClaudeAgentOptions | None = None
 
     # -- options -------------------------------------------------------------------------------
 
-    def web_search(self, role: Role, request: common.Request) -> bool:
+    def web_search(self, role: Role, request: answers.Request) -> bool:
         """Whether this session gets WebSearch/WebFetch: exploration diagnosis, when the config allows."""
         return (
             role == "diagnosis_patch"
@@ -108,7 +108,7 @@ class ClaudeBackend(common.LLMSessionBackend):
             and self.config.allow_web_search_on_plateau
         )
 
-    def build_options(self, role: Role, request: common.Request) -> ClaudeAgentOptions:
+    def build_options(self, role: Role, request: answers.Request) -> ClaudeAgentOptions:
         """The SDK options of one session (cwd, tools, hook, model, limits, structured output)."""
         from claude_agent_sdk import ClaudeAgentOptions, HookMatcher
 
@@ -146,20 +146,20 @@ class ClaudeBackend(common.LLMSessionBackend):
 
     # -- one session ---------------------------------------------------------------------------
 
-    def _session(self, role: Role, request: common.Request) -> common.Result:
+    def _session(self, role: Role, request: answers.Request) -> answers.Result:
         web = self.web_search(role, request)
         limits = guard.describe_limits(role == "diagnosis_patch", self.policy(request), web=web)
         prompt = render(role, request, self.config.prompts, web_search=web, base_dir=self.run_dir, tool_limits=limits)
         options = self.build_options(role, request)
         self.last_options = options
-        path = common.transcript_path(self.run_dir, request.iteration, role, request.attempt)
-        transcript = common.Transcript(path)
+        path = llm_backend.transcript_path(self.run_dir, request.iteration, role, request.attempt)
+        transcript = llm_backend.Transcript(path)
         transcript.write("prompt", role=role, text=prompt, system=options.system_prompt)
         stats = SessionStats(backend=self.name, model=options.model or "", transcript_path=str(path))
         started = self.clock()
         timeout_s = self.config.for_role(role).timeout_s
 
-        def attempt(n: int) -> common.Result:
+        def attempt(n: int) -> answers.Result:
             transcript.write("attempt", number=n)
             outcome = asyncio.run(self._converse(prompt, options, transcript, timeout_s))
             self._add_usage(stats, outcome)
@@ -172,7 +172,7 @@ class ClaudeBackend(common.LLMSessionBackend):
         return result
 
     async def _converse(
-        self, prompt: str, options: ClaudeAgentOptions, transcript: common.Transcript, timeout_s: float
+        self, prompt: str, options: ClaudeAgentOptions, transcript: llm_backend.Transcript, timeout_s: float
     ) -> _Attempt:
         from claude_agent_sdk import AssistantMessage, ResultMessage, TextBlock, query
 
@@ -211,7 +211,7 @@ class ClaudeBackend(common.LLMSessionBackend):
         if res.model_usage:  # the models that actually answered (the fallback model shows up here)
             stats.model = ",".join(sorted(res.model_usage))
 
-    def _conclude(self, role: Role, request: common.Request, out: _Attempt, stats: SessionStats) -> common.Result:
+    def _conclude(self, role: Role, request: answers.Request, out: _Attempt, stats: SessionStats) -> answers.Result:
         res = out.result
         texts = [str(out.exception or "")]
         if res is not None:
@@ -224,28 +224,30 @@ class ClaudeBackend(common.LLMSessionBackend):
         if out.assistant_error == "billing_error":
             raise BackendError("the Anthropic account cannot be billed (billing_error); check the account's credits")
         if out.timed_out:
-            return common.failed_result(role, request, stats, "timeout")
+            return answers.failed_result(role, request, stats, "timeout")
         if res is None:
             if _is_cli_missing(out.exception):
                 raise BackendError(f"claude CLI not found ({out.exception}); reinstall claude-agent-sdk")
-            raise common.TransientError(f"session ended without a result: {out.exception}")
+            raise llm_backend.TransientError(f"session ended without a result: {out.exception}")
         if res.subtype in _FAILED_SUBTYPES:
             stats.error = "; ".join(res.errors or []) or res.subtype
-            return common.failed_result(role, request, stats, _FAILED_SUBTYPES[res.subtype])
+            return answers.failed_result(role, request, stats, _FAILED_SUBTYPES[res.subtype])
         if res.is_error:
             said = failures.classify(str(res.result or ""), res.api_error_status, self.now())
             if said.kind == "usage_limit":
-                raise common.UsageLimitError(said.message, said.resets_at)
+                raise llm_backend.UsageLimitError(said.message, said.resets_at)
             if res.api_error_status in _TRANSIENT_STATUS or out.assistant_error in ("rate_limit", "server_error"):
-                raise common.TransientError(f"API error {res.api_error_status or out.assistant_error}: {res.result}")
+                raise llm_backend.TransientError(
+                    f"API error {res.api_error_status or out.assistant_error}: {res.result}"
+                )
             stats.error = (res.result or "; ".join(res.errors or []) or res.subtype).strip()
-            return common.failed_result(role, request, stats, "error")
+            return answers.failed_result(role, request, stats, "error")
         payload = res.structured_output if res.structured_output is not None else res.result
         try:
-            return common.parse_result(role, payload, stats)
-        except common.OutputError as exc:
+            return answers.parse_result(role, payload, stats)
+        except answers.OutputError as exc:
             stats.error = str(exc)
-            return common.failed_result(role, request, stats, "unparsable_output")
+            return answers.failed_result(role, request, stats, "unparsable_output")
 
 
 def make_guard(worktree: Path | None, protected: list[str], policy: guard.BashPolicy) -> Any:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from saddler.agentcli import final_message, parse_usage
 from saddler.errors import AuthenticationError, BackendError, ConfigError
 from saddler.procs import ProcessRun, run_process_group
-from saddler.sessions import common, confine, guard, installs
+from saddler.sessions import answers, confine, guard, installs, llm_backend
 from saddler.sessions.failures import read_failure
 from saddler.sessions.presets import (
     PLACEHOLDERS,
@@ -53,7 +53,7 @@ _FAILED_SUBTYPES = {  # claude's result subtypes that end a session without an a
 }
 
 
-class CommandBackend(common.LLMSessionBackend):
+class CommandBackend(llm_backend.LLMSessionBackend):
     """Optimizer sessions run by an external CLI coding agent (see module docstring).
 
     Claude-style templates (`{settings}`) get saddler's PreToolUse guard as a command hook; pi runs inside
@@ -91,14 +91,14 @@ class CommandBackend(common.LLMSessionBackend):
                 f"available: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
             )
         if self.preset is not None:
-            common.check_efforts(config, self.preset.efforts, self.preset.name)
+            llm_backend.check_efforts(config, self.preset.efforts, self.preset.name)
         self.last_argv: list[str] = []
         self.last_stdin: str | None = None
         self.last_program = ""
 
     # -- what the agent is given --------------------------------------------------------------
 
-    def web_search(self, role: Role, request: common.Request) -> bool:
+    def web_search(self, role: Role, request: answers.Request) -> bool:
         """Whether the exploration diagnosis may search the web: allowed by the config, and the template
         hands the agent saddler's tool list (`{allowed_tools}`), so the search tools can be granted."""
         return (
@@ -108,7 +108,7 @@ class CommandBackend(common.LLMSessionBackend):
             and bool(placeholders_in(self.template) & {"allowed_tools", "codex_web_search"})
         )
 
-    def tool_limits(self, role: Role, request: common.Request) -> str:
+    def tool_limits(self, role: Role, request: answers.Request) -> str:
         """What the agent may touch, stated up front in its prompt (true for this template and sandbox)."""
         editing = role == "diagnosis_patch"
         if "{settings}" in self.template:
@@ -131,12 +131,12 @@ class CommandBackend(common.LLMSessionBackend):
             "The diff of the worktree is checked after the session and a violating patch is discarded."
         )
 
-    def claude_tools(self, role: Role, request: common.Request) -> tuple[list[str], list[str]]:
+    def claude_tools(self, role: Role, request: answers.Request) -> tuple[list[str], list[str]]:
         """Built-in tools (`--tools`) and permission rules (`--allowedTools`) for Claude-style templates."""
         writes = role == "diagnosis_patch" or self.channel == "file"
         return guard.claude_tools(writes, self.web_search(role, request), self.policy(request))
 
-    def values(self, role: Role, request: common.Request, prompt: str, files: dict[str, Path]) -> dict[str, str]:
+    def values(self, role: Role, request: answers.Request, prompt: str, files: dict[str, Path]) -> dict[str, str]:
         """The placeholder values of one session (`files`: prompt, result, schema, system_prompt paths)."""
         cfg = self.config.for_role(role)
         editing = isinstance(request, DiagnosisRequest)
@@ -181,8 +181,8 @@ class CommandBackend(common.LLMSessionBackend):
         assert set(values) == set(PLACEHOLDERS)
         return values
 
-    def session_files(self, role: Role, request: common.Request) -> dict[str, Path]:
-        base = common.transcript_path(self.run_dir, request.iteration, role, request.attempt).with_suffix("")
+    def session_files(self, role: Role, request: answers.Request) -> dict[str, Path]:
+        base = llm_backend.transcript_path(self.run_dir, request.iteration, role, request.attempt).with_suffix("")
         return {
             "prompt": Path(f"{base}.prompt.md"),
             "result": Path(f"{base}.result.json"),
@@ -190,7 +190,7 @@ class CommandBackend(common.LLMSessionBackend):
             "system": Path(f"{base}.system.md"),
         }
 
-    def argv_for(self, role: Role, request: common.Request, prompt: str) -> tuple[list[str], str | None]:
+    def argv_for(self, role: Role, request: answers.Request, prompt: str) -> tuple[list[str], str | None]:
         """The agent's argv for one session (wrapped in bubblewrap when confined) and its stdin text, writing the
         prompt, schema and system prompt files it refers to."""
         files = self.session_files(role, request)
@@ -244,9 +244,9 @@ class CommandBackend(common.LLMSessionBackend):
 
     # -- one session ---------------------------------------------------------------------------
 
-    def _session(self, role: Role, request: common.Request) -> common.Result:
+    def _session(self, role: Role, request: answers.Request) -> answers.Result:
         cfg = self.config.for_role(role)
-        transcript_file = common.transcript_path(self.run_dir, request.iteration, role, request.attempt)
+        transcript_file = llm_backend.transcript_path(self.run_dir, request.iteration, role, request.attempt)
         files = self.session_files(role, request)
         web = self.web_search(role, request)
         prompt = render(
@@ -263,13 +263,13 @@ class CommandBackend(common.LLMSessionBackend):
         if shutil.which(self.last_program) is None:
             raise BackendError(f"agent CLI {self.last_program!r} not found on PATH; install it or fix sessions.command")
         cwd = Path(request.worktree) if isinstance(request, DiagnosisRequest) else self.run_dir
-        transcript = common.Transcript(transcript_file)
+        transcript = llm_backend.Transcript(transcript_file)
         shown = ["<prompt>" if a == prompt else a for a in argv]
         transcript.write("prompt", role=role, text=prompt, argv=shown, stdin=str(files["prompt"]) if stdin else None)
         stats = SessionStats(backend=self.name, model=cfg.model, transcript_path=str(transcript_file))
         started = self.clock()
 
-        def attempt(n: int) -> common.Result:
+        def attempt(n: int) -> answers.Result:
             if self._binds_result_file():
                 files["result"].write_bytes(b"")  # emptied, not removed: bubblewrap binds it where it exists
             else:
@@ -312,8 +312,8 @@ class CommandBackend(common.LLMSessionBackend):
         return run_process_group(argv, cwd=cwd, env=env, timeout_s=timeout_s, stdin_text=stdin)
 
     def _conclude(
-        self, role: Role, request: common.Request, run: ProcessRun, result_file: Path, stats: SessionStats
-    ) -> common.Result:
+        self, role: Role, request: answers.Request, run: ProcessRun, result_file: Path, stats: SessionStats
+    ) -> answers.Result:
         usage = parse_usage(run.stdout)
         stats.turns += usage["turns"]
         stats.tokens_in += usage["tokens_in"]
@@ -321,10 +321,10 @@ class CommandBackend(common.LLMSessionBackend):
         stats.cost_usd = round(stats.cost_usd + usage["cost_usd"], 6)
         final = usage["final"] or {}
         if run.timed_out:
-            return common.failed_result(role, request, stats, "timeout")
+            return answers.failed_result(role, request, stats, "timeout")
         if final.get("subtype") in _FAILED_SUBTYPES:
             stats.error = "; ".join(str(e) for e in final.get("errors") or [])[:2000]
-            return common.failed_result(role, request, stats, _FAILED_SUBTYPES[final["subtype"]])
+            return answers.failed_result(role, request, stats, _FAILED_SUBTYPES[final["subtype"]])
         answered = result_file.is_file() and result_file.stat().st_size > 0
         failure = read_failure(run.stdout, run.stderr, run.returncode, self.now())
         if failure is not None:
@@ -334,22 +334,22 @@ class CommandBackend(common.LLMSessionBackend):
                     f"set {self.key_variable} (or log the CLI in), then resume the run"
                 )
             if failure.kind == "usage_limit":
-                raise common.UsageLimitError(failure.message, failure.resets_at)
+                raise llm_backend.UsageLimitError(failure.message, failure.resets_at)
             if failure.kind == "transient":
-                raise common.TransientError(failure.message)
+                raise llm_backend.TransientError(failure.message)
             if failure.kind == "sandbox":
                 raise BackendError(sandbox_fault(self.last_program, failure.message, self.preset))
             stats.error = failure.message
-            return common.failed_result(role, request, stats, "error")
+            return answers.failed_result(role, request, stats, "error")
         if run.returncode != 0 and not answered:
             stats.error = (run.stderr.strip() or run.stdout.strip())[-500:]
-            return common.failed_result(role, request, stats, f"exit_{run.returncode}")
+            return answers.failed_result(role, request, stats, f"exit_{run.returncode}")
         payload: Any = result_file.read_text(encoding="utf-8") if answered else final_message(run.stdout)
         try:
-            return common.parse_result(role, drop_nulls(common.extract_json(payload)), stats)
-        except common.OutputError as exc:
+            return answers.parse_result(role, drop_nulls(answers.extract_json(payload)), stats)
+        except answers.OutputError as exc:
             stats.error = str(exc)
-            return common.failed_result(role, request, stats, "unparsable_output")
+            return answers.failed_result(role, request, stats, "unparsable_output")
 
 
 def sandbox_fault(program: str, message: str, preset: Preset | None) -> str:

@@ -21,9 +21,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from evodag.decisions import KEPT_DECISIONS
 from saddler.benchmark import Benchmark, RolloutResult
 from saddler.config import SessionConfig
 from saddler.harness.gitcmd import git
+from saddler.scoring import figure
 from saddler.sessions.proposer import Proposal, Proposer, missed_edit
 from saddler.sessions.schema import (
     DiagnosisRequest,
@@ -223,7 +225,7 @@ class OfflineBackend:
         base, action, why = cur, "continue", f"continue from the latest kept node n{cur.node_id}"
         if best.node_id != cur.node_id and (cur.dev_mean is None or (best.dev_mean or 0.0) > cur.dev_mean):
             base, action = best, "rebase"
-            why = f"rebase onto the best node n{best.node_id} (dev {best.dev_mean}) from n{cur.node_id}"
+            why = f"rebase onto the best node n{best.node_id} (dev {figure(best.dev_mean)}) from n{cur.node_id}"
         lineage = [edges[i] for i in request.lineage_edge_ids.get(base.node_id, []) if i in edges]
         for edge in reversed(lineage):
             harmful = edge.kind in ("patch", "cherry_pick") and edge.true_regressions
@@ -246,7 +248,7 @@ class OfflineBackend:
             if (
                 edge.edge_id in on_lineage
                 or edge.kind != "patch"
-                or edge.child_status not in ("accepted", "neutral")
+                or edge.child_status not in KEPT_DECISIONS
                 or edge.origin in origins
                 or key in request.tried_actions
             ):

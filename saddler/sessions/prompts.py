@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from evodag.decisions import KEPT_STATUSES
 from saddler.agentcli import fill
 from saddler.errors import ConfigError
 from saddler.sessions.schema import (
@@ -36,7 +37,6 @@ _MAX_TAIL_CHARS = 400
 _MAX_KEPT_NODES = 40
 _MAX_RECENT_NODES = 20
 _MAX_SIGNAL_EDGES = 40
-_KEPT = ("baseline", "accepted", "neutral")
 
 _TAXONOMY = {
     "capability": (
@@ -298,9 +298,9 @@ def _listed_nodes(req: EvolutionRequest) -> list[NodeInfo]:
         while node_id in by_id and by_id[node_id].parent_id is not None:
             node_id = by_id[node_id].parent_id  # type: ignore[assignment]
             pinned.add(node_id)
-    kept = sorted((n for n in req.nodes if n.status in _KEPT), key=lambda n: (-(n.dev_mean or -1.0), n.node_id))
+    kept = sorted((n for n in req.nodes if n.status in KEPT_STATUSES), key=lambda n: (-(n.dev_mean or -1.0), n.node_id))
     pinned |= {n.node_id for n in kept[:_MAX_KEPT_NODES]}
-    others = sorted((n for n in req.nodes if n.status not in _KEPT), key=lambda n: -n.node_id)
+    others = sorted((n for n in req.nodes if n.status not in KEPT_STATUSES), key=lambda n: -n.node_id)
     pinned |= {n.node_id for n in others[:_MAX_RECENT_NODES]}
     return [n for n in req.nodes if n.node_id in pinned]
 

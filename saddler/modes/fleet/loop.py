@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.command.metric import EvalRun, improved, run_eval
+from evodag.decisions import TSV_STATUS
 from evodag.models import Node
 from evodag.store import EvoDAG
 from saddler.errors import RunStateError
@@ -333,7 +334,7 @@ class FleetRun:
         )
         node = store.update_node(
             node.id,
-            status={"keep": "accepted", "discard": "rejected", "crash": "invalid"}[status],
+            status=TSV_STATUS[status],
             status_reason=reason,
             batch_before=best,
             batch_after=result.metric,
@@ -351,7 +352,7 @@ class FleetRun:
             task_id="metric",
         )
         store.set_edge_transitions(edge.id, ["metric"] if keep else [], [] if keep else ["metric"], [], [])
-        decision = "accepted" if keep else ("rejected" if status == "discard" else "invalid")
+        decision = TSV_STATUS[status]
         row = tsv.ResultRow(head[:7], result.metric or 0.0, status, desc)
         self._finish(store, run_id, it.id, n, row, candidate_id=node.id, decision=decision)
         self.say(f"iter {n}{' [search]' if search else ''}: {status} {result.metric} ({desc})")

@@ -13,12 +13,13 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from evodag.decisions import TSV_STATUS, trailing_stalls
 from evodag.store import EvoDAG
 
 RESULT_EVENT = "fleet.result"
 
 HEADER = "commit\tmetric\tstatus\tdescription"
-STATUSES = ("keep", "discard", "crash")
+STATUSES = tuple(TSV_STATUS)
 
 
 @dataclass(frozen=True)
@@ -92,13 +93,8 @@ def append_result(path: Path, row: ResultRow) -> None:
 
 
 def trailing_discards(rows: list[ResultRow]) -> int:
-    """Discards (and crashes) at the end of the log since the last keep."""
-    count = 0
-    for row in reversed(rows):
-        if row.status == "keep":
-            break
-        count += 1
-    return count
+    """Discards (and crashes) at the end of the log since the last keep (`evodag.decisions.stall_after`)."""
+    return trailing_stalls(TSV_STATUS[row.status] for row in rows)
 
 
 def best_metric(rows: list[ResultRow], direction: str) -> float | None:

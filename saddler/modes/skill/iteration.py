@@ -9,7 +9,9 @@ from typing import Any
 
 from benchmarks.skill_evals.evals import EvalSuite
 from benchmarks.skill_evals.grading import CaseResult
+from evodag.decisions import INVALID, KEPT_DECISIONS, NO_PATCH, SKILL_VERDICT_STATUS, stall_after
 from evodag.store import EvoDAG
+from saddler.harness.gitcmd import logical_commit_time
 from saddler.harness.space import HarnessSpace
 from saddler.harness.structure import check_skill_text
 from saddler.modes.skill import workspace as wsp
@@ -19,7 +21,6 @@ from saddler.modes.skill.record import SkillRecorder
 from saddler.modes.skill.rules import Best, decide
 
 MAX_RETRIES = 2
-COMMIT_EPOCH = 946684800
 
 
 class IterationMixin:
@@ -38,7 +39,7 @@ class IterationMixin:
         raise NotImplementedError
 
     def _commit(self, space: HarnessSpace, n: int, attempt: int, parent: str, text: str, message: str) -> str | None:
-        space.clock = lambda: COMMIT_EPOCH + n * 60 + attempt
+        space.clock = lambda: logical_commit_time(n, attempt)
         wt = space.worktree(parent, f"it{n}-a{attempt}")
         try:
             (wt / "SKILL.md").write_text(text, encoding="utf-8")
@@ -102,12 +103,13 @@ class IterationMixin:
         stamp = self.clock()
         if m is None or node_id is None:
             if not rejected:
-                store.update_iteration(it.id, decision="no_patch", step="done", finished_at=stamp)
+                store.update_iteration(it.id, decision=NO_PATCH, step="done", finished_at=stamp)
                 return None, best, stalls
             last, why = rejected[-1]
             self.ws.write_skill(n, last.text)
             self.ws.write_hypothesis(n, last, rejected[:-1])
-            store.update_iteration(it.id, decision="invalid", step="done", stall_count=stalls + 1, finished_at=stamp)
+            stalls = stall_after(stalls, INVALID, neutral_holds=True)
+            store.update_iteration(it.id, decision=INVALID, step="done", stall_count=stalls, finished_at=stamp)
             entry = {
                 "iteration": n,
                 "hypothesis": last.plan,
@@ -123,7 +125,7 @@ class IterationMixin:
                 "tried_keys": [r.key for r, _ in rejected],
             }
             self.say(f"iter {n} [{last.strategy_type}] DISCARD: rejected before evaluation")
-            return entry, best, stalls + 1
+            return entry, best, stalls
         self.ws.write_skill(n, m.text)
         self.ws.write_hypothesis(n, m, rejected)
         results = self.evaluate(m.text)
@@ -152,14 +154,11 @@ class IterationMixin:
         node = rec.decided(
             store.get_node(node_id), decision, reason, best.rate, new_rate, best.results, results, n, parent
         )
-        kept = decision in ("KEEP", "NEUTRAL")
+        status = SKILL_VERDICT_STATUS[decision]
+        kept = status in KEPT_DECISIONS
+        stalls = stall_after(stalls, status, neutral_holds=True)
         store.update_iteration(
-            it.id,
-            candidate_id=node.id,
-            decision={"KEEP": "accepted", "NEUTRAL": "neutral"}.get(decision, "rejected"),
-            step="done",
-            stall_count=0 if decision == "KEEP" else stalls + (not kept),
-            finished_at=stamp,
+            it.id, candidate_id=node.id, decision=status, step="done", stall_count=stalls, finished_at=stamp
         )
         self.say(f"iter {n} [{m.strategy_type}] {decision}: {reason}")
         entry = {
@@ -177,8 +176,6 @@ class IterationMixin:
             "timestamp": stamp,
             "tried_keys": [*(r.key for r, _ in rejected), m.key],
         }
-        if decision == "KEEP":
-            return entry, Best(m.text, results, new_rate, node.id, node.commit), 0
-        if decision == "NEUTRAL":
+        if kept:
             return entry, Best(m.text, results, new_rate, node.id, node.commit), stalls
-        return entry, best, stalls + 1
+        return entry, best, stalls

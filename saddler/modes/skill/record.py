@@ -4,12 +4,11 @@ per eval run, lessons per assertion change, a session per hypothesis, an iterati
 from __future__ import annotations
 
 from benchmarks.skill_evals.grading import CaseResult
+from evodag.decisions import SKILL_VERDICT_STATUS
 from evodag.models import Node
 from evodag.store import EvoDAG
 from saddler.harness.space import HarnessSpace
 from saddler.modes.skill.mutator import Mutation
-
-STATUS = {"KEEP": "accepted", "NEUTRAL": "neutral", "DISCARD": "rejected"}
 
 
 def hypothesis_dict(m: Mutation, level: str | None) -> dict[str, object]:
@@ -126,7 +125,7 @@ class SkillRecorder:
         """Store the candidate's rollouts, status, per-eval transitions and per-assertion lessons."""
         self.rollouts(node, results)
         node = self.store.update_node(
-            node.id, status=STATUS[decision], status_reason=reason, batch_before=before, batch_after=after
+            node.id, status=SKILL_VERDICT_STATUS[decision], status_reason=reason, batch_before=before, batch_after=after
         )
         edge = self.store.edge_between(parent.id, node.id)
         old = {r.case.name: r for r in best_results}

@@ -20,11 +20,11 @@ from typing import Any
 
 from benchmarks.skill_evals.evals import EvalSuite
 from benchmarks.skill_evals.grading import CaseResult
+from evodag.decisions import KEPT_DECISIONS, SKILL_VERDICT_STATUS, stall_after
 from evodag.store import EvoDAG
 from saddler.modes.skill import workspace as wsp
 from saddler.modes.skill.rules import Best
 
-KEPT = ("accepted", "neutral")
 REDONE = "interrupted before its autoresearch-log entry; redone"
 
 
@@ -79,12 +79,9 @@ def resume_state(
     stalls, tried = 0, set()
     for entry in entries:
         tried.update(entry.get("tried_keys", []))
-        if entry["decision"] == "KEEP":
-            stalls = 0
-        elif entry["decision"] != "NEUTRAL":
-            stalls += 1
+        stalls = stall_after(stalls, SKILL_VERDICT_STATUS[entry["decision"]], neutral_holds=True)
         if entry["outcome"] == "kept":
-            kept = [n for n in store.nodes(run_id) if n.iteration == entry["iteration"] and n.status in KEPT]
+            kept = [n for n in store.nodes(run_id) if n.iteration == entry["iteration"] and n.status in KEPT_DECISIONS]
             node = kept[-1]
             best_iteration = entry["iteration"]
             text = (root / f"iteration-{best_iteration}" / "SKILL.md").read_text(encoding="utf-8")

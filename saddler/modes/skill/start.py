@@ -9,9 +9,9 @@ from typing import Any
 
 from benchmarks.skill_evals.grading import CaseResult
 from evodag.store import EvoDAG
+from saddler.harness.gitcmd import logical_commit_time
 from saddler.harness.space import HarnessSpace
 from saddler.modes.skill import workspace as wsp
-from saddler.modes.skill.iteration import COMMIT_EPOCH
 from saddler.modes.skill.program import Program, SkillOptions
 from saddler.modes.skill.record import SkillRecorder
 from saddler.run.folder import render_run_toml
@@ -46,7 +46,7 @@ def start_run(
     stage = ws.new_stage()
     original = source.skill_md.read_text(encoding="utf-8")
     space = HarnessSpace.create(
-        source.skill_dir, stage.root / "repo", stage.root / "worktrees", clock=lambda: COMMIT_EPOCH
+        source.skill_dir, stage.root / "repo", stage.root / "worktrees", clock=lambda: logical_commit_time(0)
     )
     config: dict[str, Any] = {
         "name": source.name, "mode": "skill", "benchmark": "skill-evals", "skill_path": str(source.skill_md),

@@ -1,4 +1,5 @@
-"""Lessons, sessions, iterations and the shared rollout cache: the `EvoDAG` record families beyond the graph."""
+"""Recording the run beside its graph: the `EvoDAG` methods that write and read lessons, sessions, iterations and
+the shared rollout cache (the records themselves are the dataclasses of `evodag.models`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from evodag import codec
 from evodag.base import StoreBase
 from evodag.connection import chunks, insert, update
+from evodag.decisions import DECISIONS
 from evodag.errors import EvoDAGError
 from evodag.models import ATTRIBUTIONS, LESSON_CATEGORIES, Iteration, Lesson, SessionRow
 
@@ -15,10 +17,9 @@ SESSION_ROLES = ("diagnosis_patch", "reflection", "evolution")
 ITERATION_STEPS = (
     "started", "evolved", "parent_evaluated", "patched", "validated", "candidate_evaluated", "dev", "reflected", "done",
 )  # fmt: skip
-DECISIONS = ("accepted", "rejected", "invalid", "no_patch", "neutral", "no_training_failures")
 
 
-class RecordsMixin(StoreBase):
+class RecordingMixin(StoreBase):
     """Lessons, sessions, iterations and cache entries. Every add/update commits before returning."""
 
     # lessons ------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ The decision itself belongs to the backend (offline rules or an LLM session); th
 it decides from (`build_request`, with the nodes it may start from) and checks the answer against the store
 (`answer_error`): an answer is a claim, and one naming a node or edge that does not exist, a base it may not
 start from, or edges that cannot be applied there is refused with a reason the retry prompt states.
-`saddler.run.transplant` carries out cherry-pick / revert; `saddler.run.evolve` is the loop's step.
+`saddler.run.transplant` carries out cherry-pick / revert; `saddler.run.evolution_step` is the loop's step.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from evodag.decisions import KEPT_STATUSES
 from evodag.models import Node
 from evodag.store import EvoDAG
-from saddler.policies.ranking import KEPT
 from saddler.run.outcomes import failing_tasks
 from saddler.sessions.schema import EdgeInfo, EvolutionRequest, EvolutionResult, NodeInfo
 
@@ -44,7 +44,7 @@ def allowed_bases(nodes: list[Node], bases: str) -> list[int]:
     that is neither invalid nor still pending (`"any"`)."""
     if bases == "any":
         return [n.id for n in nodes if n.status not in ("invalid", "pending")]
-    return [n.id for n in nodes if n.status in KEPT]
+    return [n.id for n in nodes if n.status in KEPT_STATUSES]
 
 
 def build_request(

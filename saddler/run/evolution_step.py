@@ -1,6 +1,6 @@
 """Step 1 of an iteration: evolution picks the parent from the whole DAG, and never aborts the run.
 
-The answer is checked against the store (`evolution.answer_error`). An invalid answer is asked again once, with
+The answer is checked against the store (`evolution_request.answer_error`). An invalid answer is asked again once, with
 the error stated in `retry_reason`; a failed session is retried up to `sessions.retries` times; after that the
 iteration continues from the current node. Every call is a paid attempt keyed `(iteration, evolution, attempt)`.
 A cherry-pick / revert node is dev-evaluated and kept only if it is not worse than its base on dev; the nodes it
@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from evodag.decisions import KEPT_DECISIONS
 from evodag.models import Iteration, Node
-from saddler.run import evolution, transplant
-from saddler.run.context import KEPT_DECISIONS, RunContext
+from saddler.run import evolution_request, transplant
+from saddler.run.context import RunContext
 from saddler.run.session_calls import failure_reason, worth_asking_again
+from saddler.scoring import figure
 from saddler.sessions.schema import EvolutionRequest, EvolutionResult
 
 Say = Callable[[str], None]
@@ -35,7 +37,7 @@ def evolve(ctx: RunContext, it: Iteration, current: Node, say: Say) -> Node:
         ctx.store.log_event("evolution.action", payload, run_id=ctx.run_id)
         say(f"iter {it.number:>3} evolution: {rationale}")
         return current
-    request = evolution.build_request(
+    request = evolution_request.build_request(
         ctx.store, ctx.run_id, it.number, current, ctx.best(), ctx.session_paths(), ctx.cfg.policies.evolution_bases
     )
     result = _answer(ctx, it, request, current)
@@ -89,7 +91,7 @@ def _answer(ctx: RunContext, it: Iteration, request: EvolutionRequest, current: 
                 reason = failed
                 continue
             return _fallback(result, current, f"evolution failed ({failed})")
-        error = evolution.answer_error(ctx.store, request, result)
+        error = evolution_request.answer_error(ctx.store, request, result)
         if not error:
             return result
         ctx.store.log_event(
@@ -121,7 +123,7 @@ def _judge(ctx: RunContext, result: EvolutionResult, base: Node, nodes: list[Nod
         node = ctx.eval_dev(node)
     better = node.dev_mean is None or base.dev_mean is None or node.dev_mean >= base.dev_mean
     status = "accepted" if better else "rejected"
-    reason = f"{result.action}: dev {node.dev_mean} vs base {base.dev_mean}"
+    reason = f"{result.action}: dev {figure(node.dev_mean)} vs base {figure(base.dev_mean)}"
     with ctx.store.transaction():
         for i, step in enumerate(nodes[:-1], 1):
             why = f"step {i} of {len(nodes)} of the {reason} (judged with n{node.id})"

@@ -1,8 +1,8 @@
-"""Helpers shared by the LLM backends (`claude`, `command`).
-
-Structured-output parsing and validation into the schema's results, minimal failed results the loop
-can fall back on, transcript files, retry with backoff, and the protected-path / Bash policy that the
-claude backend's PreToolUse hook enforces (the post-hoc diff check stays the second line of defence).
+"""The base of the LLM backends (`claude`, `command`): one `_session(role, request)` per session kind, retries
+with seeded backoff on transient errors, the usage-window error, transcript files, the effort check, and the Bash
+policy that the claude backend's PreToolUse hook enforces (the post-hoc diff check stays the second line of
+defence). Answers are parsed by `saddler.sessions.answers`; the worktree is checked by
+`saddler.sessions.agent_edits`.
 """
 
 from __future__ import annotations
@@ -10,19 +10,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, get_args
 
-from pydantic import ValidationError
-
 from saddler.benchmark import Benchmark
 from saddler.config import SessionConfig
 from saddler.errors import ConfigError
-from saddler.harness.gitcmd import git
 from saddler.sessions import guard
+from saddler.sessions.agent_edits import finish_diagnosis, head_commit, undo_agent_commits
+from saddler.sessions.answers import Request, Result, failed_result
 from saddler.sessions.schema import (
     DiagnosisRequest,
     DiagnosisResult,
@@ -35,128 +33,6 @@ from saddler.sessions.schema import (
 )
 
 T = TypeVar("T")
-Request = DiagnosisRequest | ReflectionRequest | EvolutionRequest
-Result = DiagnosisResult | ReflectionResult | EvolutionResult
-_RESULT_MODELS: dict[str, type[Result]] = {
-    "diagnosis_patch": DiagnosisResult,
-    "reflection": ReflectionResult,
-    "evolution": EvolutionResult,
-}
-_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n```", re.DOTALL)
-
-
-class OutputError(ValueError):
-    """The session's answer is missing, not JSON, or does not match the role's schema."""
-
-
-def extract_json(payload: Any) -> dict[str, Any]:
-    """The JSON object in `payload`: a dict as is, else the last fenced or bare `{...}` object in the text."""
-    if isinstance(payload, dict):
-        return payload
-    if not isinstance(payload, str) or not payload.strip():
-        raise OutputError("no answer: the session produced no structured output")
-    text = payload.strip()
-    candidates = [text, *reversed(_FENCE.findall(text))]
-    start = text.rfind("\n{")
-    candidates.append(text[start + 1 :] if start >= 0 else text[text.find("{") :])
-    for candidate in candidates:
-        try:
-            data = json.loads(candidate)
-        except (json.JSONDecodeError, ValueError):
-            continue
-        if isinstance(data, dict):
-            return data
-    raise OutputError(f"answer is not a JSON object: {text[:200]!r}")
-
-
-def parse_result(role: Role, payload: Any, stats: SessionStats) -> Result:
-    """Validate the session's JSON answer (without stats) into the role's result, attaching `stats`.
-
-    Raises `OutputError` naming every schema violation.
-    """
-    data = dict(extract_json(payload))
-    data.pop("stats", None)
-    if role == "diagnosis_patch" and isinstance(data.get("hypothesis"), dict):
-        hypothesis = dict(data["hypothesis"])
-        if str(hypothesis.get("origin", "")).strip() in ("", "patch", "llm"):
-            hypothesis["origin"] = llm_origin(str(hypothesis.get("plan", "")))
-        data["hypothesis"] = hypothesis
-    try:
-        return _RESULT_MODELS[role].model_validate({**data, "stats": stats.model_dump()})
-    except ValidationError as exc:
-        errors = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise OutputError(f"answer does not match the {role} schema: {errors}") from exc
-
-
-def llm_origin(plan: str) -> str:
-    """The origin of an LLM patch: `llm:<slug of its plan>`, so the loop can tell mutations apart
-    (a repeated plan is the same mutation; `llm:` alone would make every LLM patch look identical)."""
-    slug = re.sub(r"[^a-z0-9]+", "-", plan.lower()).strip("-")[:60].rstrip("-")
-    return f"llm:{slug or 'patch'}"
-
-
-def failed_result(role: Role, request: Request, stats: SessionStats, reason: str) -> Result:
-    """A valid minimal result for a failed session; the loop falls back on it.
-
-    Diagnosis: status failed. Reflection: no lessons. Evolution: continue from the current node.
-    """
-    stats = stats.model_copy(update={"outcome": f"failed:{reason}"})
-    if role == "diagnosis_patch":
-        return DiagnosisResult(status="failed", reason=reason, stats=stats)
-    if role == "reflection":
-        return ReflectionResult(lessons=[], summary=f"reflection failed: {reason}", stats=stats)
-    assert isinstance(request, EvolutionRequest)
-    return EvolutionResult(
-        action="continue", parent_node_id=request.current_node_id, rationale=f"evolution failed: {reason}", stats=stats
-    )
-
-
-def finish_diagnosis(result: DiagnosisResult, worktree: Path) -> DiagnosisResult:
-    """Reconcile the agent's claim with the worktree: `patched` with no change becomes `no_patch`,
-    changed files fill `hypothesis.files` when the agent left it empty, outcome follows status."""
-    changed = changed_files(worktree)
-    if result.status == "patched" and not changed:
-        result = result.model_copy(
-            update={"status": "no_patch", "reason": "the agent reported a patch but the worktree is unchanged"}
-        )
-    if result.status == "patched" and result.hypothesis is not None and not result.hypothesis.files:
-        result = result.model_copy(update={"hypothesis": result.hypothesis.model_copy(update={"files": changed})})
-    if result.status == "no_patch" and result.stats.outcome == "ok":
-        result = result.model_copy(update={"stats": result.stats.model_copy(update={"outcome": "no_patch"})})
-    return result
-
-
-def head_commit(worktree: Path) -> str | None:
-    """The worktree's HEAD commit, or None when it is not a git checkout."""
-    proc = git(["rev-parse", "HEAD"], worktree, check=False)
-    return proc.stdout.strip() if proc.returncode == 0 else None
-
-
-def undo_agent_commits(worktree: Path, start: str | None) -> bool:
-    """If the agent committed (HEAD moved from `start`), move HEAD back keeping its changes in the working
-    tree, so saddler's own commit and diff see them; returns whether anything was undone."""
-    if start is None or head_commit(worktree) in (None, start):
-        return False
-    git(["reset", "-q", "--soft", start], worktree)
-    return True
-
-
-def changed_files(worktree: Path) -> list[str]:
-    """Paths (relative to `worktree`) that differ from HEAD, untracked files included, sorted."""
-    proc = git(["status", "--porcelain", "--untracked-files=all", "-z"], worktree, check=False)
-    if proc.returncode != 0:
-        return []
-    paths = []
-    entries = proc.stdout.split("\0")
-    i = 0
-    while i < len(entries):
-        entry = entries[i]
-        if len(entry) > 3:
-            paths.append(entry[3:])
-            if entry[0] in "RC":
-                i += 1  # rename/copy: the next entry is the source path
-        i += 1
-    return sorted(set(paths))
 
 
 def check_efforts(config: SessionConfig, efforts: tuple[str, ...], accepter: str) -> None:
