@@ -103,7 +103,7 @@ class Optimizer:
     @staticmethod
     def _state(ctx: RunContext) -> tuple[list[Iteration], list[Iteration], LoopState]:
         """The iterations, the finished ones, and the numbers the stop conditions look at."""
-        iterations = ctx.store.iterations(run_id=ctx.run_id)
+        iterations = ctx.iterations.read()
         done = [it for it in iterations if it.finished_at is not None]
         stalls = trailing_stalls([it.decision for it in done])
         cost = ctx.store.rollout_cost(ctx.run_id) + ctx.store.session_cost(ctx.run_id)
