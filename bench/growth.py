@@ -11,8 +11,9 @@ Two figures, each with its target:
   iteration 100 and the 20 before the last one (`growth_nonrollout_ms_at_<n>`), and their ratio (target <= 1.5).
 - `growth_session_input_bytes_max`: for synthetic DAGs of growing size (built in the store as
   `bench/evodag_scale.py` builds them: 10, 100, 300 and 1,000 iterations, and `--nodes`), the bytes of the
-  diagnosis prompt plus the output of every `evo-dag` command it tells the agent to run (`history` as the prompt
-  names it, `scenario` of each failing task), and the same for the evolution prompt, all on the session view
+  diagnosis prompt plus the output of every `evo-dag` command it names without a placeholder (`history` and
+  `lessons` as the prompt names them) and of `scenario` for each failing task when the prompt asks for that, and
+  the same for the evolution prompt, all on the session view
   (`evodag.view`), as a session sees it; the largest over sizes and roles (target <= 40,000), and per size
   `growth_<role>_input_bytes_<iterations>`.
 
@@ -38,6 +39,9 @@ RATIO_TARGET = 1.5
 BYTES_TARGET = 40_000
 WINDOW = 20
 SIZES = (10, 100, 300, 1000)
+EVERY_TASK = "`scenario` for every failing task"
+"""How a prompt tells the agent to run a TASK_ID command once per failing task (else such a command is a tool it
+may use, like `node ID` or `edge A B`, and is not counted)."""
 
 
 # -- the real run ------------------------------------------------------------------------------------------------
@@ -176,7 +180,7 @@ def session_inputs(db: Path, view: Path, iteration: int) -> dict[str, int]:
         prompt = render("diagnosis_patch" if role == "diagnosis" else "evolution", request)  # type: ignore[arg-type]
         total = len(prompt.encode("utf-8"))
         for command in told_commands(prompt):
-            if "TASK_ID" in command:
+            if "TASK_ID" in command and EVERY_TASK in prompt:  # the prompt asks for it per failing task
                 total += sum(_evo_dag(view, command.replace("TASK_ID", t)) for t in dict.fromkeys(
                     e.task_id for e in evidence))  # fmt: skip
             elif not re.search(r"\b(ID|A B|TASK)\b", command):
