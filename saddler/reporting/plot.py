@@ -19,6 +19,9 @@ from typing import Any
 from evodag.models import RolloutRow
 from evodag.store import EvoDAG
 
+PLOT_NAME = "progress.png"
+"""The progress plot's file in the run folder."""
+
 MARKERS = {  # decision -> (marker, colour, label)
     "accepted": ("^", "tab:green", "accepted"),
     "neutral": ("s", "tab:blue", "neutral"),
@@ -94,12 +97,6 @@ def progress_series(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
         batch.append((x, before, after, decision, it.number))
     batch.sort(key=lambda b: (b[0], b[4]))
     return {"name": str(run.config.get("name", "run")), "total": len(ids), "dev": dev, "batch": batch}
-
-
-def preload() -> None:
-    """Import what `plot_progress` draws with (matplotlib's `Figure` and Agg canvas), to pay for it ahead of time."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401
-    from matplotlib.figure import Figure  # noqa: F401
 
 
 def plot_progress(store: EvoDAG, path: Path, run_id: int | None = None) -> Path:

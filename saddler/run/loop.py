@@ -16,7 +16,6 @@ from evodag.store import EvoDAG
 from saddler.config import load_run_config
 from saddler.policies.stopping import NO_TRAINING_FAILURES, LoopState, trailing_stalls
 from saddler.ports import Progress
-from saddler.reporting.plot_process import PlotProcess
 from saddler.reporting.progress import make_progress
 from saddler.run import closecall, diagnosis, inputs, reflection
 from saddler.run.context import KEPT_DECISIONS, RunContext, open_context
@@ -36,8 +35,7 @@ class Optimizer:
     """One run folder's optimization; `run()` starts it or resumes it where it stopped.
 
     A run whose results-affecting inputs changed since it started is refused (`ChangedInputsError`, exit 2)
-    unless `allow_changed`; then the change is recorded as a `run.inputs_changed` event. `plotter` (started by the
-    caller, closed by it) draws the final progress plot; without it the plot is drawn in this process.
+    unless `allow_changed`; then the change is recorded as a `run.inputs_changed` event.
     """
 
     def __init__(
@@ -48,7 +46,6 @@ class Optimizer:
         say: Say | None = None,
         progress: Progress | None = None,
         allow_changed: bool = False,
-        plotter: PlotProcess | None = None,
         sleep: Callable[[float], None] = time.sleep,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -57,7 +54,6 @@ class Optimizer:
         self.say: Say = say or (lambda _text: None)
         self.progress = progress or make_progress(quiet)
         self.allow_changed = allow_changed
-        self.plotter = plotter
         self.sleep, self.wall_clock = sleep, wall_clock
 
     def run(self) -> RunOutcome:
@@ -98,7 +94,7 @@ class Optimizer:
             self._iteration(ctx, iterations, len(done) + 1, pending, current, state.stall_count)
         if reason == "paused":
             return self._paused(ctx)
-        return finish_run(ctx, baseline, reason, self.say, self.plotter)
+        return finish_run(ctx, baseline, reason, self.say)
 
     @staticmethod
     def _state(ctx: RunContext) -> tuple[list[Iteration], list[Iteration], LoopState]:
@@ -172,8 +168,6 @@ class Optimizer:
         else:
             parent = store.get_node(it.parent_id)
         # 2-3. the mini-batch, and the parent on it (cached rollouts are reused)
-        if it.candidate_id is None:
-            ctx.space.prepare_worktree(parent.commit)  # the diagnosis's worktree, made while the batch runs
         before = ctx.eval_batch(parent, batch)
         if it.candidate_id is None and nothing_to_fix(before, ctx.score_kind):
             # nothing to diagnose (AutoSaddler's no_training_failures): no session is paid for
