@@ -17,10 +17,10 @@ start to exit (interpreter start-up and imports included), then `wall_s`, `rollo
 `sqlite_s` (outside rollouts), `startup_s`, `breakdown: <part>=<s> ...` (the non-rollout seconds of the main parts
 of a run, each with the rollouts it waited for taken out; nested parts are also in their parents) and the demo's
 summary lines (`summary: ...`), which must not change when orchestration gets cheaper. Work the orchestrator does
-beside the rollouts (the progress plot drawn while test runs, the next diagnosis worktree checked out while a
-batch runs) is outside the fraction's numerator; where the rollouts already keep every core busy it slows them
-instead, so compare `wall_s` as well. Before measuring it writes the packages' bytecode (`bytecode:` line), as the
-demo's `pip install .` does. The isolation is whatever the run's config says (the default unless `--set`).
+beside the rollouts (storing each rollout as it lands) is outside the fraction's numerator; where the rollouts
+already keep every core busy it slows them instead, so compare `wall_s` as well. Before measuring it writes the
+packages' bytecode (`bytecode:` line), as the demo's `pip install .` does. The isolation is whatever the run's
+config says (the default unless `--set`).
 """
 
 from __future__ import annotations
@@ -164,7 +164,6 @@ PARTS = (  # (module, attribute path, label): the parts of a run `breakdown` rep
     ("saddler.harness.export", "export_harness", "export"),
     ("saddler.reporting.figures", "write_report", "report"),
     ("saddler.reporting.plot", "plot_progress", "plot"),
-    ("saddler.reporting.plot_process", "PlotProcess.wait", "plot.wait"),
     ("saddler.reporting.results_tsv", "write_results_tsv", "results_tsv"),
 )
 

@@ -97,14 +97,31 @@ def summary(db: DbOpt = None, run: RunOpt = None, run_id: RunIdOpt = None, as_js
 @app.command()
 def history(
     last: Annotated[int | None, typer.Option("--last", min=1, help="only the last N iterations")] = None,
+    recent: Annotated[
+        int | None,
+        typer.Option("--recent", min=1, help="the last N iterations, texts cut, and a summary of the earlier ones"),
+    ] = None,
+    task: Annotated[
+        list[str] | None, typer.Option("--task", help="with --recent: this task's registry, bounded (repeatable)")
+    ] = None,
     db: DbOpt = None,
     run: RunOpt = None,
     run_id: RunIdOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The run's iterations in order: batch, parent -> candidate, decision, batch scores, dev, intent, reason."""
+    """The run's iterations in order: batch, parent -> candidate, decision, batch scores, dev, intent, reason.
+    `--recent N` is the bounded form sessions read: the same size at any length of the run."""
     from evodag.history import history as build_history
+    from evodag.history import recent_history
 
+    if task and recent is None:
+        typer.echo(
+            "evo-dag: --task goes with --recent N (the bounded history); for one task in full: scenario", err=True
+        )
+        raise typer.Exit(2)
+    if recent is not None:
+        _show(db, run, as_json, lambda s: recent_history(s, run_id, recent, task), render.history_text)
+        return
     _show(db, run, as_json, lambda s: build_history(s, run_id, last), render.history_text)
 
 
@@ -150,12 +167,14 @@ def lessons(
     attribution: Annotated[str | None, typer.Option("--attribution", help="true_fix|true_regression|...")] = None,
     task: Annotated[str | None, typer.Option("--task", help="lessons about this task")] = None,
     edge_id: Annotated[int | None, typer.Option("--edge", help="lessons on this edge id")] = None,
+    last: Annotated[int | None, typer.Option("--last", min=1, help="only the last N of them")] = None,
     db: DbOpt = None,
     run: RunOpt = None,
     run_id: RunIdOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Lessons filtered by node, edge, category, attribution and task (all when no filter)."""
+    """Lessons filtered by node, edge, category, attribution and task (all when no filter); `--last N` keeps the
+    latest N and says how many matched."""
     from evodag.codec import as_dict
 
     def build(s: EvoDAG) -> dict[str, Any]:
@@ -169,7 +188,9 @@ def lessons(
         if node_id is not None:
             s.get_node(node_id)
         found = s.lessons(run_id, node_id, edge_id, category, attribution, task)
-        return {"lessons": [as_dict(les) for les in found]}
+        if last is None:
+            return {"lessons": [as_dict(les) for les in found]}
+        return {"lessons": [as_dict(les) for les in found[-last:]], "total": len(found)}
 
     _show(db, run, as_json, build, render.lessons_text)
 

@@ -249,3 +249,85 @@ def task_registry(store: EvoDAG, task_id: str, rid: int, lessons: list[Lesson]) 
         "attempts": attempts,
         "sensitive_files": sensitive,
     }
+
+
+RECENT_ITERATIONS = 15
+"""How many iterations a session's history shows in full (`evo-dag history --recent`); the rest are summarized."""
+_REGISTRY_ITEMS = 5  # per bounded task registry: root causes, signatures, attempts, sensitive files
+_TEXT_CHARS = 200  # a free text (plan, reason, example) in the bounded form
+
+
+def _cut(text: Any, limit: int = _TEXT_CHARS) -> Any:
+    return text[: limit - 1] + "…" if isinstance(text, str) and len(text) > limit else text
+
+
+def _earlier(store: EvoDAG, rid: int, below: int) -> dict[str, Any]:
+    """A summary of the run's iterations numbered below `below`: count, decisions, the latest kept candidates."""
+    rows = store.conn.execute(
+        """SELECT count(*), min(number), max(number) FROM iterations WHERE run_id = ? AND number < ?""", (rid, below)
+    ).fetchone()
+    decisions = dict(
+        store.conn.execute(
+            """SELECT coalesce(decision, 'running'), count(*) FROM iterations WHERE run_id = ? AND number < ?
+               GROUP BY 1 ORDER BY 1""",
+            (rid, below),
+        ).fetchall()
+    )
+    kept = store.conn.execute(
+        """SELECT i.number, i.candidate_id, c.origin, c.dev_mean FROM iterations i JOIN nodes c ON c.id = i.candidate_id
+           WHERE i.run_id = ? AND i.number < ? AND i.decision IN ('accepted', 'neutral')
+           ORDER BY i.number DESC LIMIT ?""",
+        (rid, below, _REGISTRY_ITEMS * 2),
+    ).fetchall()
+    return {
+        "iterations": rows[0], "first": rows[1], "last": rows[2], "decisions": decisions,
+        "kept": [{"number": n, "candidate_id": c, "origin": o, "candidate_dev": d} for n, c, o, d in reversed(kept)],
+    }  # fmt: skip
+
+
+def bounded_registry(registry: dict[str, Any]) -> dict[str, Any]:
+    """A task registry (`task_registry`) cut to what a session reads at any run length: the most frequent root
+    causes and failure signatures, the latest attempts (with the count of each outcome over all of them) and the
+    most sensitive files; `*_total` say how many there are in all."""
+    attempts = registry["attempts"]
+    outcomes: dict[str, int] = defaultdict(int)
+    for attempt in attempts:
+        outcomes[f"{attempt['transition']}/{attempt['attribution'] or '-'}"] += 1
+    causes = sorted(registry["root_causes"], key=lambda rc: -rc["count"])[:_REGISTRY_ITEMS]
+    signatures = sorted(registry["failure_signatures"], key=lambda s: -s["count"])[:_REGISTRY_ITEMS]
+    return {
+        "root_causes": [{**rc, "text": _cut(rc["text"]), "iterations": rc["iterations"][-3:]} for rc in causes],
+        "root_causes_total": len(registry["root_causes"]),
+        "failure_signatures": [{**s, "example": _cut(s["example"]), "nodes": s["nodes"][-3:]} for s in signatures],
+        "failure_signatures_total": len(registry["failure_signatures"]),
+        "attempts": [
+            {**a, "plan": _cut(a["plan"]), "reason": _cut(a["reason"]), "files_changed": a["files_changed"][:5]}
+            for a in attempts[-_REGISTRY_ITEMS:]
+        ],
+        "attempts_total": len(attempts),
+        "attempt_outcomes": dict(sorted(outcomes.items())),
+        "sensitive_files": [{**f, "edges": f["edges"][-3:]} for f in registry["sensitive_files"][:_REGISTRY_ITEMS]],
+    }
+
+
+def recent_history(
+    store: EvoDAG, run_id: int | None = None, recent: int = RECENT_ITERATIONS, tasks: list[str] | None = None
+) -> dict[str, Any]:
+    """The history a session reads, bounded whatever the run's length: the last `recent` iterations as `history`
+    gives them (free texts cut), a summary of the earlier ones (`earlier`), and for each of `tasks` its bounded
+    registry (`bounded_registry`)."""
+    doc = history(store, run_id, max(recent, 0))
+    rid = doc["run_id"]
+    for it in doc["iterations"]:
+        it["intent"], it["reason"] = _cut(it["intent"]), _cut(it["reason"])
+        if it["evolution"]:
+            it["evolution"] = {**it["evolution"], "rationale": _cut(it["evolution"]["rationale"])}
+    first = doc["iterations"][0]["number"] if doc["iterations"] else None
+    doc["earlier"] = _earlier(store, rid, first) if first is not None else None
+    if tasks:
+        registries = {}
+        for task in dict.fromkeys(tasks):
+            lessons = store.lessons(run_id=rid, task_id=task)
+            registries[task] = bounded_registry(task_registry(store, task, rid, lessons))
+        doc["tasks"] = registries
+    return doc

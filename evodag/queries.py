@@ -293,3 +293,17 @@ def lineage_doc(store: EvoDAG, node_id: int) -> dict[str, Any]:
         edge = store.edge_into(node.id)
         steps.append({**(brief(node) or {}), "edge_kind": None if edge is None else edge.kind, "origin": node.origin})
     return {"node_id": node_id, "lineage": steps}
+
+
+def iterations_after(store: EvoDAG, run_id: int, after_id: int) -> list[Iteration]:
+    """The run's iterations with an id above `after_id`, and every unfinished one, by id: what a reader that keeps
+    the finished iterations it has already read (nothing changes an iteration once it is finished) reads again."""
+    decode = codec.decoder(Iteration)
+    return [
+        decode(r)
+        for r in store.conn.execute(
+            f"SELECT {codec.select_list(Iteration)} FROM iterations "
+            "WHERE run_id = ? AND (id > ? OR finished_at IS NULL) ORDER BY id",
+            (run_id, after_id),
+        )
+    ]

@@ -220,13 +220,33 @@ def history_text(doc: dict[str, Any]) -> str:
     scale, batch = _scales(doc)
     unit = f"; scores shown as {scale.label}" if scale is not None else ""
     lines = [f"run {doc['run_id']}: {len(its)} iteration(s)" + ("" if its else " yet") + unit]
+    earlier = doc.get("earlier")
+    if earlier and earlier["iterations"]:
+        decided = ", ".join(f"{k} {v}" for k, v in earlier["decisions"].items())
+        kept = "; ".join(
+            f"{k['number']}: #{k['candidate_id']} {k['origin']} dev "
+            + score_text(k["candidate_dev"], scale, missing="-")
+            for k in earlier["kept"]
+        )
+        lines[0] += " shown in full"
+        lines.append(f"earlier: iterations {earlier['first']}-{earlier['last']} ({earlier['iterations']}): {decided}")
+        lines.append(f"  latest kept before them: {kept or 'none'}")
     for it in its:
         lines += _history_line(it, scale, batch)
+    for task, reg in doc.get("tasks", {}).items():
+        lines.append(
+            f"task {task}: {reg['attempts_total']} attempt(s) "
+            f"({', '.join(f'{k} {v}' for k, v in reg['attempt_outcomes'].items()) or 'none'}); "
+            f"{reg['root_causes_total']} root cause(s), {reg['failure_signatures_total']} failure signature(s); "
+            "the most frequent and the latest:"
+        )
+        lines += ["  " + line for line in _registry_lines(reg)]
     return "\n".join(lines)
 
 
 def lessons_text(doc: dict[str, Any]) -> str:
-    return "\n".join([f"{len(doc['lessons'])} lesson(s)", *(_lesson_line(les) for les in doc["lessons"])])
+    head = f"{len(doc['lessons'])} lesson(s)" + (f", the latest of {doc['total']}" if "total" in doc else "")
+    return "\n".join([head, *(_lesson_line(les) for les in doc["lessons"])])
 
 
 def lineage_text(doc: dict[str, Any]) -> str:

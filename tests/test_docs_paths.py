@@ -215,7 +215,7 @@ def test_the_checks_catch_drift() -> None:
     assert _resolves("saddler.procs.run_process_group") and not _resolves("saddler.procs.run_everything")
     assert "update_best" in class_members()["RunContext"]
     assert "worktree_change" in class_members()["HarnessSpace"]  # defined by its mixin DiffsMixin
-    assert "worktree_change" not in class_members()["SpareWorktree"]
+    assert "worktree_change" not in class_members()["RunContext"]
 
 
 @cache

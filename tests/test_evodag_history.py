@@ -248,3 +248,63 @@ def test_lineage_train_outcomes_take_the_nearest_evaluation(db: Path) -> None:
 )  # fmt: skip
 def test_failure_signature(rationale: str, ffile: str | None, disposition: str, expected: str) -> None:
     assert failure_signature(rationale, ffile, disposition) == expected
+
+
+def test_recent_history_is_the_last_iterations_a_summary_of_the_rest_and_bounded_registries(db: Path) -> None:
+    doc = run_json(db, "history", "--recent", "2", "--task", "b1")
+    full = run_json(db, "history")
+    assert doc["iterations"] == full["iterations"][-2:]
+    assert doc["earlier"] == {
+        "iterations": 3, "first": 1, "last": 3, "decisions": {"accepted": 1, "no_patch": 1, "rejected": 1},
+        "kept": [{"number": 1, "candidate_id": 2, "origin": "bank:retry", "candidate_dev": 0.6}],
+    }  # fmt: skip
+    registry = doc["tasks"]["b1"]
+    assert registry["attempts_total"] == 1 and registry["attempt_outcomes"] == {"regressed/true_regression": 1}
+    assert registry["attempts"] == run_json(db, "scenario", "b1")["attempts"]
+    text = runner.invoke(app, ["history", "--db", str(db), "--recent", "2", "--task", "b1"]).stdout
+    assert "earlier: iterations 1-3 (3): accepted 1, no_patch 1, rejected 1" in text
+    assert "task b1: 1 attempt(s) (regressed/true_regression 1)" in text
+
+
+def test_recent_history_stays_bounded_however_long_the_run(tmp_path: Path) -> None:
+    path = tmp_path / "evodag.sqlite"
+    sizes = []
+    with EvoDAG(path) as s:
+        run = s.create_run({}, seed=1).id
+        root = s.add_node(run, "0" * 40, None, 0, "baseline", "baseline", "baseline", status="baseline").id
+        for number in range(1, 401):
+            it = s.start_iteration(run, number, 0, ["a1", "a2"], parent_id=root, phase="capability")
+            s.log_event("evolution.action", {"iteration": number, "action": "continue", "rationale": "x" * 500},
+                        run_id=run)  # fmt: skip
+            s.update_iteration(it.id, decision="no_patch", step="done", finished_at="t")
+            if number in (40, 400):
+                sizes.append(len(runner.invoke(app, ["history", "--db", str(path), "--recent", "15"]).stdout))
+    assert sizes[1] <= sizes[0] + 20, sizes  # a digit more in the counts, nothing else
+
+
+def test_task_needs_recent(db: Path) -> None:
+    bad = runner.invoke(app, ["history", "--db", str(db), "--task", "b1"])
+    assert bad.exit_code == 2 and "--recent" in bad.stderr
+
+
+def test_lessons_last_keeps_the_latest_and_counts_them_all(db: Path) -> None:
+    doc = run_json(db, "lessons", "--last", "2")
+    assert doc["total"] == 5 and [les["text"] for les in doc["lessons"]] == [
+        "a2: calendar reads local time as UTC", "b1: the loop rewrite drops the mail"]  # fmt: skip
+    assert "2 lesson(s), the latest of 5" in runner.invoke(app, ["lessons", "--db", str(db), "--last", "2"]).stdout
+
+
+def test_the_iteration_log_reads_what_the_store_holds(tmp_path: Path) -> None:
+    from saddler.run.iteration_log import IterationLog
+
+    with EvoDAG(tmp_path / "evodag.sqlite") as s:
+        run = s.create_run({}, seed=1).id
+        log = IterationLog(s, run)
+        assert log.read() == []
+        first = s.start_iteration(run, 1, 0, ["a"], phase="capability")
+        assert log.read() == s.iterations(run_id=run)
+        s.update_iteration(first.id, decision="rejected", step="done", finished_at="t")
+        second = s.start_iteration(run, 2, 0, ["b"], phase="capability")
+        assert log.read() == s.iterations(run_id=run)
+        s.update_iteration(second.id, step="evolved")  # an unfinished iteration is read again
+        assert log.read() == s.iterations(run_id=run) and log.read()[-1].step == "evolved"

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from saddler.harness.plumbing import apply_on_index
 from saddler.harness.space import HarnessSpace
-from saddler.harness.spare import SPARE_NAME
 
 
 @pytest.fixture
@@ -32,13 +31,13 @@ def content(space: HarnessSpace, commit: str, path: str) -> str | None:
 
 @pytest.fixture
 def only_main_worktree(git_in: Callable[..., str]) -> Callable[[HarnessSpace], bool]:
-    """`only_main_worktree(space)`: no worktree is left besides the clone itself (and the one `edit` parked for
-    reuse, `saddler.harness.spare`: no cherry-pick or revert makes one)."""
+    """`only_main_worktree(space)`: no worktree is left besides the clone itself (no cherry-pick or revert makes
+    one)."""
 
     def check(space: HarnessSpace) -> bool:
         out = git_in("worktree", "list", "--porcelain", cwd=space.repo_dir)
         listed = [line for line in out.splitlines() if line.startswith("worktree ")]
-        return len([line for line in listed if not line.endswith(f"/{SPARE_NAME}")]) == 1
+        return len(listed) == 1
 
     return check
 
@@ -138,7 +137,7 @@ def test_cherry_pick_conflict_returns_the_file(
     assert result.error == "cherry-pick: conflict in: prompts/system.md"
     assert git_in("for-each-ref", "--format=%(refname)", cwd=space.repo_dir) == refs_before
     assert only_main_worktree(space)
-    assert [p.name for p in space.worktrees_dir.iterdir()] == [SPARE_NAME]
+    assert list(space.worktrees_dir.iterdir()) == []
 
 
 def test_cherry_pick_of_an_empty_or_contained_edge(space: HarnessSpace, edit: Callable[..., str]) -> None:

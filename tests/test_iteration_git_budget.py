@@ -40,25 +40,25 @@ def _patch(ctx: RunContext, number: int, parent: Node) -> Node:
     return node
 
 
-def test_a_patched_attempt_spends_eight_git_processes(ctx: RunContext, git_calls: list[list[str]]) -> None:
+def test_a_patched_attempt_spends_seven_git_processes(ctx: RunContext, git_calls: list[list[str]]) -> None:
     baseline = Optimizer._baseline_node(ctx)
     first = _patch(ctx, 1, baseline)
     assert ctx.space.tree_of(first.commit)  # known since the commit: no git
     git_calls.clear()
     second = _patch(ctx, 2, first)
     calls = [c[0] for c in git_calls]
-    assert calls[:5] == [
-        "checkout", "clean",  # the last attempt's worktree, made exactly the parent (a third of `worktree add`)
+    assert calls[:4] == [
+        "worktree",  # the attempt's worktree, added at the parent
         "apply",  # the offline session's edit
         "add", "write-tree",  # the session's change, staged
     ]  # fmt: skip
     # side by side: parent -> staged (the change stored for a resume, the edge's diff, changed files and lines) and
     # baseline -> staged (the node's lines changed)
     tree = ctx.space.tree_of(second.commit)
-    assert sorted(map(tuple, git_calls[5:7])) == sorted(
+    assert sorted(map(tuple, git_calls[4:6])) == sorted(
         [("diff", *_DIFF_ARGS, first.commit, tree), ("diff", *_STAT_ARGS, ctx.space.baseline_commit(), tree)]
     )
-    assert calls[7:] == ["commit-tree"]  # the candidate commit (not staged again); its refs: the long-lived update-ref
+    assert calls[6:] == ["commit-tree"]  # the candidate commit (not staged again); its refs: the long-lived update-ref
     assert ctx.store.edge_into(second.id) is not None
     assert ctx.space.diff(first.commit, second.commit) == ctx.store.get_blob(ctx.store.edge_into(second.id).diff_sha)
 

@@ -13,7 +13,6 @@ import pytest
 
 from evodag.store import EvoDAG
 from saddler.reporting.plot import plot_progress, progress_series
-from saddler.reporting.plot_process import PlotProcess
 
 if TYPE_CHECKING:
     from plugins.reports import Fixture
@@ -100,54 +99,6 @@ def test_plot_of_a_run_with_only_a_baseline(tmp_path: Path, open_store: Callable
     assert width >= 800
 
 
-def test_a_plot_process_draws_the_plot_this_process_would(finished: tuple[EvoDAG, Fixture], tmp_path: Path) -> None:
-    store, fx = finished
-    helper = PlotProcess()
-    try:
-        assert helper.start(store.path, tmp_path / "helper.png", fx.run_id)
-        assert helper.wait() and helper.failure == ""
-    finally:
-        helper.close()
-    here = plot_progress(store, tmp_path / "here.png", run_id=fx.run_id)
-    assert (tmp_path / "helper.png").read_bytes() == here.read_bytes()
-
-
-def test_a_plot_process_that_fails_says_why_and_draws_nothing(tmp_path: Path) -> None:
-    helper = PlotProcess()
-    try:
-        assert helper.start(tmp_path / "missing.sqlite", tmp_path / "p.png", 1)
-        assert not helper.wait()
-        assert helper.failure.startswith("exit 1: ") and "missing.sqlite" in helper.failure
-        assert not helper.start(tmp_path / "missing.sqlite", tmp_path / "p.png", 1)  # one request per helper
-    finally:
-        helper.close()
-    assert not (tmp_path / "p.png").exists()
-
-
-def test_a_plot_process_never_asked_stops_on_close() -> None:
-    helper = PlotProcess()
-    helper.close()
-    assert not helper.wait()
-    assert helper._proc is not None and helper._proc.returncode is not None
-
-
-def test_a_plot_process_that_does_not_answer_in_time_is_stopped(
-    finished: tuple[EvoDAG, Fixture], tmp_path: Path
-) -> None:
-    store, fx = finished
-    helper = PlotProcess()
-    try:
-        assert helper.start(store.path, tmp_path / "late.png", fx.run_id)
-        assert not helper.wait(timeout=0.01)  # it is still importing matplotlib
-        assert helper.failure == "no answer within 0.01 s"
-        assert helper._proc is not None and helper._proc.returncode is not None
-    finally:
-        helper.close()
-
-
-@pytest.mark.parametrize(("kind", "measure", "expected"), [
-    ("pass_rate", "sequential", 0.5), ("mean_score", "sequential", 0.75), ("mean_score", "pass_count", 0.5),
-])  # fmt: skip
 def test_an_iteration_without_a_candidate_shows_its_parents_batch_score_as_acceptance_scores_it(
     tmp_path: Path, open_store: Callable[[Any], Any], kind: str, measure: str, expected: float
 ) -> None:

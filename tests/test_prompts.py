@@ -162,9 +162,23 @@ def test_every_prompt_stays_well_under_the_argument_limit_at_300_nodes(tmp_path:
     best_line = next(line for line in text.splitlines() if line.startswith(f"- node {req.best_node_id} "))
     assert "accepted" in best_line
     assert "…" in text  # long origins are cut
-    assert "`evo-dag summary` and `evo-dag node ID` show the others" in text
+    assert "`evo-dag node ID` and `evo-dag lineage ID` show any node" in text
     for template in TEMPLATES:
         assert len(load_template(template).encode()) < 12_000
+
+
+def test_the_evolution_prompt_is_as_long_at_3000_nodes_as_at_300(tmp_path: Path) -> None:
+    """Node list, lineage, bases and tried actions are bounded, with a count of what is not shown (issue 23)."""
+    sizes = {}
+    for n in (300, 3000):
+        req = big_evolution_request(tmp_path, n)
+        req = req.model_copy(update={"lineage_edge_ids": {n: list(range(1, n // 3))},
+                                     "tried_actions": [f"rebase:{i}" for i in range(n)]})  # fmt: skip
+        text = render("evolution", req)
+        sizes[n] = len(text.encode())
+        assert f"and {n - 20} earlier ones)" in text and f"{n // 3 - 31} earlier" in text
+        assert "more not listed above: any kept node" in text
+    assert sizes[3000] < sizes[300] * 1.15 and sizes[3000] < 30_000, sizes
 
 
 def test_the_diagnosis_prompt_has_autosaddlers_procedure(tmp_path: Path, diagnosis_request: Callable[..., Any]) -> None:

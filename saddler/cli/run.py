@@ -15,7 +15,6 @@ from saddler.control import RunControls
 from saddler.run.folder import RunPaths
 
 if TYPE_CHECKING:
-    from saddler.reporting.plot_process import PlotProcess
     from saddler.run.finish import RunOutcome
 
 RUN_DIR = typer.Argument(..., help="the run folder")
@@ -54,7 +53,7 @@ def _require_db(run_dir: Path) -> RunPaths:
     return paths
 
 
-def _run(run_dir: Path, quiet: bool, json_out: bool, allow_changed: bool, plotter: PlotProcess) -> RunOutcome:
+def _run(run_dir: Path, quiet: bool, json_out: bool, allow_changed: bool) -> RunOutcome:
     """`Optimizer(run_dir).run()` with the progress printed (unless quiet) and the sandbox warning."""
     from rich.console import Console
 
@@ -63,7 +62,7 @@ def _run(run_dir: Path, quiet: bool, json_out: bool, allow_changed: bool, plotte
     console = Console(stderr=True, highlight=False)
     say = (lambda _t: None) if quiet or json_out else (lambda text: console.print(text, markup=False, soft_wrap=True))
     _warn_about_sandbox(run_dir, console, json_out)
-    return Optimizer(run_dir, quiet=quiet or json_out, say=say, allow_changed=allow_changed, plotter=plotter).run()
+    return Optimizer(run_dir, quiet=quiet or json_out, say=say, allow_changed=allow_changed).run()
 
 
 def register(app: typer.Typer) -> None:
@@ -118,16 +117,11 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Run the optimization, or resume it from where it stopped (refused, exit 2, when its inputs changed)."""
-        from saddler.reporting.plot_process import PlotProcess
-
         _require_run(run_dir)
-        plotter = PlotProcess()  # first: it imports matplotlib while this process imports the loop
         try:
-            outcome = _run(run_dir, quiet, json_out, allow_changed, plotter)
+            outcome = _run(run_dir, quiet, json_out, allow_changed)
         except KeyboardInterrupt:
             fail(f"interrupted; `saddler run {run_dir}` resumes where it stopped", INTERRUPTED)
-        finally:
-            plotter.close()
         if json_out:
             print_json(
                 {

@@ -2,9 +2,8 @@
 
 The user's original repository is never written to. Every candidate is a real commit kept reachable by
 a ref `refs/saddler/c/<sha>` (set through one long-lived `git update-ref --stdin`, `saddler.harness.gitbatch`);
-candidates are edited in isolated worktrees under `worktrees_dir`, each made by checking out the last one removed
-again (`saddler.harness.spare`), in the background when the caller says which commit comes next. Where no one
-edits files, no worktree is made: evaluation gets a snapshot of the tree (`snapshot`, read through one long-lived
+candidates are edited in isolated worktrees under `worktrees_dir` (`git worktree add`). Where no one edits files,
+no worktree is made: evaluation gets a snapshot of the tree (`snapshot`, read through one long-lived
 `git cat-file --batch`), cherry-pick and revert run on a private index (`saddler.harness.plumbing`). What a full
 sha names never changes, so its tree, its diffs and its numstat against another sha are asked of git once and
 remembered (`saddler.harness.diffs`). Hot paths call the git CLI directly (GitPython leaks processes in long runs).
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from saddler.config import HarnessConfig, parse_saddler_file
 from saddler.errors import ConfigError, HarnessError, UncommittedHarnessError
+from saddler.files import remove_path
 from saddler.harness import components
 from saddler.harness.diffs import DiffsMixin, StagedChange, worktree_head
 from saddler.harness.gitbatch import ObjectReader, RefWriter
@@ -39,10 +39,8 @@ from saddler.harness.plumbing import (
     extract_tree,
     stripspace,
 )
-from saddler.harness.spare import SpareWorktree, reset_checkout
 from saddler.harness.structure import check_structure
 from saddler.harness.transplant import GitResult, TransplantMixin
-from saddler.harness.trash import Trash
 
 BASELINE_REF = "refs/saddler/baseline"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -68,8 +66,6 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
         common = git(["rev-parse", "--git-common-dir"], self.repo_dir).stdout.strip()
         self.git_dir = (self.repo_dir / common).resolve()
         self.worktrees_dir.mkdir(parents=True, exist_ok=True)
-        self._trash = Trash(self.git_dir / "saddler-trash")
-        self._spare = SpareWorktree(self.git_dir, self.worktrees_dir, self._trash)
         self._refs = RefWriter(self.repo_dir)
         self._objects = ObjectReader(self.repo_dir)
         self._commits: set[str] = set()  # full shas known to name commits
@@ -190,21 +186,14 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
 
     def worktree(self, commit: str, name: str) -> Path:
         """An isolated worktree at `commit` (detached, clean: exactly the commit's files) named `name`; replaces a
-        stale one. It is the last removed one, checked out again, when that one can be reused."""
+        stale one."""
         if not _NAME.fullmatch(name):
             raise HarnessError(f"worktree name {name!r} must be one path segment of letters, digits, '.', '_', '-'")
         sha = self.resolve(commit)
         path = self.worktrees_dir / name
         self._forget(path)
-        if not self._spare.take(path, sha):
-            drop_dead_worktree_entries(self.git_dir)  # a spare that could not be reused went with its entry
-            git(["worktree", "add", "-q", "--detach", str(path), sha], self.repo_dir)
+        git(["worktree", "add", "-q", "--detach", str(path), sha], self.repo_dir)
         return path
-
-    def prepare_worktree(self, commit: str) -> None:
-        """Say that the next `worktree` will be at `commit`: the worktree kept for reuse is checked out there in the
-        background (while the caller waits for something else), so that `worktree` then runs no git."""
-        self._spare.prepare(self.resolve(commit))
 
     def snapshot(self, commit: str, root: Path) -> Path:
         """The files of `commit` (no .git) in `root/<tree sha>`, made once per tree (`_extract`).
@@ -228,10 +217,8 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
         return dest
 
     def remove_worktree(self, path: Path) -> None:
-        """Take a worktree away (no error when it is already gone): it is kept for the next `worktree` when it can
-        be (`saddler.harness.spare`), else deleted with its registration."""
-        if not self._spare.park(Path(path)):
-            self._forget(Path(path))
+        """Take a worktree away (no error when it is already gone): deleted with its registration."""
+        self._forget(Path(path))
 
     def discard_worktree(self, path: Path) -> None:
         """Delete a worktree whatever it holds (an agent wrote outside it, or into its `.git`): never reused."""
@@ -239,13 +226,12 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
 
     def reset_worktree(self, path: Path, sha: str) -> None:
         """Make a worktree exactly `sha` again (HEAD detached there, every edit, staged or untracked file gone)."""
-        if not reset_checkout(Path(path), sha):
+        if not _reset_checkout(Path(path), sha):
             raise HarnessError(f"cannot reset the worktree {path} to {sha[:12]}")
 
     def prune(self) -> None:
-        """Remove every candidate worktree, the kept one too, and run `git worktree prune` (safe after a crash)."""
-        self._spare.forget()
-        self._trash.empty()
+        """Remove every candidate worktree and run `git worktree prune` (safe after a crash)."""
+        shutil.rmtree(self.git_dir / "saddler-trash", ignore_errors=True)  # what an older saddler left to delete
         for child in self.worktrees_dir.iterdir():
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child, ignore_errors=True)
@@ -256,8 +242,10 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
 
     def _forget(self, path: Path) -> None:
         path = path.resolve()
-        if path.exists():
-            self._trash.discard(path)  # gone at once; its files are deleted in the background
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.exists():
+            shutil.rmtree(path, ignore_errors=True)
         drop_dead_worktree_entries(self.git_dir)
 
     def close(self) -> None:
@@ -371,3 +359,20 @@ class HarnessSpace(TransplantMixin, DiffsMixin):
             (info / "alternates").write_text(f"{self.git_dir / 'objects'}\n", encoding="utf-8")
             git(["update-ref", "refs/heads/main", sha], Path(tmp))
             git(["bundle", "create", str(dest), "HEAD", "main"], Path(tmp))
+
+
+_SESSION_TRACES = ("index", "ORIG_HEAD", "COMMIT_EDITMSG", "AUTO_MERGE", "logs")  # dropped before a reset
+
+
+def _reset_checkout(worktree: Path, sha: str) -> bool:
+    """Make `worktree` exactly what `git worktree add --detach` of `sha` makes: HEAD detached there, every file
+    written afresh (the index is dropped first: the flags a session set in it, skip-worktree or assume-unchanged,
+    would hide edits, and a checkout keeps them), no untracked or ignored file left, no history of the last session
+    in the admin entry."""
+    admin = worktree_admin_dir(worktree)
+    if admin is None:
+        return False
+    for name in _SESSION_TRACES:
+        remove_path(admin / name)
+    checkout = git(["checkout", "-q", "-f", "--detach", sha], worktree, check=False)
+    return checkout.returncode == 0 and git(["clean", "-q", "-ffdx"], worktree, check=False).returncode == 0

@@ -10,7 +10,6 @@ Every float in the figures is rounded to 6 decimals so the dict is stable JSON.
 
 from __future__ import annotations
 
-import os
 from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
@@ -339,19 +338,14 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
     }
 
 
-def write_report(
-    store: EvoDAG, run_dir: Path, run_id: int | None = None, *, plot: bool = True, drawn: Path | None = None
-) -> Path:
-    """Write `run_dir/report.md` (and, with `plot`, `run_dir/progress.png`); returns the report path. `drawn` is a
-    complete progress plot of this run drawn elsewhere (a `PlotProcess`): it is moved in place instead of drawing."""
+def write_report(store: EvoDAG, run_dir: Path, run_id: int | None = None, *, plot: bool = True) -> Path:
+    """Write `run_dir/report.md` (and, with `plot`, `run_dir/progress.png`); returns the report path."""
     from saddler.reporting.markdown import render_report
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     figures = build_report(store, run_id)
-    if plot and drawn is not None:
-        os.replace(drawn, run_dir / "progress.png")
-    elif plot:
+    if plot:
         from saddler.reporting.plot import plot_progress
 
         with atomic_path(run_dir / "progress.png") as tmp:

@@ -22,6 +22,9 @@ from evodag.store import EvoDAG
 from saddler import scoring
 from saddler.policies.acceptance import batch_score, recorded_measure, task_outcomes
 
+PLOT_NAME = "progress.png"
+"""The progress plot's file in the run folder."""
+
 MARKERS = {  # decision -> (marker, colour, label)
     "accepted": ("^", "tab:green", "accepted"),
     "neutral": ("s", "tab:blue", "neutral"),
@@ -89,12 +92,6 @@ def progress_series(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
         batch.append((x, before, after, decision, it.number))
     batch.sort(key=lambda b: (b[0], b[4]))
     return {"name": str(run.config.get("name", "run")), "total": len(ids), "dev": dev, "batch": batch}
-
-
-def preload() -> None:
-    """Import what `plot_progress` draws with (matplotlib's `Figure` and Agg canvas), to pay for it ahead of time."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401
-    from matplotlib.figure import Figure  # noqa: F401
 
 
 def plot_progress(store: EvoDAG, path: Path, run_id: int | None = None) -> Path:

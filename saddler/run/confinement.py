@@ -33,8 +33,8 @@ class Allowance:
     git_dir: str = "harness/.git"
 
     def skips(self, rel: str) -> bool:
-        """Paths not even recorded: the worktree's files, the user's files, the trash the loop empties."""
-        if rel in USER_FILES or rel.startswith(("best/", f"{self.git_dir}/saddler-trash/")):
+        """Paths not even recorded: the worktree's files, the user's files."""
+        if rel in USER_FILES or rel.startswith("best/"):
             return True
         if self.worktree and rel.startswith(self.worktree + "/"):
             return rel != f"{self.worktree}/.git"

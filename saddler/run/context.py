@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evodag.decisions import KEPT_DECISIONS
+from evodag.decisions import KEPT_DECISIONS, KEPT_STATUSES
 from evodag.errors import UnknownRunError
 from evodag.models import Iteration, Node, RolloutRow
 from evodag.store import EvoDAG
@@ -41,6 +41,7 @@ from saddler.ports import Executor, Progress, SessionBackend
 from saddler.run import evolution_request
 from saddler.run.evaluate import BatchSettings, Evaluator
 from saddler.run.folder import RunPaths
+from saddler.run.iteration_log import IterationLog
 from saddler.run.outcomes import evidence, failure_kinds, split_seeds, transitions
 from saddler.run.session_calls import SessionCalls
 from saddler.run.usage_window import UsageWindow
@@ -71,6 +72,10 @@ class RunContext:
     dev_seeds: list[int]
     test_seeds: list[int]
     score_kind: str = "pass_rate"  # `policies.score` resolved: the per-task score of acceptance, dev and test
+    iterations: IterationLog = field(init=False)  # the run's iterations, read incrementally before each one
+
+    def __post_init__(self) -> None:
+        self.iterations = IterationLog(self.store, self.run_id)
 
     @property
     def task_index(self) -> dict[str, Task]:
@@ -131,8 +136,11 @@ class RunContext:
         return self.store.get_node(best_id)
 
     def update_best(self) -> Node:
-        """Apply the ranking policy to the run's nodes and record its pick in `runs.best_node_id` when it changed."""
-        best = self.ranking(self.store.nodes(run_id=self.run_id))
+        """Apply the ranking policy to the run's kept nodes (every ranking picks among those: `policies.ranking`)
+        and record its pick in `runs.best_node_id` when it changed."""
+        best = self.ranking(
+            [n for status in KEPT_STATUSES for n in self.store.nodes(run_id=self.run_id, status=status)]
+        )
         if best is None:
             raise RuntimeError("the run has no kept node, not even its baseline")
         if self.store.get_run(self.run_id).best_node_id != best.id:

@@ -202,11 +202,10 @@ def _candidate_node(
 
 
 def _log_evidence(ctx: RunContext, it: Iteration, before: list[RolloutRow]) -> None:
-    """The traces diagnosis is shown, logged once per iteration (also when a resumed iteration diagnoses again)."""
-    logged = any(
-        e.payload.get("iteration") == it.number for e in ctx.store.events(run_id=ctx.run_id, kind="diagnosis.evidence")
-    )
-    if not logged:
+    """The traces diagnosis is shown, logged once per iteration (also when a resumed iteration diagnoses again): the
+    running iteration is the latest, so its event, when logged, is the newest of its kind (one row read)."""
+    last = ctx.store.last_event(ctx.run_id, "diagnosis.evidence")
+    if last is None or last.payload.get("iteration") != it.number:
         ctx.store.log_event(
             "diagnosis.evidence",
             {"iteration": it.number, "trace_paths": [r.trace_path for r in before if r.trace_path]},

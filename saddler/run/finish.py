@@ -8,14 +8,12 @@ cached like every other rollout.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from evodag.models import Node
 from saddler.errors import disk_full_as
-from saddler.reporting.plot_process import PLOT_NAME, PlotProcess
 from saddler.run.context import RunContext
 from saddler.run.faults import fault_point
 from saddler.scoring import figure, metric_line, metric_mean, node_score, paired_bootstrap_ci
@@ -75,11 +73,8 @@ def evaluate_test(ctx: RunContext, node: Node) -> Node:
     return ctx.store.update_node(node.id, test_mean=score.mean, test_std=score.std)
 
 
-def finish_run(
-    ctx: RunContext, baseline: Node, reason: str, say: Callable[[str], None], plotter: PlotProcess | None = None
-) -> RunOutcome:
-    """Test-evaluate the baseline and the recorded best node, export the best, write the report. With `plotter`
-    the progress plot is drawn by that helper process while test is evaluated and the best exported."""
+def finish_run(ctx: RunContext, baseline: Node, reason: str, say: Callable[[str], None]) -> RunOutcome:
+    """Test-evaluate the baseline and the recorded best node, export the best, write the report and the plot."""
     from saddler.harness.export import export_harness
 
     store = ctx.store
@@ -88,24 +83,12 @@ def finish_run(
         f"search over ({reason}); best node n{best.id} (dev {figure(best.dev_mean)}); evaluating baseline and best "
         f"on test × {len(ctx.test_seeds)}"
     )
-    draft = ctx.paths.root / f".{PLOT_NAME}.draft-{os.getpid()}"
-    drawing = False
-    try:
-        # what the plot shows (search rollouts, dev scores, iterations) is final: it is drawn while test runs
-        drawing = plotter is not None and plotter.start(ctx.paths.db, draft, ctx.run_id)
-        base = evaluate_test(ctx, store.get_node(baseline.id))
-        best = base if best.id == base.id else evaluate_test(ctx, best)
-        fault_point("finish", str(ctx.paths.best))
-        export_harness(ctx.space, store, best.id, ctx.paths.best)
-        store.update_run(ctx.run_id, status="finished", termination_reason=reason, finished_at=store.clock())
-        drawn = plotter is not None and drawing and plotter.wait()
-        if plotter is not None and drawing and not drawn:
-            say(f"the plot helper process failed ({plotter.failure}); drawing the plot here")
-        report = write_artifacts(ctx, drawn=draft if drawn else None)
-    finally:
-        if plotter is not None and drawing:
-            plotter.close()  # interrupted while it draws: it must not write the draft after it is removed
-        draft.unlink(missing_ok=True)
+    base = evaluate_test(ctx, store.get_node(baseline.id))
+    best = base if best.id == base.id else evaluate_test(ctx, best)
+    fault_point("finish", str(ctx.paths.best))
+    export_harness(ctx.space, store, best.id, ctx.paths.best)
+    store.update_run(ctx.run_id, status="finished", termination_reason=reason, finished_at=store.clock())
+    report = write_artifacts(ctx)
     return _outcome(ctx, reason, base, best, report)
 
 
@@ -137,15 +120,14 @@ def _outcome(ctx: RunContext, reason: str, base: Node, best: Node, report: Path 
     )
 
 
-def write_artifacts(ctx: RunContext, drawn: Path | None = None) -> Path:
-    """results.tsv, report.md and progress.png, each replaced whole (a full disk leaves the old file); `drawn` is
-    the plot already drawn (by a `PlotProcess`), else it is drawn here."""
+def write_artifacts(ctx: RunContext) -> Path:
+    """results.tsv, report.md and progress.png, each replaced whole (a full disk leaves the old file)."""
     from saddler.reporting.figures import write_report
     from saddler.reporting.results_tsv import write_results_tsv
 
     with disk_full_as("the report", ctx.paths.root):
         write_results_tsv(ctx.store, ctx.paths.root / "results.tsv", run_id=ctx.run_id)
-        return write_report(ctx.store, ctx.paths.root, run_id=ctx.run_id, drawn=drawn)
+        return write_report(ctx.store, ctx.paths.root, run_id=ctx.run_id)
 
 
 def finished_outcome(ctx: RunContext) -> RunOutcome:

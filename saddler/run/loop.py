@@ -18,7 +18,6 @@ from saddler.config import load_run_config
 from saddler.harness.gitcmd import logical_commit_time
 from saddler.policies.stopping import LoopState
 from saddler.ports import Progress
-from saddler.reporting.plot_process import PlotProcess
 from saddler.reporting.progress import make_progress
 from saddler.run import closecall, diagnosis, inputs, reflection
 from saddler.run.context import RunContext, open_context
@@ -38,8 +37,7 @@ class Optimizer:
     """One run folder's optimization; `run()` starts it or resumes it where it stopped.
 
     A run whose results-affecting inputs changed since it started is refused (`ChangedInputsError`, exit 2)
-    unless `allow_changed`; then the change is recorded as a `run.inputs_changed` event. `plotter` (started by the
-    caller, closed by it) draws the final progress plot; without it the plot is drawn in this process.
+    unless `allow_changed`; then the change is recorded as a `run.inputs_changed` event.
     """
 
     def __init__(
@@ -50,7 +48,6 @@ class Optimizer:
         say: Say | None = None,
         progress: Progress | None = None,
         allow_changed: bool = False,
-        plotter: PlotProcess | None = None,
         sleep: Callable[[float], None] = time.sleep,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -59,7 +56,6 @@ class Optimizer:
         self.say: Say = say or (lambda _text: None)
         self.progress = progress or make_progress(quiet)
         self.allow_changed = allow_changed
-        self.plotter = plotter
         self.sleep, self.wall_clock = sleep, wall_clock
 
     def run(self) -> RunOutcome:
@@ -100,12 +96,12 @@ class Optimizer:
             self._iteration(ctx, iterations, len(done) + 1, pending, current, state.stall_count)
         if reason == "paused":
             return self._paused(ctx)
-        return finish_run(ctx, baseline, reason, self.say, self.plotter)
+        return finish_run(ctx, baseline, reason, self.say)
 
     @staticmethod
     def _state(ctx: RunContext) -> tuple[list[Iteration], list[Iteration], LoopState]:
         """The iterations, the finished ones, and the numbers the stop conditions look at."""
-        iterations = ctx.store.iterations(run_id=ctx.run_id)
+        iterations = ctx.iterations.read()
         done = [it for it in iterations if it.finished_at is not None]
         stalls = trailing_stalls([it.decision for it in done])
         cost = ctx.store.rollout_cost(ctx.run_id) + ctx.store.session_cost(ctx.run_id)
@@ -174,8 +170,6 @@ class Optimizer:
         else:
             parent = store.get_node(it.parent_id)
         # 2-3. the mini-batch, and the parent on it (cached rollouts are reused)
-        if it.candidate_id is None:
-            ctx.space.prepare_worktree(parent.commit)  # the diagnosis's worktree, made while the batch runs
         before = ctx.eval_batch(parent, batch)
         if it.candidate_id is None and nothing_to_fix(before, ctx.score_kind):
             # nothing to diagnose (AutoSaddler's no_training_failures): no session is paid for

@@ -4,8 +4,8 @@ A SIGKILLed run can leave git lock files behind (`refs/saddler/c/<sha>.lock`, `i
 `HEAD.lock`, `packed-refs.lock`, a worktree's `index.lock`): git then refuses every later write to them. The run
 lock proves nobody else works on this folder, so every git lock older than the moment it was taken belongs to a
 process that is gone: remove it and say so (one line each, and an event). Candidate worktrees are then pruned
-(`HarnessSpace.prune`, when the run context opens). A progress-plot draft the plot helper was writing when
-the run died (`.progress.png.draft-<pid>`) is deleted without a word: the plot is drawn again at the end.
+(`HarnessSpace.prune`, when the run context opens). A progress-plot draft an older saddler's plot helper was
+writing when the run died (`.progress.png.draft-<pid>`) is deleted without a word: the plot is drawn again at the end.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from evodag.store import EvoDAG
 from saddler.harness.gitcmd import remove_stale_locks
-from saddler.reporting.plot_process import PLOT_NAME
+from saddler.reporting.plot import PLOT_NAME
 from saddler.run.folder import RunPaths
 
 

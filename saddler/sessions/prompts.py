@@ -5,19 +5,22 @@ fills them from a session request; an override template (`SessionConfig.prompts`
 may use any subset of the same placeholders. Template names: `diagnosis_patch`,
 `diagnosis_patch_explore` (used when `request.exploration`), `reflection`, `evolution`, `system`.
 
-Long lists are bounded so a prompt stays readable at hundreds of nodes: evolution lists the nodes and edges that
-matter (lineages of the current and best node, the best kept nodes, the latest ones, edges with attributed
-lessons) and names the `evo-dag` commands that show the rest.
+Long lists are bounded so a prompt is as long at 10,000 nodes as at 100: evolution lists the nodes and edges that
+matter (the current and best nodes with their nearest ancestors, the best kept nodes, the latest ones, edges with
+attributed lessons), the latest lineage edges and tried actions, with a count of the rest, and names the `evo-dag`
+commands that show it; every session is told to read the bounded history (`evo-dag history --recent`).
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from evodag.decisions import KEPT_STATUSES
+from evodag.history import RECENT_ITERATIONS
 from saddler.agentcli import fill
 from saddler.errors import ConfigError
 from saddler.sessions.schema import (
@@ -34,9 +37,12 @@ from saddler.sessions.schema import (
 TEMPLATES = ("system", "diagnosis_patch", "diagnosis_patch_explore", "reflection", "evolution")
 _MAX_DIFF_CHARS = 30_000
 _MAX_TAIL_CHARS = 400
-_MAX_KEPT_NODES = 40
-_MAX_RECENT_NODES = 20
-_MAX_SIGNAL_EDGES = 40
+_MAX_KEPT_NODES = 15
+_MAX_RECENT_NODES = 10
+_MAX_LINEAGE_NODES = 10
+_MAX_LINEAGE_EDGES = 30
+_MAX_SIGNAL_EDGES = 15
+_MAX_TRIED_ACTIONS = 20
 
 _TAXONOMY = {
     "capability": (
@@ -143,7 +149,16 @@ def _common_values(role: Role, request: Any, result_file: str | None) -> dict[st
         "output_schema": json.dumps(result_schema(role), indent=2, sort_keys=True),
         "result_file": result_file or "",
         "retry_note": retry_note(getattr(request, "retry_reason", "")),
+        "history_command": history_command(request),
     }
+
+
+def history_command(request: Any) -> str:
+    """The bounded history a session is told to read (`evo-dag history --recent`): the same size at any length of
+    the run; a diagnosis also gets the registries of the tasks failing in its evidence."""
+    failing = [e.task_id for e in getattr(request, "evidence", []) if not e.passed]
+    tasks = "".join(f" --task {shlex.quote(t)}" for t in dict.fromkeys(failing))
+    return f"evo-dag history --recent {RECENT_ITERATIONS}{tasks}"
 
 
 def retry_note(reason: str) -> str:
@@ -290,14 +305,18 @@ def _reflection_values(req: ReflectionRequest) -> dict[str, str]:
 
 
 def _listed_nodes(req: EvolutionRequest) -> list[NodeInfo]:
-    """The nodes worth showing: the current and best nodes and their lineages, the best kept nodes by dev, the
-    latest others; in id order."""
+    """The nodes worth showing, as many at any size of the DAG: the current and best nodes with their nearest
+    ancestors (`_MAX_LINEAGE_NODES` each, and the root), the best kept nodes by dev, the latest others (the
+    frontier); in id order."""
     by_id = {n.node_id: n for n in req.nodes}
     pinned = {req.current_node_id, req.best_node_id}
     for node_id in (req.current_node_id, req.best_node_id):
-        while node_id in by_id and by_id[node_id].parent_id is not None:
+        for _ in range(_MAX_LINEAGE_NODES):
+            if node_id not in by_id or by_id[node_id].parent_id is None:
+                break
             node_id = by_id[node_id].parent_id  # type: ignore[assignment]
             pinned.add(node_id)
+    pinned |= {n.node_id for n in req.nodes if n.parent_id is None}
     kept = sorted((n for n in req.nodes if n.status in KEPT_STATUSES), key=lambda n: (-(n.dev_mean or -1.0), n.node_id))
     pinned |= {n.node_id for n in kept[:_MAX_KEPT_NODES]}
     others = sorted((n for n in req.nodes if n.status not in KEPT_STATUSES), key=lambda n: -n.node_id)
@@ -314,10 +333,16 @@ def _evolution_values(req: EvolutionRequest) -> dict[str, str]:
         for n in listed
     ]
     if len(listed) < len(req.nodes):
+        statuses: dict[str, int] = {}
+        for n in req.nodes:
+            if n.node_id not in shown:
+                statuses[n.status] = statuses.get(n.status, 0) + 1
+        rest = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
         nodes.insert(
             0,
-            f"(showing {len(listed)} of {len(req.nodes)} nodes: the current and best lineages, the best kept nodes "
-            "and the latest; `evo-dag summary` and `evo-dag node ID` show the others)",
+            f"(showing {len(listed)} of {len(req.nodes)} nodes: the current and best nodes with their nearest "
+            f"ancestors, the best kept nodes by dev and the latest; not shown: {rest}; `evo-dag node ID` and "
+            "`evo-dag lineage ID` show any node)",
         )
     signal = [e for e in req.edges if e.true_fixes or e.true_regressions][-_MAX_SIGNAL_EDGES:]
     keep = {e.edge_id for e in signal} | {e.edge_id for e in req.edges if e.child_id in shown}
@@ -332,18 +357,33 @@ def _evolution_values(req: EvolutionRequest) -> dict[str, str]:
     if len(listed_edges) < len(req.edges):
         edges.insert(
             0,
-            f"(showing {len(listed_edges)} of {len(req.edges)} edges: those into the nodes above and those with "
+            f"(showing {len(listed_edges)} of {len(req.edges)} edges: those into the nodes above and the latest with "
             "attributed lessons; `evo-dag edge A B` shows any edge)",
         )
+    lineage = {
+        str(k): v
+        if len(v) <= _MAX_LINEAGE_EDGES
+        else [f"{len(v) - _MAX_LINEAGE_EDGES} earlier", *v[-_MAX_LINEAGE_EDGES:]]
+        for k, v in req.lineage_edge_ids.items()
+    }
+    bases = [i for i in req.allowed_base_ids if i in shown]
+    hidden = len(req.allowed_base_ids) - len(bases)
+    allowed = ", ".join(str(i) for i in bases) + (
+        f" (and {hidden} more not listed above: any kept node)" if hidden else ""
+    )
+    tried = req.tried_actions[-_MAX_TRIED_ACTIONS:]
+    tried_text = ", ".join(tried) + (
+        f" (and {len(req.tried_actions) - len(tried)} earlier ones)" if len(tried) < len(req.tried_actions) else ""
+    )
     return {
         "current_node_id": str(req.current_node_id),
         "best_node_id": str(req.best_node_id),
         "nodes": "\n".join(nodes) or "(none)",
         "edges": "\n".join(edges) or "(none)",
-        "lineage": json.dumps({str(k): v for k, v in req.lineage_edge_ids.items()}, sort_keys=True),
+        "lineage": json.dumps(lineage, sort_keys=True),
         "failing": json.dumps({str(k): v for k, v in req.failing_train_tasks.items()}, sort_keys=True),
-        "tried_actions": ", ".join(req.tried_actions) or "(none)",
-        "allowed_bases": ", ".join(str(i) for i in req.allowed_base_ids) or "(any node listed above)",
+        "tried_actions": tried_text or "(none)",
+        "allowed_bases": allowed if req.allowed_base_ids else "(any node listed above)",
     }
 
 
