@@ -99,6 +99,9 @@ def test_plot_of_a_run_with_only_a_baseline(tmp_path: Path, open_store: Callable
     assert width >= 800
 
 
+@pytest.mark.parametrize(("kind", "measure", "expected"), [
+    ("pass_rate", "sequential", 0.5), ("mean_score", "sequential", 0.75), ("mean_score", "pass_count", 0.5),
+])  # fmt: skip
 def test_an_iteration_without_a_candidate_shows_its_parents_batch_score_as_acceptance_scores_it(
     tmp_path: Path, open_store: Callable[[Any], Any], kind: str, measure: str, expected: float
 ) -> None:
