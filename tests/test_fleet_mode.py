@@ -244,6 +244,22 @@ def test_cli_init_json_and_broken_baseline(
     assert run.exit_code == 1 and "fails on the baseline (no match for metric_regex)" in run.output
 
 
+def test_saddler_init_from_fleet_is_fleet_init(tmp_path: Path, fleet_setup: Callable[..., Path]) -> None:
+    """One way to create a fleet: `saddler init --from-fleet` is `saddler fleet init --from-fleet` (before, it took
+    its own path and said none of what fleet init says: the protected paths, the notes, program.md's warnings)."""
+    outputs = []
+    for name, command in (("a", ["init"]), ("b", ["fleet", "init"])):
+        base = tmp_path / name
+        base.mkdir()
+        fleet_json = fleet_setup(base)
+        (base / "my-project" / "program.md").write_text("# autoresearch\nMake one change.\n")  # no NEVER STOP
+        res = CliRunner().invoke(app, [*command, str(base / "root"), "--from-fleet", str(fleet_json)])
+        assert res.exit_code == 0, res.output
+        outputs.append(res.output.replace(str(base), "BASE"))
+    assert outputs[0] == outputs[1]
+    assert "does not say NEVER STOP" in outputs[0] and "protected  Makefile, bench.py" in outputs[0], outputs[0]
+
+
 def test_a_killed_fleet_recovers_on_the_best_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
 ) -> None:

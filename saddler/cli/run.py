@@ -78,7 +78,9 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed"),
         sets: list[str] = typer.Option([], "--set", help="override a [run] key: loop.max_iterations=10"),
         force: bool = typer.Option(False, "--force", help="replace an existing run folder"),
-        from_fleet: Path = typer.Option(None, "--from-fleet", help="an autoresearch fleet.json: make a fleet root"),
+        from_fleet: Path = typer.Option(
+            None, "--from-fleet", help="an autoresearch fleet.json: make a fleet root (`saddler fleet init`)"
+        ),
         include_uncommitted: bool = typer.Option(
             False, "--include-uncommitted", help="commit the harness's uncommitted changes as the run's baseline"
         ),
@@ -86,11 +88,10 @@ def register(app: typer.Typer) -> None:
         """Make a run folder: the run's own harness clone and its saddler.toml (or a fleet root, --from-fleet)."""
         from saddler.run.folder import init_run
 
-        if from_fleet is not None:
-            from saddler.modes.fleet.setup import init_fleet
+        if from_fleet is not None:  # `saddler fleet init DIR --from-fleet FILE`, the one way to create a fleet
+            from saddler.cli.setup import create_fleet
 
-            paths = init_fleet(run_dir, from_fleet)
-            typer.echo(f"created fleet root {paths.root}; run it with `saddler fleet run {run_dir}`")
+            create_fleet(run_dir, from_fleet, bench_target=None, json_out=False)
             return
 
         path = init_run(
