@@ -38,6 +38,7 @@ from saddler.modes.fleet.config import FleetPaths
 from saddler.modes.fleet.protect import protected_changes
 from saddler.modes.fleet.setup import init_fleet, run_git
 from saddler.policies.seed_acceptance import MetricKeep
+from saddler.policies.stopping import budget_spent
 from saddler.run.folder import run_lock
 
 Say = Callable[[str], None]
@@ -270,10 +271,10 @@ class FleetRun:
         while True:
             rows = tsv.recorded(store)  # the orchestrator's own rows: one the agent wrote never counts
             done = len(store.iterations(run_id=run_id))
-            if done >= stop.max_iterations:
-                return "max_iterations"
-            if stop.cost_cap_usd and store.session_cost(run_id) >= stop.cost_cap_usd:
-                return "cost_cap"
+            cost = store.session_cost(run_id) if stop.cost_cap_usd else 0.0
+            spent = budget_spent(done, stop.max_iterations, cost_usd=cost, cost_cap_usd=stop.cost_cap_usd)
+            if spent:
+                return spent
             if self.paths.paused.exists():
                 self.paths.write_state(status="paused")
                 store.log_event("fleet.paused", {"iteration": done}, run_id=run_id)

@@ -12,6 +12,7 @@ from saddler.errors import ConfigError
 from saddler.harness.structure import parse_frontmatter
 from saddler.modes.skill.program import Program, SkillOptions
 from saddler.policies.seed_acceptance import EPS
+from saddler.policies.stopping import budget_spent
 
 
 def stop_reason(n: int, opts: SkillOptions, best: float, stalls: int, program: Program, tried: set[str]) -> str | None:
@@ -23,9 +24,7 @@ def stop_reason(n: int, opts: SkillOptions, best: float, stalls: int, program: P
             return "target_achieved"
         if n >= 1 and all(s.key in tried for s in program.strategies):
             return "target_achieved"
-    if n >= opts.max_iterations:
-        return "max_iterations"
-    return None
+    return budget_spent(n, opts.max_iterations)
 
 
 def stop_message(reason: str, opts: SkillOptions, program: Program, left: list[str]) -> str:
