@@ -6,7 +6,7 @@ written when absent), makes the workdir a clean git repo, creates results.tsv, l
 threshold the search prompt is used; the agent makes ONE change; saddler commits it, runs the fixed eval with
 a fresh SADDLER_BENCH_SEED, keeps the commit on a strict improvement (the `metric_keep` policy,
 `saddler.policies.seed_acceptance`) and `git reset --hard`s otherwise, appends the results.tsv row and records
-everything in the EvoDAG. Stops on max_iterations or cost_cap_usd; waits at
+everything in the EvoDAG. Stops on max_iterations or cost_cap_usd (`policies.stopping.budget_spent`); waits at
 iteration boundaries while `.paused` exists. saddler evaluates itself rather than trusting the agent's report.
 """
 
