@@ -124,8 +124,8 @@ def fleet_init(
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Create the fleet root from fleet.json (git init of the workdir, results.tsv, logs/, EvoDAG); fleet.json
-    itself is never rewritten. `saddler init DIR --from-fleet FILE` is this command."""
-    from saddler.cli.setup import create_fleet
+    itself is never rewritten."""
+    from saddler.cli.setup import create_fleet  # `saddler init DIR --from-fleet FILE` calls it too
 
     create_fleet(run_dir, from_fleet, bench_target=bench_target, json_out=json_out)
 

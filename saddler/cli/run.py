@@ -78,9 +78,7 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed"),
         sets: list[str] = typer.Option([], "--set", help="override a [run] key: loop.max_iterations=10"),
         force: bool = typer.Option(False, "--force", help="replace an existing run folder"),
-        from_fleet: Path = typer.Option(
-            None, "--from-fleet", help="an autoresearch fleet.json: make a fleet root (`saddler fleet init`)"
-        ),
+        from_fleet: Path = typer.Option(None, "--from-fleet", help="an autoresearch fleet.json: make a fleet root"),
         include_uncommitted: bool = typer.Option(
             False, "--include-uncommitted", help="commit the harness's uncommitted changes as the run's baseline"
         ),
