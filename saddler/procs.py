@@ -106,6 +106,34 @@ def descendants(root: int) -> list[int]:
     return [pid for pid in found if is_running(pid)]
 
 
+def pids_with_env(*entries: str) -> list[int]:
+    """Pids of the processes whose initial environment (`/proc/<pid>/environ`) holds one of `entries`, each a whole
+    `NAME=value` entry (one pass over /proc): how what escaped a process tree (`setsid`, a double fork) is found by
+    the variable it was tagged with (a rollout's marker, a fleet's root)."""
+    needles = [b"\0" + entry.encode() + b"\0" for entry in entries]
+    found = []
+    for proc in os.scandir("/proc"):
+        if not proc.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{proc.name}/environ", "rb") as fh:
+                environ = b"\0" + fh.read() + b"\0"
+        except OSError:
+            continue
+        if any(needle in environ for needle in needles):
+            found.append(int(proc.name))
+    return found
+
+
+def read_pid(path: Path) -> int | None:
+    """The pid a pid file holds; None when it is missing, unreadable or not a number."""
+    try:
+        text = Path(path).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
 def kill_until_gone(find: Callable[[], list[int]], rounds: int, pause_s: float = 0.0) -> list[int]:
     """SIGKILL every pid `find()` returns, again and again (up to `rounds`) until it returns none;
     the pids killed. New processes forked meanwhile are caught by the next round."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from saddler.errors import RunStateError
+from saddler.procs import read_pid
 
 LOCK_FILE = ".lock"
 _RETRY_S = 0.5
@@ -47,7 +48,7 @@ def run_lock(run_dir: Path) -> Iterator[RunLock]:
                 break
             except BlockingIOError as exc:
                 if time.monotonic() >= deadline:
-                    pid = _read_pid(path)
+                    pid = read_pid(path)
                     who = f"process {pid}" if pid else "another process"
                     raise RunStateError(
                         f"{run_dir} is being run by {who} (lock {path}); wait for it to finish or "
@@ -74,16 +75,8 @@ def lock_holder(run_dir: Path) -> int | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return _read_pid(path) or 0
+            return read_pid(path) or 0
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
         os.close(fd)
-
-
-def _read_pid(path: Path) -> int:
-    try:
-        text = path.read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        return 0
-    return int(text) if text.isdigit() else 0

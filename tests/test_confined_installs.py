@@ -83,9 +83,11 @@ from saddler.sessions.command import CommandBackend
 
 run_dir, what = Path(sys.argv[1]), sys.argv[2]
 config = RunConfig.model_validate({"sessions": {"backend": "command", "command": "pi"}})
-if what == "session":
+if what in ("session", "import"):
     backend = CommandBackend(config.sessions, run_dir=run_dir, seed=0)
-    ran = subprocess.run(backend.confined(["evo-dag", "--help"]), capture_output=True, text=True, timeout=120)
+    imports = [sys.executable, "-c", "import evodag, saddler.agentcli; print(saddler.__file__)"]
+    argv = ["evo-dag", "--help"] if what == "session" else imports
+    ran = subprocess.run(backend.confined(argv), capture_output=True, text=True, timeout=120)
     print(json.dumps({"returncode": ran.returncode, "stdout": ran.stdout, "stderr": ran.stderr}))
 else:
     from saddler.doctor import run_checks
@@ -149,6 +151,18 @@ def test_evo_dag_of_an_editable_install_under_tmp_runs_inside_the_sandbox(
     """The `evo-dag` a session calls imports evodag from the checkout under /tmp inside the sandbox."""
     ran = editable_under_tmp("session")
     assert ran["returncode"] == 0 and "Usage" in ran["stdout"], ran["stderr"]
+
+
+@needs_bwrap
+def test_a_sandboxed_agent_imports_saddler_installed_editable_under_tmp(
+    editable_under_tmp: Callable[[str], dict[str, Any]], under_tmp: Path
+) -> None:
+    """Issue 23.6: with `pip install -e` (DEVELOPERS.md's quick set-up) of a checkout under /tmp, the fake `pi` of
+    tests/test_presets.py could not import saddler inside the sandbox (`No module named 'saddler'`: two tests failed
+    once bubblewrap was installed). Since issue 21 the sandbox binds saddler's roots, wherever the checkout is."""
+    ran = editable_under_tmp("import")
+    assert ran["returncode"] == 0, ran["stderr"]
+    assert ran["stdout"].strip() == str(under_tmp / "checkout" / "saddler" / "__init__.py")
 
 
 @needs_bwrap

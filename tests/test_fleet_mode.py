@@ -21,7 +21,9 @@ from saddler.modes.fleet import ops as fleet_ops
 from saddler.modes.fleet.config import FleetPaths
 from saddler.modes.fleet.loop import FleetRun, init_fleet
 from saddler.modes.fleet.results import read_results
+from saddler.procs import is_running
 from saddler.reporting.figures import build_report
+from saddler.runlock import run_lock
 
 pytestmark = pytest.mark.slow
 
@@ -203,6 +205,24 @@ def test_a_results_row_the_agent_wrote_is_shown_as_such_and_never_counts(
     assert "Rows saddler did not write" in md and "deadbee" in md.split("Rows saddler did not write", 1)[1]
 
 
+def test_a_fleet_whose_orchestrator_died_is_stopped_not_running(
+    tmp_path: Path, fleet_setup: Callable[..., Path]
+) -> None:
+    """The state file says what the orchestrator last wrote; with no process holding the run lock (killed -9, the
+    machine rebooted) a `running` or `paused` fleet is `stopped`, as `saddler status` says of a run (before: it
+    stayed `running` for ever)."""
+    root = tmp_path / "fleet-root"
+    paths = init_fleet(root, fleet_setup())
+    assert fleet_ops.status(paths)["status"] == "initialized"
+    for word in ("running", "paused"):
+        paths.write_state(status=word)  # what an orchestrator killed mid-run leaves
+        info = fleet_ops.status(FleetPaths.open(root))
+        assert (info["status"], info["running"]) == ("stopped", False)
+        assert fleet_ops.render_status(info).startswith(f"fleet {info['fleet']}: stopped (not running)")
+    with run_lock(root):  # an orchestrator holds it: what it wrote stands
+        assert fleet_ops.status(paths)["status"] == "paused"
+
+
 def test_dirty_workdir_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
 ) -> None:
@@ -242,6 +262,22 @@ def test_cli_init_json_and_broken_baseline(
     assert again.exit_code == 0 and "does not say NEVER STOP" in again.output
     run = CliRunner().invoke(app, ["fleet", "run", str(tmp_path / "root")])
     assert run.exit_code == 1 and "fails on the baseline (no match for metric_regex)" in run.output
+
+
+def test_saddler_init_from_fleet_is_fleet_init(tmp_path: Path, fleet_setup: Callable[..., Path]) -> None:
+    """One way to create a fleet: `saddler init --from-fleet` is `saddler fleet init --from-fleet` (before, it took
+    its own path and said none of what fleet init says: the protected paths, the notes, program.md's warnings)."""
+    outputs = []
+    for name, command in (("a", ["init"]), ("b", ["fleet", "init"])):
+        base = tmp_path / name
+        base.mkdir()
+        fleet_json = fleet_setup(base)
+        (base / "my-project" / "program.md").write_text("# autoresearch\nMake one change.\n")  # no NEVER STOP
+        res = CliRunner().invoke(app, [*command, str(base / "root"), "--from-fleet", str(fleet_json)])
+        assert res.exit_code == 0, res.output
+        outputs.append(res.output.replace(str(base), "BASE"))
+    assert outputs[0] == outputs[1]
+    assert "does not say NEVER STOP" in outputs[0] and "protected  Makefile, bench.py" in outputs[0], outputs[0]
 
 
 def test_a_killed_fleet_recovers_on_the_best_commit(
@@ -346,20 +382,13 @@ def test_detached_fleet_is_killed_then_resumed(
     assert fleet_ops.status(paths)["running"] is True
     killed = CliRunner().invoke(app, ["fleet", "kill", str(root)])
     assert killed.exit_code == 0 and {orchestrator, agent} <= set(json.loads(killed.output)["killed"])
-    assert wait_until(lambda: not fleet_ops._alive(orchestrator) or _zombie(orchestrator)), "timed out"
+    assert wait_until(lambda: not is_running(orchestrator)), "timed out"  # gone, or a zombie
     assert fleet_ops.status(paths)["status"] == "killed" and fleet_ops.status(paths)["running"] is False
     monkeypatch.delenv("FAKE_FLEET_HANG")
     state = FleetRun(root).run()  # picks up after the kill
     assert state["termination_reason"] == "max_iterations"
     assert [r.status for r in read_results(work / "results.tsv")] == ["keep", "keep", "crash", "crash"]
     assert _git(work, "status", "--porcelain") == ""
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-    except OSError:
-        return True
 
 
 def test_a_kill_between_the_store_and_results_tsv_loses_no_row(

@@ -111,3 +111,25 @@ def test_exit_status_and_io_pass_through(tmp_path: Path, argv: list[str], code: 
     assert echoed.stdout == "a\nb\n" and echoed.returncode == 0
     missing = run_process_group(["no-such-program-xyz"], cwd=tmp_path, timeout_s=60)
     assert missing.returncode == 127 and "cannot run 'no-such-program-xyz'" in missing.stderr
+
+
+def test_processes_are_found_by_an_exact_environment_entry(tmp_path: Path) -> None:
+    """`pids_with_env` (how the rollout reaper and `fleet kill` find what escaped its tree) matches a whole
+    `NAME=value` entry: neither a longer name ending in NAME nor a longer value is taken for it."""
+    from saddler.executor.environment import MARKER_VAR
+    from saddler.executor.reaper import marked_pids
+    from saddler.procs import pids_with_env, read_pid
+
+    base = {"PATH": os.environ["PATH"]}
+    tagged = subprocess.Popen(["sleep", "30"], env={**base, "SADDLER_T": "a"})
+    suffix = subprocess.Popen(["sleep", "30"], env={**base, f"X{MARKER_VAR}": "m1", "XSADDLER_T": "a"})
+    try:
+        assert pids_with_env("SADDLER_T=a") == [tagged.pid]
+        assert pids_with_env("SADDLER_T=") == [] and marked_pids("m1") == []
+    finally:
+        for proc in (tagged, suffix):
+            proc.kill()
+            proc.wait()
+    (tmp_path / "pid").write_text(" 42\n")
+    (tmp_path / "bad").write_text("x")
+    assert (read_pid(tmp_path / "pid"), read_pid(tmp_path / "bad"), read_pid(tmp_path / "none")) == (42, None, None)

@@ -1,4 +1,5 @@
-"""The 000 seed's decision table, circuit breaker, program.md / verification-results parsing and the mutator."""
+"""The 000 seed's decision table (the `assertion_veto` policy), circuit breaker, program.md / verification-results
+parsing and the mutator."""
 
 from __future__ import annotations
 
@@ -15,12 +16,16 @@ from saddler.harness.structure import check_skill_text
 from saddler.modes.skill.default_strategy import OfflineMutator, default_candidates
 from saddler.modes.skill.mutator import MutationState, failing_targets, focus_level, program_mutation
 from saddler.modes.skill.program import Exclusion, Program, SkillOptions, Strategy, load_program, parse_program
-from saddler.modes.skill.rules import decide, stop_reason
+from saddler.modes.skill.rules import stop_reason
+from saddler.policies.seed_acceptance import AssertionVeto
 
 FIXTURE = Path(__file__).parent / "fixtures" / "skill"  # the fixture skill data (read, never written)
 
 SKILL = (FIXTURE / "code-review" / "SKILL.md").read_text(encoding="utf-8")
 SUITE = load_evals(FIXTURE / "code-review-workspace" / "evals" / "evals.json")
+
+
+decide = AssertionVeto().decide
 
 
 def test_decision_table_rows() -> None:

@@ -29,11 +29,11 @@ import json
 import re
 from pathlib import Path
 
-from benchmarks.command.metric import EvalRun, extract_metric, improved, run_eval
+from benchmarks.command.metric import EvalRun, extract_metric, run_eval
 from saddler.benchmark import BankPatch, BenchmarkBase, MetricScale, RolloutResult, Symptom, Task
 from saddler.errors import ConfigError
 
-__all__ = ["CommandBenchmark", "EvalRun", "extract_metric", "improved", "metric_name_of", "run_eval"]
+__all__ = ["CommandBenchmark", "EvalRun", "extract_metric", "metric_name_of", "run_eval"]
 
 DIRECTIONS = ("maximize", "minimize")
 

@@ -46,11 +46,6 @@ def extract_metric(output: str, metric_regex: str = "") -> float | None:
     return None
 
 
-def improved(new: float, best: float, direction: str) -> bool:
-    """Strictly better in `direction` (minimize | maximize)."""
-    return new < best if direction == "minimize" else new > best
-
-
 def run_eval(
     command: str,
     cwd: Path,

@@ -125,44 +125,9 @@ def fleet_init(
 ) -> None:
     """Create the fleet root from fleet.json (git init of the workdir, results.tsv, logs/, EvoDAG); fleet.json
     itself is never rewritten."""
-    from saddler.modes.fleet.agent import provider_notes
-    from saddler.modes.fleet.loop import init_fleet
-    from saddler.modes.fleet.setup import program_warnings
+    from saddler.cli.setup import create_fleet  # `saddler init DIR --from-fleet FILE` calls it too
 
-    paths = init_fleet(run_dir, from_fleet, bench_target=bench_target)
-    problem = paths.spec.problem
-    detected = {
-        key: paths.found[f"{key}_source"] for key in ("eval_command", "metric_regex") if f"{key}_source" in paths.found
-    }
-    info = {
-        "root": str(paths.root),
-        "workdir": str(paths.workdir),
-        "eval_command": problem.eval_command,
-        "metric_regex": problem.metric_regex,
-        "detected": detected,
-        "results": str(paths.results),
-        "protected": paths.protected,
-        "notes": provider_notes(paths.spec.config),
-        "warnings": program_warnings(paths),
-    }
-    if json_out:
-        print_json(info)
-        return
-    for warning in info["warnings"]:
-        typer.echo(f"warning: {warning}", err=True)
-    lines = [
-        f"fleet ready: {paths.root}",
-        f"  workdir    {paths.workdir}",
-        f"  eval       `{problem.eval_command}`"
-        + (f" (found: {detected['eval_command']})" if "eval_command" in detected else ""),
-        f"  metric     {problem.metric_regex or 'the single number the eval prints'}"
-        + (f" (from {detected['metric_regex']})" if "metric_regex" in detected else ""),
-        f"  results    {paths.results} (git-excluded, never reset)",
-        f"  protected  {', '.join(paths.protected) or 'nothing'} (an agent change to these is a crash)",
-        *(f"  note: {note}" for note in info["notes"]),
-        f"start it with `saddler fleet run {paths.root}`",
-    ]
-    typer.echo("\n".join(lines))
+    create_fleet(run_dir, from_fleet, bench_target=bench_target, json_out=json_out)
 
 
 @fleet_app.command("run")

@@ -85,11 +85,10 @@ def register(app: typer.Typer) -> None:
         """Make a run folder: the run's own harness clone and its saddler.toml (or a fleet root, --from-fleet)."""
         from saddler.run.folder import init_run
 
-        if from_fleet is not None:
-            from saddler.modes.fleet.setup import init_fleet
+        if from_fleet is not None:  # `saddler fleet init DIR --from-fleet FILE`, the one way to create a fleet
+            from saddler.cli.setup import create_fleet
 
-            paths = init_fleet(run_dir, from_fleet)
-            typer.echo(f"created fleet root {paths.root}; run it with `saddler fleet run {run_dir}`")
+            create_fleet(run_dir, from_fleet, bench_target=None, json_out=False)
             return
 
         path = init_run(

@@ -1,4 +1,5 @@
-"""Set-up commands that spend nothing: `saddler validate DIR` and `saddler list`."""
+"""Set-up commands that spend nothing: `saddler validate DIR` and `saddler list`; `create_fleet`, the one way to create
+a fleet root (`saddler fleet init`, `saddler init --from-fleet`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,20 @@ def listing() -> dict[str, list[dict[str, str]]]:
             for n, p in resources.templates().items()
         ],
     }
+
+
+def create_fleet(run_dir: Path, from_fleet: Path | None, *, bench_target: str | None, json_out: bool) -> None:
+    """The one way to create a fleet root, for `saddler fleet init` and `saddler init --from-fleet`: init it, then
+    print what was set up and found (JSON, or lines with program.md's warnings on stderr)."""
+    from saddler.modes.fleet.setup import init_fleet, init_summary, render_init_summary
+
+    info = init_summary(init_fleet(run_dir, from_fleet, bench_target=bench_target))
+    if json_out:
+        print_json(info)
+        return
+    for warning in info["warnings"]:
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(render_init_summary(info))
 
 
 def register(app: typer.Typer) -> None:

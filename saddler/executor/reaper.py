@@ -16,26 +16,14 @@ from collections.abc import Collection
 from pathlib import Path
 
 from saddler.executor.environment import MARKER_VAR
-from saddler.procs import is_running, kill_descendants, kill_until_gone
+from saddler.procs import is_running, kill_descendants, kill_until_gone, pids_with_env
 
 TAIL_BYTES = 2048
 
 
 def marked_pids(*markers: str) -> list[int]:
     """Pids of live processes whose initial environment carries one of `markers` (one pass over /proc)."""
-    needles = [f"{MARKER_VAR}={marker}\0".encode() for marker in markers]
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/environ", "rb") as fh:
-                environ = fh.read()
-        except OSError:
-            continue
-        if any(needle in environ for needle in needles):
-            found.append(int(entry.name))
-    return found
+    return pids_with_env(*(f"{MARKER_VAR}={marker}" for marker in markers))
 
 
 def kill_rollout(

@@ -16,9 +16,10 @@ per-task score compared (`policies.score`): `mean_score` (mean graded score over
   flip a task counts for nothing.
 
 Options for every rule: `min_margin` (the mean must rise by more than it), `reject_task_regression` (any task
-that passed before and fails after rejects, the 000 seed's assertion-level rule), `accept_neutral` (an equal
-score with no regression is kept: the seed's approved NEUTRAL). Every decision carries the confidence, computed
-the same way whatever the rule, so decisions of different strategies can be compared. `metric`: the benchmark's
+that passed before and fails after rejects: the 000 seed's veto, which skill mode applies per assertion,
+`seed_acceptance.AssertionVeto`), `accept_neutral` (an equal score with no regression is kept: the seed's approved
+NEUTRAL). Every decision carries the confidence, computed the same way whatever the rule, so decisions of
+different strategies can be compared. `metric`: the benchmark's
 own metric, in which a mean graded score is stated in the decision's reason.
 """
 
@@ -34,6 +35,7 @@ from typing import Any
 from evodag.decisions import ACCEPTED, CLOSE, NEUTRAL, REJECTED
 from evodag.metric import MetricScale, score_text
 from evodag.models import RolloutRow
+from saddler.policies.seed_acceptance import lost_passes
 
 INVALID_DISPOSITIONS = ("infra_error", "timeout")
 MEASURES = ("sequential", "strict_mean", "pass_count")
@@ -184,7 +186,7 @@ class Acceptance:
         conf = better_confidence(wins, losses)
         b, a = (batch_score({t: side[t] for t in tasks}, kind, self.measure) or 0.0 for side in (before, after))
         label = "batch tasks passed" if self.measure == "pass_count" else "batch"
-        regressions = tuple(t for t in tasks if before[t].passed and not after[t].passed)
+        regressions = tuple(lost_passes({t: before[t].passed for t in tasks}, {t: after[t].passed for t in tasks}))
         scale = self.metric if self.measure != "pass_count" and kind == "mean_score" else None
         label += f" {scale.label}" if scale is not None else ""
         text = f"{label} {score_text(b, scale)} -> {score_text(a, scale)} on {len(tasks)} task(s)"

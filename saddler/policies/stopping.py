@@ -14,6 +14,26 @@ from saddler.config import LoopConfig
 from saddler.control import RunControls
 
 
+def budget_spent(
+    iterations_done: int,
+    max_iterations: int,
+    rollouts: int = 0,
+    max_rollouts: int = 0,
+    cost_usd: float = 0.0,
+    cost_cap_usd: float = 0.0,
+) -> str | None:
+    """`max_iterations`, `max_rollouts` or `cost_cap` (in that order) once that budget is used up, else None; a
+    zero `max_rollouts` or `cost_cap_usd` is no limit. The main loop, fleet mode and skill mode's circuit breaker
+    stop on these words."""
+    if iterations_done >= max_iterations:
+        return "max_iterations"
+    if max_rollouts and rollouts >= max_rollouts:
+        return "max_rollouts"
+    if cost_cap_usd and cost_usd >= cost_cap_usd:
+        return "cost_cap"
+    return None
+
+
 @dataclass(frozen=True)
 class LoopState:
     iterations_done: int
@@ -37,12 +57,13 @@ class StopConditions:
         asked = self.sentinel()
         if asked:
             return asked
-        if state.iterations_done >= self.loop.max_iterations:
-            return "max_iterations"
-        if self.loop.max_rollouts and state.rollouts >= self.loop.max_rollouts:
-            return "max_rollouts"
-        if self.loop.cost_cap_usd and state.cost_usd >= self.loop.cost_cap_usd:
-            return "cost_cap"
+        loop = self.loop
+        spent = budget_spent(
+            state.iterations_done, loop.max_iterations, state.rollouts, loop.max_rollouts, state.cost_usd,
+            loop.cost_cap_usd,
+        )  # fmt: skip
+        if spent:
+            return spent
         if state.best_dev is not None and state.best_dev >= self.loop.target_dev_score:
             return "target_reached"
         if self.loop.stall_limit and state.stall_count >= self.loop.stall_limit:

@@ -29,7 +29,7 @@ def run_state(run: Run, run_dir: Path, live: bool = True) -> str:
         return "finished"
     paused_row = "paused" in (run.status, run.termination_reason)
     if not live:
-        return "paused" if paused_row else "stopped"
+        return "paused" if paused_row else STOPPED
     asked = RunControls(run_dir).asked()
     if asked == STOP_REQUESTED:
         return "stopping"
@@ -38,7 +38,8 @@ def run_state(run: Run, run_dir: Path, live: bool = True) -> str:
     return "running"
 
 
-STATE_TEXT = {"stopped": "stopped (not running)"}
+STOPPED = "stopped"
+STATE_TEXT = {STOPPED: "stopped (not running)"}
 
 
 def status_snapshot(store: EvoDAG, run_dir: Path, run_id: int | None = None) -> dict[str, Any]:

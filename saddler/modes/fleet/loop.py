@@ -4,8 +4,9 @@
 written when absent), makes the workdir a clean git repo, creates results.tsv, logs/ and the EvoDAG.
 `FleetRun(run_dir).run()` loops: count trailing discards in results.tsv (code, not the agent); at the plateau
 threshold the search prompt is used; the agent makes ONE change; saddler commits it, runs the fixed eval with
-a fresh SADDLER_BENCH_SEED, keeps the commit on a strict improvement and `git reset --hard`s otherwise, appends
-the results.tsv row and records everything in the EvoDAG. Stops on max_iterations or cost_cap_usd; waits at
+a fresh SADDLER_BENCH_SEED, keeps the commit on a strict improvement (the `metric_keep` policy,
+`saddler.policies.seed_acceptance`) and `git reset --hard`s otherwise, appends the results.tsv row and records
+everything in the EvoDAG. Stops on max_iterations or cost_cap_usd (`policies.stopping.budget_spent`); waits at
 iteration boundaries while `.paused` exists. saddler evaluates itself rather than trusting the agent's report.
 """
 
@@ -18,8 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.command.metric import EvalRun, improved, run_eval
-from evodag.decisions import TSV_STATUS
+from benchmarks.command.metric import EvalRun, run_eval
 from evodag.models import Node
 from evodag.store import EvoDAG
 from saddler.errors import RunStateError
@@ -37,6 +37,8 @@ from saddler.modes.fleet.agent import (
 from saddler.modes.fleet.config import FleetPaths
 from saddler.modes.fleet.protect import protected_changes
 from saddler.modes.fleet.setup import init_fleet, run_git
+from saddler.policies.seed_acceptance import MetricKeep
+from saddler.policies.stopping import budget_spent
 from saddler.run.folder import run_lock
 
 Say = Callable[[str], None]
@@ -269,10 +271,10 @@ class FleetRun:
         while True:
             rows = tsv.recorded(store)  # the orchestrator's own rows: one the agent wrote never counts
             done = len(store.iterations(run_id=run_id))
-            if done >= stop.max_iterations:
-                return "max_iterations"
-            if stop.cost_cap_usd and store.session_cost(run_id) >= stop.cost_cap_usd:
-                return "cost_cap"
+            cost = store.session_cost(run_id) if stop.cost_cap_usd else 0.0
+            spent = budget_spent(done, stop.max_iterations, cost_usd=cost, cost_cap_usd=stop.cost_cap_usd)
+            if spent:
+                return spent
             if self.paths.paused.exists():
                 self.paths.write_state(status="paused")
                 store.log_event("fleet.paused", {"iteration": done}, run_id=run_id)
@@ -325,16 +327,13 @@ class FleetRun:
             return self._tampered(store, run_id, it.id, n, parent, node, touched, desc)
         result, seed = self._eval(n)
         best = parent.batch_after
-        keep = result.metric is not None and (best is None or improved(result.metric, best, direction))
-        status = "keep" if keep else ("crash" if result.metric is None else "discard")
+        verdict = MetricKeep(direction).decide(result.metric, best, result.error)
+        keep, status, reason = verdict.kept, verdict.tsv_status, verdict.reason
         if not keep:
             self._reset(parent.commit)
-        reason = f"metric {best} -> {result.metric} ({direction}): {status}" + (
-            f"; {result.error}" if result.error else ""
-        )
         node = store.update_node(
             node.id,
-            status=TSV_STATUS[status],
+            status=verdict.status,
             status_reason=reason,
             batch_before=best,
             batch_after=result.metric,
@@ -352,9 +351,8 @@ class FleetRun:
             task_id="metric",
         )
         store.set_edge_transitions(edge.id, ["metric"] if keep else [], [] if keep else ["metric"], [], [])
-        decision = TSV_STATUS[status]
         row = tsv.ResultRow(head[:7], result.metric or 0.0, status, desc)
-        self._finish(store, run_id, it.id, n, row, candidate_id=node.id, decision=decision)
+        self._finish(store, run_id, it.id, n, row, candidate_id=node.id, decision=verdict.status)
         self.say(f"iter {n}{' [search]' if search else ''}: {status} {result.metric} ({desc})")
         if keep:
             store.update_run(run_id, best_node_id=node.id)

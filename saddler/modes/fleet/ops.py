@@ -1,5 +1,8 @@
 """The 002 seed's operations on a fleet root: status, view, report, pause, resume, kill.
 
+`status` reads the state the orchestrator last wrote (`.orch-state.json`): initialized, running, paused, finished,
+killed; `running` or `paused` with no process holding the run lock is `stopped`, as `saddler status` says of a run.
+
 `kill` ends the orchestrator (pid file), the agent's process tree, and sweeps orphans: any process whose
 environment carries `SADDLER_FLEET_ROOT=<this fleet>` (every agent and eval saddler starts is tagged so); it
 returns once the run lock is free, so `saddler fleet run` can follow it at once.
@@ -13,7 +16,6 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from saddler.control import RunControls
@@ -21,26 +23,11 @@ from saddler.errors import RunStateError
 from saddler.modes.fleet import results as tsv
 from saddler.modes.fleet.agent import FLEET_ENV
 from saddler.modes.fleet.config import FleetPaths
-from saddler.procs import stop_process_tree
+from saddler.procs import is_running, pids_with_env, read_pid, stop_process_tree
+from saddler.reporting.status import STATE_TEXT, STOPPED
 
-
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text(encoding="utf-8").strip())
-    except (OSError, ValueError):
-        return None
+LIVE_STATES = ("running", "paused")
+"""What the state file may say only while an orchestrator holds the fleet's run lock."""
 
 
 def status(paths: FleetPaths) -> dict[str, Any]:
@@ -49,9 +36,13 @@ def status(paths: FleetPaths) -> dict[str, Any]:
     state = paths.read_state()
     rows, foreign = tsv.results_of(paths.db, paths.results)
     direction = paths.spec.problem.metric_direction
+    running = controls(paths).running()
+    word = state.get("status", "uninitialized")
+    if word in LIVE_STATES and not running:
+        word = STOPPED  # the orchestrator that wrote it is gone (killed -9, a reboot): as `saddler status` says
     return {
-        "fleet": paths.spec.fleet_name, "workdir": str(paths.workdir), "status": state.get("status", "uninitialized"),
-        "running": controls(paths).running(), "paused": paths.paused.exists(), "iteration": state.get("iteration", 0),
+        "fleet": paths.spec.fleet_name, "workdir": str(paths.workdir), "status": word,
+        "running": running, "paused": paths.paused.exists(), "iteration": state.get("iteration", 0),
         "max_iterations": paths.spec.stop_when.max_iterations, "direction": direction,
         "baseline_metric": state.get("baseline_metric"), "best_metric": tsv.best_metric(rows, direction),
         "cost_usd": state.get("cost_usd", 0.0), "cost_cap_usd": paths.spec.stop_when.cost_cap_usd,
@@ -63,8 +54,9 @@ def status(paths: FleetPaths) -> dict[str, Any]:
 
 
 def render_status(info: dict[str, Any]) -> str:
+    state = STATE_TEXT.get(info["status"], info["status"])
     lines = [
-        f"fleet {info['fleet']}: {info['status']}{' (paused)' if info['paused'] else ''}"
+        f"fleet {info['fleet']}: {state}{' (paused)' if info['paused'] else ''}"
         f"{' running' if info['running'] else ''}",
         f"iteration {info['iteration']}/{info['max_iterations']}  best {info['best_metric']} ({info['direction']})"
         f"  baseline {info['baseline_metric']}",
@@ -243,29 +235,21 @@ def resume(paths: FleetPaths) -> str:
     return f"not running: start it with `saddler fleet run {paths.root}`"
 
 
-def _tagged(pid: int, root: str) -> bool:
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return f"{FLEET_ENV}={root}".encode() in environ
-
-
 def kill(paths: FleetPaths, grace_s: float = 10.0) -> dict[str, Any]:
     """Force-stop, and return only once the fleet can be run again (`RunControls.kill`: the orchestrator, which
     holds the run lock, gets SIGTERM, then SIGKILL after `grace_s`); then the agent's whole process tree (its
     supervisor ends it; the orchestrator's death ends it too) and every process tagged with this fleet. The
     orchestrator goes first so it never sees its agent die and takes the half-done experiment for a finished one."""
-    agent = _read_pid(paths.agent_pid)
+    agent = read_pid(paths.agent_pid)
 
     def agent_and_orphans() -> list[int]:
         killed = []
-        if agent and _alive(agent):
+        if agent and is_running(agent):
             stop_process_tree(agent, grace_s=2.0)
             killed.append(agent)
         return killed + _sweep(paths)
 
-    killed = controls(paths).kill(grace_s, then=agent_and_orphans, pid=_read_pid(paths.pid))
+    killed = controls(paths).kill(grace_s, then=agent_and_orphans, pid=read_pid(paths.pid))
     paths.pid.unlink(missing_ok=True)
     paths.agent_pid.unlink(missing_ok=True)
     paths.write_state(status="killed", termination_reason="killed", pid=None)
@@ -275,10 +259,9 @@ def kill(paths: FleetPaths, grace_s: float = 10.0) -> dict[str, Any]:
 def _sweep(paths: FleetPaths) -> list[int]:
     """SIGKILL every process tagged `SADDLER_FLEET_ROOT=<this fleet>` (agents and evals that escaped)."""
     killed = []
-    proc = Path("/proc")
-    for entry in proc.iterdir() if proc.is_dir() else []:
-        if entry.name.isdigit() and int(entry.name) != os.getpid() and _tagged(int(entry.name), str(paths.root)):
+    for pid in pids_with_env(f"{FLEET_ENV}={paths.root}"):
+        if pid != os.getpid():
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(entry.name), signal.SIGKILL)
-                killed.append(int(entry.name))
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
     return killed

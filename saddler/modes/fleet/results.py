@@ -13,8 +13,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from evodag.decisions import TSV_STATUS, trailing_stalls
+from evodag.decisions import ACCEPTED, TSV_STATUS, trailing_stalls
 from evodag.store import EvoDAG
+from saddler.policies.seed_acceptance import Direction, MetricKeep
 
 RESULT_EVENT = "fleet.result"
 
@@ -97,8 +98,6 @@ def trailing_discards(rows: list[ResultRow]) -> int:
     return trailing_stalls(TSV_STATUS[row.status] for row in rows)
 
 
-def best_metric(rows: list[ResultRow], direction: str) -> float | None:
-    kept = [r.metric for r in rows if r.status == "keep"]
-    if not kept:
-        return None
-    return min(kept) if direction == "minimize" else max(kept)
+def best_metric(rows: list[ResultRow], direction: Direction) -> float | None:
+    """The best metric of the kept rows in `direction` (None before any)."""
+    return MetricKeep(direction).best(r.metric for r in rows if TSV_STATUS[r.status] == ACCEPTED)

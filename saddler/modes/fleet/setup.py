@@ -238,3 +238,45 @@ def program_warnings(paths: FleetPaths) -> list[str]:
     if "never stop" not in program.read_text(encoding="utf-8").lower():
         return [f"{program} does not say NEVER STOP (the seed requires it: the agent runs until interrupted)"]
     return []
+
+
+def init_summary(paths: FleetPaths) -> dict[str, Any]:
+    """What `init_fleet` set up and found, as `saddler fleet init --json` prints it: root, workdir, eval command,
+    metric_regex (and where each was found when init detected it), results file, protected paths, the provider's
+    notes and program.md's warnings."""
+    from saddler.modes.fleet.agent import provider_notes
+
+    problem = paths.spec.problem
+    detected = {
+        key: paths.found[f"{key}_source"] for key in ("eval_command", "metric_regex") if f"{key}_source" in paths.found
+    }
+    return {
+        "root": str(paths.root),
+        "workdir": str(paths.workdir),
+        "eval_command": problem.eval_command,
+        "metric_regex": problem.metric_regex,
+        "detected": detected,
+        "results": str(paths.results),
+        "protected": paths.protected,
+        "notes": provider_notes(paths.spec.config),
+        "warnings": program_warnings(paths),
+    }
+
+
+def render_init_summary(info: dict[str, Any]) -> str:
+    """`init_summary` as the lines `saddler fleet init` prints (the warnings apart: they go to stderr)."""
+    detected = info["detected"]
+    return "\n".join(
+        [
+            f"fleet ready: {info['root']}",
+            f"  workdir    {info['workdir']}",
+            f"  eval       `{info['eval_command']}`"
+            + (f" (found: {detected['eval_command']})" if "eval_command" in detected else ""),
+            f"  metric     {info['metric_regex'] or 'the single number the eval prints'}"
+            + (f" (from {detected['metric_regex']})" if "metric_regex" in detected else ""),
+            f"  results    {info['results']} (git-excluded, never reset)",
+            f"  protected  {', '.join(info['protected']) or 'nothing'} (an agent change to these is a crash)",
+            *(f"  note: {note}" for note in info["notes"]),
+            f"start it with `saddler fleet run {info['root']}`",
+        ]
+    )

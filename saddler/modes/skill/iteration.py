@@ -18,7 +18,8 @@ from saddler.modes.skill import workspace as wsp
 from saddler.modes.skill.mutator import Mutation, MutationState, Mutator, exclusion_text, focus_level
 from saddler.modes.skill.program import Program, SkillOptions
 from saddler.modes.skill.record import SkillRecorder
-from saddler.modes.skill.rules import Best, decide
+from saddler.modes.skill.rules import Best
+from saddler.policies.seed_acceptance import AssertionVeto
 
 MAX_RETRIES = 2
 
@@ -131,7 +132,9 @@ class IterationMixin:
         results = self.evaluate(m.text)
         self.ws.write_evals(n, results)
         new_rate = wsp.mean_pass_rate(results)
-        verdict = decide(new_rate, best.rate, wsp.flat(results), wsp.flat(best.results), m.source == "program")
+        verdict = AssertionVeto().decide(
+            new_rate, best.rate, wsp.flat(results), wsp.flat(best.results), m.source == "program"
+        )
         decision, reason = verdict.decision, verdict.reason
         if decision == "NEUTRAL":
             approved = self.opts.auto_approve_neutral or (

@@ -1,4 +1,5 @@
-"""The 000 seed's rules as pure functions: Phase 0 checks, the decision table (2-6), the circuit breaker (2-7)."""
+"""The 000 seed's rules as pure functions: Phase 0 checks and the circuit breaker (2-7); its decision table (2-6) is
+the `assertion_veto` policy (`saddler.policies.seed_acceptance`)."""
 
 from __future__ import annotations
 
@@ -10,34 +11,8 @@ from benchmarks.skill_evals.grading import CaseResult
 from saddler.errors import ConfigError
 from saddler.harness.structure import parse_frontmatter
 from saddler.modes.skill.program import Program, SkillOptions
-
-EPS = 1e-9
-
-
-@dataclass(frozen=True)
-class Verdict:
-    decision: str  # KEEP | DISCARD | NEUTRAL
-    regressions: list[str]
-    gained: list[str]
-    reason: str
-
-
-def decide(new: float, best: float, new_map: dict[str, bool], best_map: dict[str, bool], from_program: bool) -> Verdict:
-    """The seed's table 2-6: KEEP only on a rise without assertion regression; NEUTRAL (approval needed) on an
-    equal rate from a program.md strategy without regression; DISCARD otherwise."""
-    regressions = sorted(a for a, ok in best_map.items() if ok and not new_map.get(a, False))
-    gained = sorted(a for a, ok in new_map.items() if ok and not best_map.get(a, False))
-    text = f"{best:.4f} -> {new:.4f}"
-    if new > best + EPS:
-        if regressions:
-            return Verdict("DISCARD", regressions, gained, f"{text}: assertion regression on {', '.join(regressions)}")
-        return Verdict("KEEP", [], gained, f"{text}: improved without regression")
-    if abs(new - best) <= EPS:
-        if from_program and not regressions:
-            return Verdict("NEUTRAL", [], gained, f"{text}: equal, program.md strategy, no regression")
-        why = f"regression on {', '.join(regressions)}" if regressions else "no improvement"
-        return Verdict("DISCARD", regressions, gained, f"{text}: equal pass rate, {why}")
-    return Verdict("DISCARD", regressions, gained, f"{text}: pass rate fell")
+from saddler.policies.seed_acceptance import EPS
+from saddler.policies.stopping import budget_spent
 
 
 def stop_reason(n: int, opts: SkillOptions, best: float, stalls: int, program: Program, tried: set[str]) -> str | None:
@@ -49,9 +24,7 @@ def stop_reason(n: int, opts: SkillOptions, best: float, stalls: int, program: P
             return "target_achieved"
         if n >= 1 and all(s.key in tried for s in program.strategies):
             return "target_achieved"
-    if n >= opts.max_iterations:
-        return "max_iterations"
-    return None
+    return budget_spent(n, opts.max_iterations)
 
 
 def stop_message(reason: str, opts: SkillOptions, program: Program, left: list[str]) -> str:
