@@ -371,6 +371,7 @@ def write_report(
 ) -> Path:
     """Write `run_dir/report.md` (and, with `plot`, `run_dir/progress.png`); returns the report path. `drawn` is a
     complete progress plot of this run drawn elsewhere (a `PlotProcess`): it is moved in place instead of drawing."""
+    from saddler.reporting.html import write_report_html
     from saddler.reporting.markdown import render_report
 
     run_dir = Path(run_dir)
@@ -385,4 +386,5 @@ def write_report(
             plot_progress(store, tmp, figures["run"]["id"])
     path = run_dir / "report.md"
     write_text_atomic(path, render_report(figures))
+    write_report_html(store, run_dir, figures["run"]["id"])  # report.html beside it: the dashboard, one file
     return path
