@@ -233,7 +233,9 @@ def test_report_html_is_one_file_with_every_view_inlined(finished_run: tuple[Pat
     run_dir, fx = finished_run
     with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
         path = write_report_html(store, run_dir)
-        views = json.loads(json.dumps(dashboard.run_views(store, fx.run_id, pages=True), default=str))
+        views = dashboard.run_views(store, fx.run_id, pages=True)
+        diffs = {n: views["nodes"][n]["diff"] for n in views["nodes"]}
+        views = json.loads(json.dumps(page.shared_diffs(views), default=str))
     html = path.read_text(encoding="utf-8")
     assert path.name == "report.html"
     assert not re.search(r"<script[^>]+src=|<link[^>]+href=\"(?!data:)", html)  # nothing linked
@@ -244,6 +246,10 @@ def test_report_html_is_one_file_with_every_view_inlined(finished_run: tuple[Pat
     data = json.loads(blob.group(1))
     assert data["runs"][0]["views"] == views
     assert set(data["runs"][0]["views"]["nodes"]) == {str(i) for i in fx.ids.values()}
+    steps = [st for d in views["nodes"].values() for seg in (d["baseline_diff"] or {}).get("segments", [])
+             for st in seg["steps"]]  # fmt: skip
+    assert steps and all("diff" not in st and st["diff_of"] == st["child_id"] for st in steps)
+    assert all(diffs[str(st["child_id"])] for st in steps)  # each diff inlined once, on its node
 
 
 def test_saddler_report_writes_report_html_beside_report_md(finished_run: tuple[Path, Any]) -> None:

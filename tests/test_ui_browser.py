@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from evodag.errors import EvoDAGError
 from evodag.store import EvoDAG
 from saddler.cli.app import app
 from saddler.ui.api import RunSource
@@ -128,7 +129,9 @@ def test_the_graph_has_one_element_per_node_and_a_click_shows_the_diff(browser: 
     with EvoDAG(demo / "evodag.sqlite", readonly=True) as store:
         nodes, edges = len(store.nodes()), len(store.edges())
     _open(browser, f"{served}#/0/graph", "#cy canvas")
-    counts = browser.execute_script("const cy = window.saddlerUI.state.cy; return [cy.nodes().length, cy.edges().length]")
+    counts = browser.execute_script(
+        "const cy = window.saddlerUI.state.cy; return [cy.nodes().length, cy.edges().length]"
+    )
     assert counts == [nodes, edges]
     x, y = browser.execute_script(
         """const n = window.saddlerUI.state.cy.getElementById(arguments[0]), p = n.renderedPosition();
@@ -149,7 +152,7 @@ def test_the_graph_has_one_element_per_node_and_a_click_shows_the_diff(browser: 
 def test_report_html_from_file_makes_no_network_request(browser: Any, demo: Path) -> None:
     report = demo / "report.html"
     assert report.is_file()
-    best, diff = _best(demo)
+    best, _ = _best(demo)
     url = report.resolve().as_uri()
     browser.get("about:blank")
     browser.get_log("performance")
@@ -167,6 +170,16 @@ def test_report_html_from_file_makes_no_network_request(browser: Any, demo: Path
     _shot(browser, "report")
 
 
+def _finished_iterations(run_dir: Path) -> int:
+    if not (run_dir / "evodag.sqlite").is_file():
+        return 0
+    try:
+        with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
+            return sum(1 for it in store.iterations() if it.finished_at)
+    except EvoDAGError:  # created, no run row yet
+        return 0
+
+
 def test_a_running_demo_shows_a_new_iteration_without_a_reload(
     browser: Any, tmp_path: Path, make_run: Callable[..., Path]
 ) -> None:
@@ -176,7 +189,7 @@ def test_a_running_demo_shows_a_new_iteration_without_a_reload(
     server = None
     try:
         wait = WebDriverWait(browser, 120, poll_frequency=0.5)
-        wait.until(lambda _: (run_dir / "evodag.sqlite").is_file())
+        wait.until(lambda _: _finished_iterations(run_dir) >= 1)  # a person opens a run that has started
         server = make_server([RunSource(run_dir)], port=0)
         serve_in_thread(server)
         _open(browser, f"http://127.0.0.1:{server.server_address[1]}/#/0/timeline", "#timeline")

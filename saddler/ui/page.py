@@ -45,11 +45,26 @@ def live_html() -> str:
     return _template().replace("<!--STYLES-->", styles).replace("<!--SCRIPTS-->", scripts).replace("<!--DATA-->", "")
 
 
+def shared_diffs(views: dict[str, Any]) -> dict[str, Any]:
+    """`views` (with `nodes` pages) with each baseline-diff step whose diff is its child's own diff replaced by
+    `"diff_of": child id` (the page looks it up): every diff is inlined once, not once per descendant."""
+    pages = views.get("nodes", {})
+    for doc in pages.values():
+        for seg in (doc.get("baseline_diff") or {}).get("segments", []):
+            for step in seg["steps"]:
+                own = pages.get(str(step["child_id"]))
+                if own is not None and own.get("diff") == step.get("diff"):
+                    del step["diff"]
+                    step["diff_of"] = step["child_id"]
+    return views
+
+
 def static_html(runs: list[dict[str, Any]]) -> str:
     """One self-contained page: every asset inlined and `runs` (each `{"meta": run_list entry, "views": ...}`)
     as an inline JSON document the page reads instead of the API."""
     styles = "".join("<style>" + _text(s) + "</style>" for s in STYLES)
     scripts = "".join(_inline_script(_text(s)) for s in SCRIPTS)
+    runs = [{**r, "views": shared_diffs(r["views"])} for r in runs]
     data = json.dumps({"runs": runs}, default=str, separators=(",", ":")).replace("</", "<\\/")
     blob = f'<script type="application/json" id="saddler-data">{data}</script>'
     return _template().replace("<!--STYLES-->", styles).replace("<!--DATA-->", blob).replace("<!--SCRIPTS-->", scripts)

@@ -109,7 +109,7 @@
         { selector: "node", style: {
           "background-color": "data(colour)", shape: "data(shape)", width: "data(size)", height: "data(size)",
           label: "data(label)", "text-wrap": "wrap", "font-size": 9, "text-valign": "bottom", "text-margin-y": 2,
-          color: "#223" } },
+          color: "#223", "min-zoomed-font-size": 7 } },
         { selector: "edge", style: {
           width: 1.5, "line-color": "data(colour)", "line-style": "data(line)", "target-arrow-shape": "triangle",
           "target-arrow-color": "data(colour)", "curve-style": "bezier", "arrow-scale": 0.7 } },
@@ -246,11 +246,14 @@
     return "<dl>" + Object.entries(h).map(([k, v]) =>
       `<dt>${esc(k)}</dt><dd>${esc(typeof v === "string" ? v : JSON.stringify(v))}</dd>`).join("") + "</dl>";
   }
+  function stepDiff(st) {  // report.html inlines each diff once: a step may point at its child's own diff
+    return st.diff_of === undefined ? st.diff : STATIC.runs[state.run].views.nodes[String(st.diff_of)].diff;
+  }
   function baselineDiffHtml(doc) {
     if (!doc) return '<span class="muted">this is the baseline</span>';
     return doc.segments.map((seg) => `<h4>${esc(seg.label)} (${seg.steps.length} edge(s))</h4>` + seg.steps.map((st) =>
       `<div class="step">edge ${st.edge_id}: ${nodeLink(st.parent_id)} → ${nodeLink(st.child_id)} ${esc(st.kind)}
-       +${st.lines_added} −${st.lines_removed}</div><pre class="diff">${diffHtml(st.diff)}</pre>`).join("")).join("");
+       +${st.lines_added} −${st.lines_removed}</div><pre class="diff">${diffHtml(stepDiff(st))}</pre>`).join("")).join("");
   }
   async function renderNode(id) {
     const d = await api(state.run, "node", id);
