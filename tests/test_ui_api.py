@@ -258,3 +258,10 @@ def test_saddler_report_writes_report_html_beside_report_md(finished_run: tuple[
     result = CliRunner().invoke(saddler_app, ["report", str(run_dir)])
     assert result.exit_code == 0, result.output
     assert (run_dir / "report.md").is_file() and (run_dir / "report.html").is_file()
+
+
+def test_the_runs_summary_lines_name_report_html_and_the_ui_command(tmp_path: Path) -> None:
+    from saddler.run.finish import RunOutcome
+
+    lines = RunOutcome("max_iterations", 3, None, None, 0.5, 10, tmp_path / "report.md").metric_lines()
+    assert lines[-2:] == [f"report_html: {tmp_path / 'report.html'}", f"ui: saddler ui {tmp_path}"]

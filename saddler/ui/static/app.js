@@ -72,7 +72,7 @@
     const test = best && best.test_mean !== null && best.test_mean !== undefined
       ? `<span>test ${num(base && base.test_mean)} → <b>${num(best.test_mean)}</b></span>` : "";
     $("#summary").innerHTML = `
-      <span class="run-name">${esc((run.config_name || (state.runs[state.run] || {}).name || "run"))}</span>
+      <span class="run-name">${esc((state.runs[state.run] || {}).name || "run")}</span>
       ${badge(run.status)}
       <span>iteration ${it ? it.number : "–"}</span>
       <span>best ${nodeLink(best && best.id)} dev <b>${num(best && best.dev_mean)}</b> (baseline ${num(base && base.dev_mean)})</span>
@@ -104,7 +104,7 @@
   }
   function drawGraph(container, g, run) {
     const cy = cytoscape({
-      container, elements: graphElements(g), minZoom: 0.05,
+      container, elements: graphElements(g), minZoom: 0.05, maxZoom: 1.6,
       style: [
         { selector: "node", style: {
           "background-color": "data(colour)", shape: "data(shape)", width: "data(size)", height: "data(size)",
