@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from evodag import codec, queries
 from evodag.errors import UnknownNodeError, UnknownTaskError
-from evodag.history import metric_keys
+from evodag.history import decision_evidence, metric_keys
 
 if TYPE_CHECKING:
     from evodag.store import EvoDAG
@@ -61,9 +61,23 @@ def _hypothesis_title(raw: str | None) -> str:
     return ""
 
 
+def _close_calls(store: EvoDAG, rid: int) -> dict[int, int]:
+    """Per candidate: how many rounds of close-call evidence its acceptance gathered (`evodag.history`), when any."""
+    out = {}
+    for cand, stored in store.conn.execute(
+        "SELECT candidate_id, evidence FROM iterations WHERE run_id = ? AND candidate_id IS NOT NULL "
+        "AND evidence IS NOT NULL",
+        (rid,),
+    ):
+        rounds = len((decision_evidence(stored) or {}).get("rounds", []))
+        if rounds:
+            out[cand] = rounds
+    return out
+
+
 def graph(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
-    """The DAG as a graph: nodes (status, phase, scores, a one-line hypothesis), edges (kind, lines), the
-    baseline, the recorded best and the best's lineage (root .. best)."""
+    """The DAG as a graph: nodes (status, phase, scores, a one-line hypothesis), edges (kind, lines, the rounds of
+    close-call evidence its acceptance gathered), the baseline, the recorded best and the best's lineage."""
     rid = store._run_or_latest(run_id)
     run = store.get_run(rid)
     cols = ", ".join(f'"{c}"' for c in (*GRAPH_NODE_FIELDS, "hypothesis"))
@@ -79,6 +93,9 @@ def graph(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
             "SELECT id, parent_id, child_id, kind, lines_added, lines_removed, source_edge_id FROM edges "
             "WHERE run_id = ? ORDER BY id", (rid,))
     ]  # fmt: skip
+    close_calls = _close_calls(store, rid)
+    for edge in edges:
+        edge["close_call_rounds"] = close_calls.get(edge["child_id"], 0)
     best = run.best_node_id
     doc = {
         "run_id": rid, **metric_keys(store, rid), "status": run.status, "baseline_id": run.baseline_node_id,
@@ -223,10 +240,9 @@ def run_views(store: EvoDAG, run_id: int | None = None, *, pages: bool = False) 
     from evodag.history import history
 
     rid = store._run_or_latest(run_id)
-    visible = held_out_visible(store, rid)
     doc: dict[str, Any] = {
         "head": head(store, rid),
-        "summary": sealed(queries.summary(store, rid), visible),
+        "summary": summary(store, rid),
         "graph": graph(store, rid),
         "history": history(store, rid),
         "progress": progress(store, rid),
@@ -239,7 +255,13 @@ def run_views(store: EvoDAG, run_id: int | None = None, *, pages: bool = False) 
     return doc
 
 
-def require_node_of_run(store: EvoDAG, node_id: int, run_id: int) -> None:
-    """Raise UnknownNodeError unless `node_id` is a node of run `run_id`."""
-    if store.get_node(node_id).run_id != run_id:
+def summary(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
+    """`queries.summary` under the held-out rule."""
+    rid = store._run_or_latest(run_id)
+    return sealed(queries.summary(store, rid), held_out_visible(store, rid))
+
+
+def require_node_of_run(store: EvoDAG, node_id: int, run_id: int | None = None) -> None:
+    """Raise UnknownNodeError unless `node_id` is a node of run `run_id` (default: the latest)."""
+    if store.get_node(node_id).run_id != store._run_or_latest(run_id):
         raise UnknownNodeError(node_id)

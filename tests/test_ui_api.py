@@ -52,6 +52,11 @@ def _doc(run_dir: Path, path: str) -> tuple[int, Any]:
 
 def test_graph_has_one_element_per_node_and_edge_and_the_best_lineage(finished_run: tuple[Path, Any]) -> None:
     run_dir, fx = finished_run
+    with EvoDAG(run_dir / "evodag.sqlite") as store:  # iteration 2's acceptance gathered two rounds of evidence
+        it = store.iterations(fx.run_id)[1]
+        plan = [{"tasks": ["tr-7"], "repetition": 0}, {"tasks": ["tr-8"], "repetition": 0}]
+        store.update_iteration(it.id, evidence={"verdict": "reject", "plan": plan, "rounds_run": 2})
+        close_call = it.candidate_id
     status, g = _doc(run_dir, "/api/0/graph")
     assert status == 200
     with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
@@ -63,6 +68,10 @@ def test_graph_has_one_element_per_node_and_edge_and_the_best_lineage(finished_r
     assert g["best_id"] == fx.ids["N7"] and g["baseline_id"] == fx.ids["N1"] and g["status"] == "finished"
     kinds = {e["kind"] for e in g["edges"]}
     assert {"patch", "rebase", "cherry_pick"} <= kinds
+    history = _doc(run_dir, "/api/0/history")[1]["iterations"]
+    rounds = {it["candidate_id"]: len((it["evidence"] or {}).get("rounds", [])) for it in history if it["candidate_id"]}
+    assert {e["child_id"]: e["close_call_rounds"] for e in g["edges"] if e["child_id"] in rounds} == rounds
+    assert rounds[close_call] == 2 and sum(rounds.values()) == 2
 
 
 def test_test_results_appear_only_once_the_run_has_finished(

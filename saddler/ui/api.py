@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from evodag import dashboard, queries
+from evodag import dashboard
 from evodag.errors import EvoDAGError
 from evodag.store import EvoDAG
 
@@ -54,7 +54,7 @@ def _history(store: EvoDAG) -> dict[str, Any]:
 
 VIEWS: dict[str, Callable[[EvoDAG], dict[str, Any]]] = {
     "head": dashboard.head,
-    "summary": lambda s: dashboard.sealed(queries.summary(s), dashboard.held_out_visible(s, s._run_or_latest(None))),
+    "summary": dashboard.summary,
     "graph": dashboard.graph,
     "history": _history,
     "progress": dashboard.progress,
@@ -72,7 +72,7 @@ def _node_id(store: EvoDAG, arg: str) -> int:
     if not arg.isdigit():
         raise UnknownNodeError(arg)
     node_id = int(arg)
-    dashboard.require_node_of_run(store, node_id, store._run_or_latest(None))
+    dashboard.require_node_of_run(store, node_id)
     return node_id
 
 

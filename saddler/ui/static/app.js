@@ -97,8 +97,9 @@
       data: {
         id: "e" + e.id, source: "n" + e.parent_id, target: "n" + e.child_id, kind: e.kind,
         colour: (EDGE_STYLES[e.kind] || EDGE_STYLES.patch)[0], line: (EDGE_STYLES[e.kind] || EDGE_STYLES.patch)[1],
+        label: e.close_call_rounds ? `close call +${e.close_call_rounds}` : "",
       },
-      classes: lineage.has(e.parent_id) && lineage.has(e.child_id) ? "lineage" : "",
+      classes: (lineage.has(e.parent_id) && lineage.has(e.child_id) ? "lineage " : "") + (e.close_call_rounds ? "closecall" : ""),
     }));
     return nodes.concat(edges);
   }
@@ -113,6 +114,8 @@
         { selector: "edge", style: {
           width: 1.5, "line-color": "data(colour)", "line-style": "data(line)", "target-arrow-shape": "triangle",
           "target-arrow-color": "data(colour)", "curve-style": "bezier", "arrow-scale": 0.7 } },
+        { selector: "edge.closecall", style: { label: "data(label)", "font-size": 8, color: "#8e44ad",
+          "text-background-color": "#fff", "text-background-opacity": 0.8, "min-zoomed-font-size": 7 } },
         { selector: ".lineage", style: { "border-width": 3, "border-color": "#f1c40f", width: 3 } },
         { selector: "node.lineage", style: { "border-width": 3, width: "data(size)" } },
         { selector: "node.best", style: { "border-width": 6, "border-color": "#f39c12" } },
@@ -133,6 +136,7 @@
     const ed = Object.entries(EDGE_STYLES).map(([k, v]) => `<span><i class="line" style="border-top:2px ${v[1]} ${v[0]}"></i>${k}</span>`).join("");
     return `<div class="legend">${st}<span class="sep"></span>${ed}<span class="sep"></span>
       <span><i style="background:#fff;border:3px solid #f39c12"></i>best (gold: its lineage)</span>
+      <span>"close call +N": N rounds of extra evidence before the decision</span>
       <span>shape by phase: ○ capability ◇ steering ⬡ mixed ▭ baseline, ▢ other; size and label: dev score</span></div>`;
   }
   async function renderGraph(refresh) {
@@ -144,6 +148,10 @@
   }
 
   // --- timeline -----------------------------------------------------------------------------------------------
+  function evidenceText(ev) {
+    if (!ev || !ev.rounds || !ev.rounds.length) return "";
+    return ` <span class="muted" title="${esc(ev.stopped)}">close call: +${ev.rounds.length} round(s), P(better) ${num(ev.confidence, 2)}</span>`;
+  }
   async function renderTimeline() {
     const [h, p] = await Promise.all([api(state.run, "history"), api(state.run, "progress")]);
     const at = {};
@@ -156,7 +164,7 @@
         <td title="${esc(it.batch.join(", "))}">${it.batch.length} task(s)</td>
         <td>${nodeLink(it.parent_id)} → ${nodeLink(it.candidate_id)}</td>
         <td>${num(it.batch_before)} → ${num(it.batch_after)}</td>
-        <td>${badge(it.decision || (it.finished ? "" : "running"))}</td>
+        <td>${badge(it.decision || (it.finished ? "" : "running"))}${evidenceText(it.evidence)}</td>
         <td class="reason" title="${esc(reason)}">${esc(reason)}</td>
         <td>${num(it.candidate_dev)}</td><td>${pt.rollouts === undefined ? "–" : pt.rollouts}</td>
         <td>${money(pt.cost)}</td></tr>`;
