@@ -367,6 +367,8 @@
     document.body.dataset.ready = "1";
   }
   async function poll() {
+    if (state.polling) return;  // the previous poll is still redrawing (a large graph on a busy machine)
+    state.polling = true;
     try {
       const h = await api(state.run, "head");
       const live = $("#live");
@@ -378,6 +380,8 @@
       state.lastEvent = h.last_event_id;
     } catch (err) {
       $("#live").textContent = "cannot reach the server";
+    } finally {
+      state.polling = false;
     }
   }
   async function main() {
