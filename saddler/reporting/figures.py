@@ -369,8 +369,8 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
 def write_report(
     store: EvoDAG, run_dir: Path, run_id: int | None = None, *, plot: bool = True, drawn: Path | None = None
 ) -> Path:
-    """Write `run_dir/report.md` (and, with `plot`, `run_dir/progress.png`); returns the report path. `drawn` is a
-    complete progress plot of this run drawn elsewhere (a `PlotProcess`): it is moved in place instead of drawing."""
+    """Write `run_dir/report.md` and report.html (and, with `plot`, progress.png); returns report.md's path. `drawn` is
+    a complete progress plot of this run drawn elsewhere (a `PlotProcess`): it is moved in place instead of drawing."""
     from saddler.reporting.html import write_report_html
     from saddler.reporting.markdown import render_report
 
