@@ -229,6 +229,23 @@ def diff(a: int, b: int, db: DbOpt = None, run: RunOpt = None, as_json: JsonOpt 
 
 
 @app.command()
+def graph(db: DbOpt = None, run: RunOpt = None, run_id: RunIdOpt = None, as_json: JsonOpt = False) -> None:
+    """The DAG as the dashboard draws it: nodes (status, phase, dev), edges by kind, the best and its lineage
+    (test scores only once the run has finished)."""
+    from evodag import dashboard
+
+    _show(db, run, as_json, lambda s: dashboard.graph(s, run_id), render.graph_text)
+
+
+@app.command()
+def progress(db: DbOpt = None, run: RunOpt = None, run_id: RunIdOpt = None, as_json: JsonOpt = False) -> None:
+    """Per finished iteration: the best node the run had recorded, its dev, search rollouts and cost so far."""
+    from evodag import dashboard
+
+    _show(db, run, as_json, lambda s: dashboard.progress(s, run_id), render.progress_text)
+
+
+@app.command()
 def query(
     sql: Annotated[str, typer.Argument(help="one SELECT (or WITH ... SELECT) statement")],
     param: Annotated[list[str] | None, typer.Option("--param", help="NAME=VALUE for :NAME in SQL (repeatable)")] = None,

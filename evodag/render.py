@@ -281,3 +281,30 @@ def diff_text(doc: dict[str, Any]) -> str:
             lines.append(f"--- edge {st['edge_id']} #{st['parent_id']} -> #{st['child_id']} {st['kind']}")
             lines.append(st["diff"].rstrip("\n"))
     return "\n".join(lines)
+
+
+def graph_text(doc: dict[str, Any]) -> str:
+    """`evo-dag graph`: one line per node (status, phase, dev) and per edge (kind, lines)."""
+    scale = scale_of(doc.get("metric"))
+    lineage = set(doc["best_lineage"])
+    lines = [f"run {doc['run_id']} ({doc['status']}): {len(doc['nodes'])} node(s), {len(doc['edges'])} edge(s); "
+             f"best #{doc['best_id']}, * = on the best's lineage"]  # fmt: skip
+    for n in doc["nodes"]:
+        mark = "*" if n["id"] in lineage else " "
+        dev = score_text(n["dev_mean"], scale, missing="-")
+        lines.append(f"{mark}#{n['id']:<5} {n['status']:<9} {n['phase']:<10} dev {dev}  {n['title']}".rstrip())
+    lines += [f"  #{e['parent_id']} -> #{e['child_id']} {e['kind']} +{e['lines_added']} -{e['lines_removed']}"
+              for e in doc["edges"]]  # fmt: skip
+    return "\n".join(lines)
+
+
+def progress_text(doc: dict[str, Any]) -> str:
+    """`evo-dag progress`: per finished iteration the best node then, its dev, search rollouts and cost so far."""
+    scale = scale_of(doc.get("metric"))
+    lines = [f"{'it':>4} {'decision':<20} {'best':>6} {'best dev':>9} {'rollouts':>9} {'cost':>10}"]
+    for p in doc["points"]:
+        best = f"#{p['best_id']}" if p["best_id"] is not None else "-"
+        dev = score_text(p["best_dev"], scale, missing="-")
+        lines.append(f"{p['iteration']:>4} {p['decision'] or '-':<20} {best:>6} {dev:>9} {p['rollouts']:>9} "
+                     f"{p['cost']:>10.4f}")  # fmt: skip
+    return "\n".join(lines)

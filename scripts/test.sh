@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Full set-up + every check on a fresh machine: a fresh venv, a non-editable install with the dev, ray, inspect,
-# bench and docs extras, smoke checks of the installed console scripts, ruff (lint + format), mypy, the import layer
-# contracts, the documentation site (mkdocs, warnings as errors), then pytest.
+# bench, docs and browser extras, smoke checks of the installed console scripts, ruff (lint + format), mypy, the
+# import layer contracts, the documentation site (mkdocs, warnings as errors), then pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${SADDLER_TEST_VENV:-.venv-test}
@@ -10,7 +10,7 @@ PY=${PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ]; then "$PY" -m venv "$VENV"; fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps .
-"$VENV/bin/python" -m pip install -q ".[dev,ray,inspect,bench,docs]"
+"$VENV/bin/python" -m pip install -q ".[dev,ray,inspect,bench,docs,browser]"
 export PATH="$VENV/bin:$PATH"
 # The installed (non-editable) package must find its bundled benchmarks and templates.
 ( cd /tmp && saddler --help >/dev/null && evo-dag --help >/dev/null && saddler list --json )
@@ -27,6 +27,13 @@ if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-ge
   export DEBIAN_FRONTEND=noninteractive
   { apt-get install -y -qq bubblewrap || { apt-get update -qq && apt-get install -y -qq bubblewrap; }; } >/dev/null 2>&1 \
     || echo "note: bubblewrap could not be installed; the bwrap tests will be skipped" >&2
+fi
+# The dashboard's real-browser tests (tests/test_ui_browser.py) drive Debian's chromium through chromium-driver:
+# installed the same way (best effort; without them those tests skip).
+if ! command -v chromedriver >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get install -y -qq chromium chromium-driver || { apt-get update -qq && apt-get install -y -qq chromium chromium-driver; }; } \
+    >/dev/null 2>&1 || echo "note: chromium could not be installed; the browser tests will be skipped" >&2
 fi
 # Real Harbor (it needs Python >= 3.12) for the Harbor adapter's end-to-end tests, in its own venv, pinned to the
 # version tests/fixtures/harbor/recorded was recorded with. Best effort: without a Python 3.12 those tests skip.

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-TOOLS = ("python", "saddler", "evo-dag", "ruff", "mypy", "lint-imports", "mkdocs", "bwrap")
+TOOLS = ("python", "saddler", "evo-dag", "ruff", "mypy", "lint-imports", "mkdocs", "bwrap", "chromedriver")
 CHECKED = "saddler evodag benchmarks tests bench"
 FAKE = """#!/bin/sh
 echo "$(basename "$0") $*" >> "$CI_LOG"
@@ -58,7 +58,7 @@ def test_every_check_runs_in_order_and_a_clean_run_passes(fake_venv: Path) -> No
     assert calls == [
         "python -m pip install -q --upgrade pip",
         "python -m pip install -q --force-reinstall --no-deps .",
-        "python -m pip install -q .[dev,ray,inspect,bench,docs]",
+        "python -m pip install -q .[dev,ray,inspect,bench,docs,browser]",
         "saddler --help",
         "evo-dag --help",
         "saddler list --json",

@@ -354,4 +354,4 @@ def test_help_is_plain_and_lists_every_command() -> None:
     assert result.exit_code == 0 and "╭" not in result.stdout
     listed = [line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.strip()]
     assert listed == ["summary", "history", "node", "edge", "scenario", "lessons", "lineage", "best", "batch", "diff",
-                      "query", "export"]  # fmt: skip
+                      "graph", "progress", "query", "export"]  # fmt: skip

@@ -301,6 +301,7 @@ def _run_folder(root: Path) -> tuple[Path, guard.BashPolicy]:
         "saddler.toml": "[run]\n",
         "evodag.sqlite": "the full store",
         "report.md": "best_test: 0.98",
+        "report.html": '{"test_mean": 0.98}',
         "best/EXPORT.json": '{"test_mean": 0.98}',
         "heldout/n1/test/t9-r0-s1/trace.json": "grader: expected 42",
         "heldout/n1/dev/t5-r0-s1/trace.json": "grader: expected 7",
@@ -326,7 +327,7 @@ def _decide(policy: guard.BashPolicy, cwd: Path, tool: str, **tool_input: str) -
 def test_the_guard_lets_a_session_read_only_what_it_may_see_of_the_run_folder(tmp_path: Path) -> None:
     run, policy = _run_folder(tmp_path / "run")
     wt = run / "worktrees" / "wt1"
-    for rel in ("evodag.sqlite", "report.md", "best/EXPORT.json", "heldout/n1/test/t9-r0-s1/trace.json",
+    for rel in ("evodag.sqlite", "report.md", "report.html", "best/EXPORT.json", "heldout/n1/test/t9-r0-s1/trace.json",
                 "heldout/n1/dev/t5-r0-s1/trace.json"):  # fmt: skip
         assert "held out" in (_decide(policy, run, "Read", file_path=str(run / rel)) or ""), rel
     assert "held out" in (_decide(policy, wt, "Read", file_path="shortcut/n1/test/t9-r0-s1/trace.json") or "")

@@ -39,6 +39,8 @@ GENUINE: dict[tuple[str, str], str] = {
     ("test_doctor_backends.py", "'bubblewrap cannot run here'"): "bubblewrap absent",
     ("live/test_live_presets.py", "f'the {name} CLI is not on PATH'"): "a live test's agent CLI is not installed",
     ("live/test_live_presets.py", "'pi runs confined: needs bubblewrap'"): "bubblewrap absent",
+    ("test_ui_browser.py", "selenium.webdriver"): "the optional `browser` extra (selenium) is not installed",
+    ("test_ui_browser.py", "NO_BROWSER"): "Debian's chromium or chromium-driver is absent (apt-get failed or no root)",
 }
 
 

@@ -9,6 +9,7 @@ from saddler.cli import doctor as cli_doctor
 from saddler.cli import modes as cli_modes
 from saddler.cli import run as cli_run
 from saddler.cli import setup as cli_harness
+from saddler.cli import ui as cli_ui
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -17,5 +18,5 @@ app = typer.Typer(
     help="Optimize an agent harness against a benchmark.",
 )
 
-for module in (cli_harness, cli_run, cli_doctor, cli_modes):
+for module in (cli_harness, cli_run, cli_doctor, cli_modes, cli_ui):
     module.register(app)

@@ -339,7 +339,8 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
 
 
 def write_report(store: EvoDAG, run_dir: Path, run_id: int | None = None, *, plot: bool = True) -> Path:
-    """Write `run_dir/report.md` (and, with `plot`, `run_dir/progress.png`); returns the report path."""
+    """Write `run_dir/report.md` and report.html (and, with `plot`, progress.png); returns report.md's path."""
+    from saddler.reporting.html import write_report_html
     from saddler.reporting.markdown import render_report
 
     run_dir = Path(run_dir)
@@ -352,4 +353,5 @@ def write_report(store: EvoDAG, run_dir: Path, run_id: int | None = None, *, plo
             plot_progress(store, tmp, figures["run"]["id"])
     path = run_dir / "report.md"
     write_text_atomic(path, render_report(figures))
+    write_report_html(store, run_dir, figures["run"]["id"])  # report.html beside it: the dashboard, one file
     return path

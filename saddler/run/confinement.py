@@ -17,7 +17,9 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-USER_FILES = frozenset({"PAUSE", "STOP", ".lock", "report.md", "results.tsv", "progress.png", "evodag.sqlite-shm"})
+USER_FILES = frozenset(
+    {"PAUSE", "STOP", ".lock", "report.md", "report.html", "results.tsv", "progress.png", "evodag.sqlite-shm"}
+)
 _KEPT_BYTES = 256 * 1024  # git's small files (config, hooks, refs, HEAD) are kept to be put back
 _ADMIN_BOOKKEEPING = frozenset({"index", "HEAD", "ORIG_HEAD", "COMMIT_EDITMSG", "AUTO_MERGE", "FETCH_HEAD",
                                 "MERGE_HEAD", "MERGE_MSG", "REBASE_HEAD", "index.lock"})  # fmt: skip

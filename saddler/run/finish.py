@@ -62,7 +62,11 @@ class RunOutcome:
             share = 100 * self.infra_errors / max(1, self.rollouts)
             lines.append(f"infra_errors: {self.infra_errors} ({share:.1f}% of rollouts, counted nowhere)")
         if self.report:
-            lines.append(f"report: {self.report}")
+            lines += [
+                f"report: {self.report}",
+                f"report_html: {self.report.with_name('report.html')}",
+                f"ui: saddler ui {self.report.parent}",
+            ]
         return lines
 
 

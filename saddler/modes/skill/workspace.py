@@ -34,7 +34,7 @@ from saddler.modes.skill.program import STRATEGY_LABELS
 
 RUN_FILES = (  # what a run (or `saddler report W`) writes into a workspace; only these are ever archived
     "autoresearch-log.json*", ".autoresearch-log.json.tmp-*", "iteration-*", "repo", "worktrees", "evodag.sqlite*",
-    "saddler.toml", "report.md", "logs", "results.tsv", "progress.png", "export",
+    "saddler.toml", "report.md", "report.html", "logs", "results.tsv", "progress.png", "export",
 )  # fmt: skip
 STAGE = ".start"
 LOG_NAME = "autoresearch-log.json"
