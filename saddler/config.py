@@ -222,6 +222,16 @@ class SessionConfig(_Strict):
         return self.model_copy(update=update)
 
 
+class MinimizeConfig(_Strict):
+    """The measured minimization at the end of a run (`saddler.run.minimize`)."""
+
+    enabled: bool = Field(True, description="minimize the best harness on dev at the end of the run")
+    max_rollouts: int = Field(0, ge=0, description="0 = one leave-one-out pass over the changes; within loop budgets")
+    rule: Literal["not_lower", "not_clearly_worse"] = Field(
+        "not_lower", description="a change is removed when dev without it is not lower, or not clearly worse"
+    )
+
+
 class RunConfig(_Strict):
     """`[run]` of a run folder's saddler.toml."""
 
@@ -234,6 +244,7 @@ class RunConfig(_Strict):
     policies: PolicyConfig = Field(default_factory=PolicyConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     sessions: SessionConfig = Field(default_factory=SessionConfig)
+    minimize: MinimizeConfig = Field(default_factory=MinimizeConfig)
 
 
 class ComponentMap(_Strict):

@@ -34,7 +34,7 @@ def test_finished_run_snapshot_and_text(
                            {"iteration": 8, "decision": "neutral"}],
         "best_node": fx.ids["N7"], "best_commit": fx.fake_commit("N7")[:7], "best_dev": 1.0, "baseline_dev": 0.5,
         "rollouts": 85, "rollouts_by_split": {"train": 37, "dev": 24, "test": 24}, "infra_errors": 0, "metric": None,
-        "waiting_until": None,
+        "waiting_until": None, "minimized": None,
         "cost_usd": {"optimizer": 0.59, "rollouts": 0.85, "total": 1.44},
     }  # fmt: skip
     assert render_status(snap) == "\n".join(

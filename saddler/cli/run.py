@@ -1,5 +1,5 @@
-"""`saddler init | run | fork | status | pause | resume | stop | report | eval | export`: thin wrappers over the
-library."""
+"""`saddler init | run | fork | minimize | status | pause | resume | stop | report | eval | export`: thin wrappers
+over the library."""
 
 from __future__ import annotations
 
@@ -136,6 +136,8 @@ def register(app: typer.Typer) -> None:
                     "baseline_test_metric": outcome.baseline_test_metric,
                     "best_test_metric": outcome.best_test_metric,
                     "delta_test_ci95": list(outcome.delta_test_ci95) if outcome.delta_test_ci95 else None,
+                    "minimized": outcome.minimized.to_json() if outcome.minimized else None,
+                    "minimized_test": outcome.minimized_test,
                 }
             )
         else:
@@ -164,6 +166,27 @@ def register(app: typer.Typer) -> None:
                 f"forked {run_dir} at iteration {from_iteration} into {new_dir} ({info['nodes']} nodes, "
                 f"{info['rollouts']} rollouts, {info['sessions']} sessions kept{changed}); "
                 f"continue it with `saddler run {new_dir}`"
+            )
+
+    @app.command()
+    @handle_errors
+    def minimize(
+        run_dir: Path = RUN_DIR,
+        node: int = typer.Option(None, "--node", help="node id (default: the run's best)"),
+        json_out: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """Cut a node down to the changes that carry their weight on dev (each removal a node; nothing paid twice)."""
+        from saddler.run.minimize import minimize_run
+
+        paths = _require_db(run_dir)
+        result = minimize_run(paths.root, node, say=None if json_out else typer.echo)
+        if json_out:
+            print_json(result.to_json() if result is not None else None)
+        elif result is None:
+            typer.echo("nothing to minimize: the node is the baseline, or the run evaluates no dev (dev_eval = never)")
+        else:
+            typer.echo(
+                f"minimized: {result.summary()}, node {result.node} ({result.rollouts} rollouts, {result.stopped})"
             )
 
     @app.command()

@@ -23,7 +23,9 @@ from evodag.store import EvoDAG
 from saddler import scoring
 from saddler.benchmark import MetricScale
 from saddler.files import atomic_path, write_text_atomic
+from saddler.minimized import ORIGIN as MINIMIZE_ORIGIN
 from saddler.reporting.decisions import decisions
+from saddler.reporting.minimized_report import minimized_figures
 
 DIAGNOSIS_KINDS = ("capability", "steering", "mixed", "unclassified")
 EVOLUTION_KINDS = ("rebase", "cherry_pick", "revert", "merge")
@@ -269,7 +271,8 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
     best_id = run.best_node_id or base_id  # the loop's record of its ranking policy's pick
     base, best = nodes.get(base_id or -1), nodes.get(best_id or -1)
     chain = store.lineage(best.id) if best else []
-    candidates = sorted((n for n in all_nodes if n.status != "baseline"), key=lambda n: (n.iteration, n.id))
+    search = [n for n in all_nodes if n.origin != MINIMIZE_ORIGIN]  # the minimization's nodes have their section
+    candidates = sorted((n for n in search if n.status != "baseline"), key=lambda n: (n.iteration, n.id))
     statuses = Counter(n.status for n in candidates)
     iterations = store.iterations(run.id)
     kind = scoring.recorded_score_kind(run.config, run.inputs)
@@ -335,6 +338,7 @@ def build_report(store: EvoDAG, run_id: int | None = None) -> dict[str, Any]:
         "failed_mutations": _failed(store, run.id, candidates),
         "patch_kinds": _patch_stats(candidates),
         "cost": _cost(store, run.id, wall),
+        "minimized": minimized_figures(store, run.id, nodes, best.id if best else None),
     }
 
 

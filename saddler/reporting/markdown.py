@@ -1,13 +1,15 @@
 """Markdown rendering of `saddler.reporting.figures.build_report` figures (the autoresearch report tables).
 
-Sections: Result summary (Baseline / Final / Delta), Effective mutations, Per-task (assertion-level)
-changes, Failed mutations, Patch kinds, Cost, and a closing block of grep-able `metric: value` lines.
+Sections: Result summary (Baseline / Final / Delta), Effective mutations, Minimized (when the best was),
+Per-task (assertion-level) changes, Failed mutations, Patch kinds, Cost, and a closing block of grep-able
+`metric: value` lines.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from saddler.reporting.minimized_report import minimized_section
 from saddler.scoring import metric_line
 
 Row = list[Any]
@@ -271,6 +273,7 @@ def render_report(f: dict[str, Any]) -> str:
         _summary(f),
         ["![progress](progress.png)"],
         _effective(f),
+        minimized_section(f),
         _per_task(f),
         _failed(f),
         _decisions(f),
@@ -278,4 +281,4 @@ def render_report(f: dict[str, Any]) -> str:
         _cost(f),
         ["## Metrics", "", "```", *metric_lines(f), "```"],
     ]
-    return "\n\n".join("\n".join(s) for s in sections) + "\n"
+    return "\n\n".join("\n".join(s) for s in sections if s) + "\n"

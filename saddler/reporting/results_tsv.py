@@ -6,7 +6,7 @@ when the node was evaluated on dev (scored_on `dev`), else its batch score after
 of train tasks, not comparable with dev), else 0.0000 (autoresearch's value for a crash; `none`); in the
 benchmark's own metric (its unit, 6 significant digits) when the run ranks on one.
 status: keep (accepted / neutral), discard (rejected), crash (invalid). Pending nodes (not decided yet) are
-left out.
+left out, and so are the minimization's cuts (origin `minimize`: report.md's "Minimized" section lists them).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from evodag.metric import run_metric
 from evodag.models import Node
 from evodag.store import EvoDAG
 from saddler.files import write_text_atomic
+from saddler.minimized import ORIGIN as MINIMIZE_ORIGIN
 from saddler.reporting.figures import hypothesis_summary
 from saddler.scoring import figure
 
@@ -39,7 +40,7 @@ def describe(node: Node) -> str:
 def result_rows(store: EvoDAG, run_id: int | None = None) -> list[tuple[str, str, str, str, str]]:
     """The TSV rows (without header) of the run, latest run when `run_id` is None."""
     run = store.get_run(run_id)
-    nodes = [n for n in store.nodes(run.id) if n.status in STATUS_TSV]
+    nodes = [n for n in store.nodes(run.id) if n.status in STATUS_TSV and n.origin != MINIMIZE_ORIGIN]
     nodes.sort(key=lambda n: (n.status != "baseline", n.iteration, n.id))
     dev_scale, batch_scale = run_metric(store, run.id), run_metric(store, run.id, batch=True)
     rows = []

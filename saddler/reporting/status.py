@@ -17,6 +17,7 @@ from evodag.metric import MetricScale, run_metric, scale_of, score_text
 from evodag.models import Run
 from evodag.store import EvoDAG
 from saddler.control import PAUSED, STOP_REQUESTED, RunControls
+from saddler.minimized import minimization
 from saddler.sessions.usage_events import clock_time, closed_until
 
 LAST_DECISIONS = 5
@@ -81,12 +82,22 @@ def status_snapshot(store: EvoDAG, run_dir: Path, run_id: int | None = None) -> 
         "infra_errors": sum(1 for r in rows if r.disposition == "infra_error"),
         "metric": scale.to_dict() if (scale := run_metric(store, run.id)) is not None else None,
         "waiting_until": closed_until(store, run.id),
+        "minimized": _minimized(store, run.id, run.best_node_id),
         "cost_usd": {
             "optimizer": round(optimizer, 6),
             "rollouts": round(rollouts, 6),
             "total": round(optimizer + rollouts, 6),
         },
     }
+
+
+def _minimized(store: EvoDAG, run_id: int, best_id: int | None) -> dict[str, Any] | None:
+    """The best node's minimization, if it finished: its summary line, node and rollouts."""
+    found = minimization(store, run_id, best_id) if best_id is not None else None
+    if found is None:
+        return None
+    summary = found.summary(run_metric(store, run_id))
+    return {"summary": summary, "node": found.node, "rollouts": found.rollouts, "stopped": found.stopped}
 
 
 def _score(x: float | None, scale: MetricScale | None = None) -> str:
@@ -123,6 +134,11 @@ def render_status(snap: dict[str, Any]) -> str:
             f"last decisions: {decisions}",
             f"best: {best} dev {_score(snap['best_dev'], scale)} (baseline {_score(snap['baseline_dev'], scale)})",
             f"stall {snap['stall_count']}{limit} · exploration {'on' if snap['exploration'] else 'off'}",
+            *(
+                [f"minimized: {m['summary']} · node {m['node']} · {m['rollouts']} rollouts"]
+                if (m := snap.get("minimized"))
+                else []
+            ),
             f"rollouts {snap['rollouts']} ({split}) · cost ${cost['total']:.4f} "
             f"(optimizer ${cost['optimizer']:.4f}, rollouts ${cost['rollouts']:.4f}){infra}",
         ]

@@ -1,6 +1,8 @@
 """The end of a run: the best node by dev, baseline and best on test (k runs, mean ± std of the run's score:
 Pass@1 under `pass_rate`, the mean graded score under `mean_score`; plus the benchmark's own metric when it
-declares one), the best harness exported, report.md, results.tsv and the progress plot.
+declares one), the minimized harness and the full one both on test (`saddler.run.minimize`: whichever the
+ranking policy made the best, and its counterpart), the best exported, report.md, results.tsv and the progress
+plot.
 
 Test is opened here and nowhere else. Re-running a finished run repeats nothing: test rollouts are
 cached like every other rollout.
@@ -14,6 +16,7 @@ from pathlib import Path
 
 from evodag.models import Node
 from saddler.errors import disk_full_as
+from saddler.minimized import ORIGIN, Minimization, minimization
 from saddler.run.context import RunContext
 from saddler.run.faults import fault_point
 from saddler.scoring import figure, metric_line, metric_mean, node_score, paired_bootstrap_ci
@@ -36,6 +39,18 @@ class RunOutcome:
     best_test_metric: float | None = None
     delta_test_ci95: tuple[float, float] | None = None  # paired bootstrap over the test tasks
     infra_errors: int = 0  # rollouts that could not run: their scores count nowhere
+    minimized: Minimization | None = None  # the best harness minimized on dev, when it was
+    minimized_test: tuple[tuple[float, float], tuple[float, float]] | None = None  # (full, minimized) on test
+
+    def minimized_text(self) -> str:
+        """`3 of 9 changes, dev 0.925 -> 0.925, test 0.9000 -> 0.9050, node 23` (full -> minimized; test only
+        when the minimized harness is smaller)."""
+        assert self.minimized is not None
+        text = self.minimized.summary()
+        if self.minimized_test is not None:
+            full, small = self.minimized_test
+            text += f", test {figure(full[0])} -> {figure(small[0])}"
+        return f"{text}, node {self.minimized.node}"
 
     def metric_lines(self) -> list[str]:
         lines = [metric_line("termination", self.reason), metric_line("best_node", self.best_node)]
@@ -53,6 +68,8 @@ class RunOutcome:
             if self.delta_test_ci95 is not None:
                 lo, hi = self.delta_test_ci95
                 lines.append(f"delta_test_ci95: {figure(lo, signed=True)} {figure(hi, signed=True)}")
+        if self.minimized is not None:
+            lines.append(f"minimized: {self.minimized_text()}")
         if self.metric is not None:
             lines.append(f"metric: {self.metric}")
             for label, value in (("baseline", self.baseline_test_metric), ("best", self.best_test_metric)):
@@ -83,17 +100,42 @@ def finish_run(ctx: RunContext, baseline: Node, reason: str, say: Callable[[str]
 
     store = ctx.store
     best = ctx.best()
+    other = counterpart(ctx, best)
+    also = f" and n{other.id} ({'minimized' if other.origin == ORIGIN else 'unminimized'})" if other else ""
     say(
-        f"search over ({reason}); best node n{best.id} (dev {figure(best.dev_mean)}); evaluating baseline and best "
-        f"on test × {len(ctx.test_seeds)}"
+        f"search over ({reason}); best node n{best.id} (dev {figure(best.dev_mean)}); evaluating baseline and "
+        f"best{also} on test × {len(ctx.test_seeds)}"
     )
     base = evaluate_test(ctx, store.get_node(baseline.id))
     best = base if best.id == base.id else evaluate_test(ctx, best)
+    if other is not None and other.test_mean is None:
+        evaluate_test(ctx, other)
     fault_point("finish", str(ctx.paths.best))
     export_harness(ctx.space, store, best.id, ctx.paths.best)
     store.update_run(ctx.run_id, status="finished", termination_reason=reason, finished_at=store.clock())
     report = write_artifacts(ctx)
     return _outcome(ctx, reason, base, best, report)
+
+
+def counterpart(ctx: RunContext, node: Node) -> Node | None:
+    """The full harness when `node` is a minimized one, the minimized harness when `node` was minimized to a
+    smaller one, else None (`Minimization.counterpart`)."""
+    small = minimization(ctx.store, ctx.run_id, node.id)
+    other = small.counterpart(node.id) if small is not None else None
+    return ctx.store.get_node(other) if other is not None else None
+
+
+def refresh_answer(ctx: RunContext, say: Callable[[str], None]) -> None:
+    """After `saddler minimize` on a finished run: the best and its counterpart on test, `best/` and the report."""
+    from saddler.harness.export import export_harness
+
+    best = ctx.best()
+    for node in (best, counterpart(ctx, best)):
+        if node is not None and node.test_mean is None:
+            say(f"evaluating n{node.id} on test × {len(ctx.test_seeds)}")
+            evaluate_test(ctx, node)
+    export_harness(ctx.space, ctx.store, best.id, ctx.paths.best)
+    write_artifacts(ctx)
 
 
 def _outcome(ctx: RunContext, reason: str, base: Node, best: Node, report: Path | None) -> RunOutcome:
@@ -107,6 +149,9 @@ def _outcome(ctx: RunContext, reason: str, base: Node, best: Node, report: Path 
         return None if node.test_mean is None else (node.test_mean, node.test_std or 0.0)
 
     delta_ci = paired_bootstrap_ci(base_rows, best_rows, ctx.score_kind, seed=ctx.cfg.seed)
+    small = minimization(ctx.store, ctx.run_id, best.id)
+    pair = [ctx.store.get_node(n) for n in (small.best_node, small.node)] if small and small.smaller else []
+    tests = [test(n) for n in pair]
 
     return RunOutcome(
         reason,
@@ -121,6 +166,8 @@ def _outcome(ctx: RunContext, reason: str, base: Node, best: Node, report: Path 
         *metrics,
         delta_ci,
         ctx.store.disposition_counts(ctx.run_id).get("infra_error", 0),
+        small,
+        (tests[0], tests[1]) if len(tests) == 2 and tests[0] and tests[1] else None,
     )
 
 

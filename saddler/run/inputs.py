@@ -21,8 +21,10 @@ from saddler.run.context import RunContext
 MAY_CHANGE = frozenset({
     "name", "loop.max_iterations", "loop.max_rollouts", "loop.cost_cap_usd", "loop.target_dev_score",
     "loop.stall_limit", "executor.kind", "executor.workers", "executor.ray_address", "executor.cache",
+    "minimize.enabled", "minimize.max_rollouts",
 })  # fmt: skip
-"""Settings that do not change what a run finds: budgets and stop conditions, where rollouts execute."""
+"""Settings that do not change what a run finds: budgets and stop conditions, where rollouts execute, and the
+minimization at its end (it adds nodes after the search, never changes the search)."""
 
 
 def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -24,6 +24,7 @@ from saddler.run.context import RunContext, open_context
 from saddler.run.evolution_step import evolve
 from saddler.run.finish import RunOutcome, finish_run, finished_outcome
 from saddler.run.folder import RunPaths, run_lock
+from saddler.run.minimize import minimize
 from saddler.run.outcomes import nothing_to_fix
 from saddler.run.preflight import require_ok
 from saddler.run.recovery import recover_after_crash
@@ -96,6 +97,8 @@ class Optimizer:
             self._iteration(ctx, iterations, len(done) + 1, pending, current, state.stall_count)
         if reason == "paused":
             return self._paused(ctx)
+        if ctx.cfg.minimize.enabled:  # the best harness cut to the changes that carry their weight on dev
+            minimize(ctx, self.say)
         return finish_run(ctx, baseline, reason, self.say)
 
     @staticmethod

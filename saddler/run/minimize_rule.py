@@ -1,0 +1,112 @@
+"""When a cut stands (`saddler.run.minimize`): the smaller harness on dev against the harness it was cut from and
+against the full best, compared as acceptance compares two nodes (`Acceptance.decide`: task by task on the tasks
+valid in both, P(better) from the paired sign test).
+
+`minimize.rule`: `not_lower` (the default) keeps the cut when the smaller harness's dev score is not lower than
+either reference's; `not_clearly_worse` keeps it unless P(better) is at most 1 - `acceptance_confidence` against
+either (the test of `policies.dev_guard`), which forgives the loss of one or two tasks.
+
+Rollouts cost money, so dev runs a few tasks at a time (twice the executor's workers), the tasks the lineage gained
+first (the baseline fails them, the full best passes them: where a cut loses), and stops as soon as the cut is sure
+to be refused whatever the remaining tasks show: the difference so far plus the most they could add (1 - the
+reference's score on each) is still a loss (`not_lower`), or still leaves P(better) at or below the floor
+(`not_clearly_worse`). A change that carries weight is usually found out after its first lost tasks. Never under
+`policies.acceptance = "pass_count"` (it compares pass shares, which the bound does not).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evodag.models import Node, RolloutRow
+from saddler.benchmark import Task
+from saddler.policies.acceptance import TaskOutcome, better_confidence
+from saddler.run.context import RunContext
+from saddler.run.outcomes import task_outcomes
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """`worse`: the cut is refused; `confidence`: the smaller harness's P(better), the lower of the two; `points`:
+    what the cut changes carried (dev of the harness they were cut from minus dev without them; on an early stop,
+    their difference on the tasks run, over every dev task); `tasks`: the dev tasks run (fewer on an early stop)."""
+
+    worse: bool
+    confidence: float
+    points: float
+    tasks: int
+    reason: str
+
+
+def judge(ctx: RunContext, cand: Node, current: Node, best: Node, baseline: Node) -> Verdict:
+    """Evaluate `cand` on dev (stopping early when it is sure to be refused) and decide the cut."""
+    rule, kind = ctx.cfg.minimize.rule, ctx.score_kind
+    refs = [task_outcomes(_dev_rows(ctx, n)) for n in (current, best)]
+    tasks = _order(ctx, refs[1], task_outcomes(_dev_rows(ctx, baseline)))
+    chunk = max(1, 2 * ctx.cfg.executor.workers)
+    early = ctx.acceptance.measure != "pass_count"
+    rows: list[RolloutRow] = []
+    for start in range(0, len(tasks), chunk):
+        rows += ctx.evaluator.evaluate(cand, tasks[start : start + chunk], "dev", ctx.dev_seeds)
+        rest = tasks[start + chunk :]
+        got = task_outcomes(rows)
+        if rest and early and any(_surely_refused(ref, got, rest, rule, kind, ctx) for ref in refs):
+            diff = _sums(refs[0], got, kind)
+            points = round((diff[1] - diff[0]) / len(tasks), 9)
+            confidence = min(better_confidence(*_sums(ref, got, kind)) for ref in refs)
+            ran = len(tasks) - len(rest)
+            why = f"lower on {ran} of {len(tasks)} dev task(s) whatever the rest show: stopped, kept"
+            return Verdict(True, confidence, points, ran, why)
+    cand = ctx.eval_dev(cand)  # every row is stored: this only computes and records its dev score
+    decided = [ctx.acceptance.decide(ref, task_outcomes(rows), final=False) for ref in refs]
+    confidence = min(d.confidence for d in decided)
+    if rule == "not_clearly_worse":
+        worse = confidence <= 1.0 - ctx.acceptance.confidence
+        verdict = "clearly worse, kept" if worse else "not clearly worse, removed"
+    else:
+        worse = any(d.after < d.before - 1e-12 for d in decided)
+        verdict = "lower, kept" if worse else "not lower, removed"
+    points = round((current.dev_mean or 0.0) - (cand.dev_mean or 0.0), 9)
+    why = (
+        f"dev {_dev(current)} -> {_dev(cand)}, P(better) {decided[0].confidence:.2f} against n{current.id} and "
+        f"{decided[1].confidence:.2f} against the full n{best.id}: {verdict}"
+    )
+    return Verdict(worse, confidence, points, len(tasks), why)
+
+
+def _dev_rows(ctx: RunContext, node: Node) -> list[RolloutRow]:
+    """`node`'s dev rollouts at the run's dev seeds (stored already for a dev-evaluated node: nothing runs)."""
+    return ctx.evaluator.evaluate(node, ctx.tasks["dev"], "dev", ctx.dev_seeds)
+
+
+def _order(ctx: RunContext, best: dict[str, TaskOutcome], baseline: dict[str, TaskOutcome]) -> list[Task]:
+    """The dev tasks, those the lineage gained (best above baseline) first, then the others, each in dev order."""
+    kind = ctx.score_kind
+
+    def gained(task_id: str) -> bool:
+        b, a = baseline.get(task_id), best.get(task_id)
+        return a is not None and b is not None and a.value(kind) > b.value(kind)
+
+    tasks = ctx.tasks["dev"]
+    return [t for t in tasks if gained(t.id)] + [t for t in tasks if not gained(t.id)]
+
+
+def _sums(ref: dict[str, TaskOutcome], got: dict[str, TaskOutcome], kind: str) -> tuple[float, float]:
+    """(wins, losses) of `got` against `ref` on the tasks valid in both."""
+    diffs = [got[t].value(kind) - ref[t].value(kind) for t in got if t in ref and got[t].valid and ref[t].valid]
+    return sum(d for d in diffs if d > 0), -sum(d for d in diffs if d < 0)
+
+
+def _surely_refused(
+    ref: dict[str, TaskOutcome], got: dict[str, TaskOutcome], rest: list[Task], rule: str, kind: str, ctx: RunContext
+) -> bool:
+    """Whether the cut is refused against `ref` even if every task of `rest` went the smaller harness's way."""
+    wins, losses = _sums(ref, got, kind)
+    headroom = sum(1.0 - ref[t.id].value(kind) for t in rest if t.id in ref and ref[t.id].valid)
+    if rule == "not_clearly_worse":
+        return better_confidence(wins + headroom, losses) <= 1.0 - ctx.acceptance.confidence
+    return wins + headroom < losses - 1e-12
+
+
+def _dev(node: Node) -> str:
+    return "—" if node.dev_mean is None else f"{node.dev_mean:.3f}"

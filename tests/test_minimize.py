@@ -1,0 +1,233 @@
+"""Measured minimization (`saddler.run.minimize`) with a fake dev evaluator on real run folders of both bundled
+offline benchmarks: a change that carries nothing is removed, a pair that helps only together is kept, every
+candidate is a real commit and node, and a minimization stopped midway resumes paying for nothing twice."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from evodag.decisions import NEUTRAL
+from evodag.models import Node, RolloutRow
+from evodag.store import EvoDAG
+from saddler.benchmark import Task
+from saddler.config import load_run_config
+from saddler.harness.hunks import Hunk, split_hunks
+from saddler.minimized import ORIGIN, STEP_EVENT, contributions, minimization
+from saddler.reporting.figures import build_report
+from saddler.reporting.markdown import render_report
+from saddler.reporting.progress import make_progress
+from saddler.reporting.status import render_status, status_snapshot
+from saddler.run.context import RunContext, open_context
+from saddler.run.folder import RunPaths, init_run
+from saddler.run.loop import Optimizer
+from saddler.run.minimize import minimize
+
+FILES = {  # per template: four harness files the lineage edits
+    "opsdesk": ("prompts/system.md", "tools/mail.py", "tools/calendar.py", "tools/files.py"),
+    "repofix": ("prompts/system.md", "tools/edit.py", "tools/search.py", "tools/files.py"),
+}
+
+
+@dataclass
+class FakeDev:
+    """Dev scores from what the harness contains: the first 4 dev tasks pass only with MARK_B and MARK_C both
+    present, the next `lone_tasks` only with MARK_E; MARK_A and MARK_D carry nothing. `paid` lists the rollouts
+    run, keyed by tree, task and seed as the real rollout cache keys them (a key seen again is a cached row),
+    `trees` the trees evaluated; `stop_after` raises at the first rollout of one tree more (a kill)."""
+
+    ctx: RunContext
+    paid: list[str] = field(default_factory=list)
+    trees: list[str] = field(default_factory=list)
+    stop_after: int | None = None
+    lone_tasks: int = 2
+
+    def evaluate(
+        self, node: Node, tasks: list[Task], split: str, seeds: list[int], first_repetition: int = 0
+    ) -> list[RolloutRow]:
+        assert split == "dev"
+        tree = self.ctx.space.tree_of(node.commit)
+        if tree not in self.trees:
+            if self.stop_after is not None and len(self.trees) >= self.stop_after:
+                raise KeyboardInterrupt
+            self.trees.append(tree)
+        text = "".join(self.ctx.space.read_file(node.commit, path) or "" for path in FILES[self.ctx.cfg.benchmark])
+        pair, lone = "MARK_B" in text and "MARK_C" in text, "MARK_E" in text
+        index = {t.id: i for i, t in enumerate(self.ctx.tasks["dev"])}
+        out = []
+        for task in tasks:
+            i = index[task.id]
+            passed = (i < 4 and pair) or (4 <= i < 4 + self.lone_tasks and lone) or i >= 4 + self.lone_tasks
+            for rep, seed in enumerate(seeds):
+                key = f"{tree}:{task.id}:{seed}"
+                if key not in self.paid:  # stored per node, as the evaluator stores a cached row too
+                    self.paid.append(key)
+                out.append(
+                    self.ctx.store.add_rollout(
+                        run_id=self.ctx.run_id, node_id=node.id, task_id=task.id, split="dev", seed=seed,
+                        repetition=rep, score=float(passed), passed=passed,
+                        disposition="success" if passed else "task_failure", cache_key=key,
+                    )
+                )  # fmt: skip
+        return out
+
+
+def _commit(ctx: RunContext, parent: Node, edits: dict[str, tuple[str, str]], name: str) -> Node:
+    """A kept child of `parent` whose files get `edits` (path -> (line put first, line put last))."""
+    space, store = ctx.space, ctx.store
+    worktree = space.worktree(parent.commit, name)
+    for path, (top, bottom) in edits.items():
+        file = worktree / path
+        lines = file.read_text(encoding="utf-8").splitlines()
+        file.write_text("\n".join([top, *lines, bottom]) + "\n" if top else "\n".join([*lines, bottom]) + "\n")
+    sha = space.commit_worktree(worktree, f"saddler: {name}")
+    space.remove_worktree(worktree)
+    assert sha is not None
+    base = store.get_node(store.get_run(ctx.run_id).baseline_node_id or 0)
+    added, removed = space.numstat(base.commit, sha)
+    node = store.add_node(
+        ctx.run_id,
+        sha,
+        parent.id,
+        parent.iteration + 1,
+        "none",
+        "steering",
+        "patch",
+        status="accepted",
+        lines_changed=added + removed,
+    )
+    a, r = space.numstat(parent.commit, sha)
+    store.add_edge(
+        ctx.run_id,
+        parent.id,
+        node.id,
+        "patch",
+        space.diff(parent.commit, sha),
+        space.changed_files(parent.commit, sha),
+        a,
+        r,
+    )
+    return node
+
+
+@pytest.fixture(params=["opsdesk", "repofix"])
+def lineage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[RunContext, FakeDev, Node]]:
+    """A run whose best node is baseline + A (dead) + B,C (a pair, one edge) + D (dead), E (carries) in one file."""
+    template = request.param
+    run_dir = tmp_path / "run"
+    init_run(run_dir, template=template, seed=0)
+    paths = RunPaths(run_dir.resolve())
+    with EvoDAG(paths.db) as store:
+        ctx = open_context(paths, load_run_config(run_dir), store, make_progress(True))
+        fake = FakeDev(ctx)
+        ctx.evaluator = fake  # type: ignore[assignment]
+        try:
+            base = Optimizer._baseline_node(ctx)
+            one, two, three, four = FILES[template]
+            n1 = _commit(ctx, base, {one: ("", "MARK_A: say hello first")}, "a")
+            n2 = _commit(ctx, n1, {two: ("", "# MARK_B"), three: ("", "# MARK_C")}, "bc")
+            best = _commit(ctx, n2, {four: ("# MARK_D", "# MARK_E")}, "de")
+            store.update_run(ctx.run_id, best_node_id=best.id)
+            yield ctx, fake, best
+        finally:
+            ctx.executor.close()
+            ctx.space.close()
+
+
+def _said() -> tuple[list[str], object]:
+    lines: list[str] = []
+    return lines, lines.append
+
+
+def test_dead_changes_are_removed_and_a_pair_that_helps_only_together_is_kept(
+    lineage: tuple[RunContext, FakeDev, Node],
+) -> None:
+    ctx, fake, best = lineage
+    lines, say = _said()
+    result = minimize(ctx, say)  # type: ignore[arg-type]
+    assert result is not None
+    by_mark = {next(m for m in ("A", "B", "C", "D", "E") if f"MARK_{m}" in c.patch): c for c in result.contributions}
+    assert {m for m, c in by_mark.items() if c.kept} == {"B", "C", "E"}
+    assert (result.changes, result.kept) == (5, 3) and result.smaller and result.stopped == "done"
+    assert result.dev[0] == result.dev[1] == 1.0
+    dev_tasks = len(ctx.tasks["dev"])
+    assert by_mark["A"].dev_points == 0.0 and by_mark["D"].dev_points == 0.0
+    assert by_mark["B"].dev_points == by_mark["C"].dev_points == pytest.approx(4 / dev_tasks)
+    assert by_mark["E"].dev_points == pytest.approx(2 / dev_tasks)
+    assert result.summary() == "3 of 5 changes, dev 1.000 -> 1.000"
+    # the minimized harness is a real commit whose diff against the baseline is exactly the kept changes
+    small = ctx.store.get_node(result.node)
+    assert small.origin == ORIGIN and small.status == NEUTRAL
+    assert ctx.best().id == small.id, "best_dev prefers the smaller of two harnesses with the same dev"
+    base = ctx.store.get_node(ctx.store.get_run(ctx.run_id).baseline_node_id or 0)
+    hunks = split_hunks(ctx.space.diff(base.commit, best.commit))
+    kept = [h for h, c in zip(hunks, result.contributions, strict=True) if c.kept]
+
+    def changed(hunks: list[Hunk]) -> list[tuple[str, list[str]]]:
+        return [(h.file, [line for line in h.body.splitlines() if line[:1] in "+-"]) for h in hunks]
+
+    assert changed(split_hunks(ctx.space.diff(base.commit, small.commit))) == changed(kept)
+    # every candidate is a node with an edge from the harness it was cut from
+    made = [n for n in ctx.store.nodes(ctx.run_id) if n.origin == ORIGIN]
+    assert all(ctx.store.edge_into(n.id) is not None for n in made)
+    assert {ctx.store.get_node(n.parent_id or 0).origin for n in made} <= {"patch", ORIGIN}
+    # recorded: the contract the report and the hand-off read
+    assert contributions(ctx.store, ctx.run_id) == list(result.contributions)
+    assert minimization(ctx.store, ctx.run_id, best.id) == result
+    assert any("minimize step" in line and "removed" in line for line in lines)
+    paid = len(fake.paid)
+    assert minimize(ctx, say) == result and len(fake.paid) == paid  # asked again: the record, nothing paid
+    report = render_report(build_report(ctx.store, ctx.run_id))
+    assert "## Minimized" in report and "**3 of 5 changes, dev 1.000 -> 1.000**" in report
+    spent = result.rollouts
+    assert spent == sum(1 for r in ctx.store.rollouts(ctx.run_id, split="dev") if r.node_id in {n.id for n in made})
+    snap = status_snapshot(ctx.store, ctx.paths.root)
+    assert snap["minimized"] == {"summary": result.summary(), "node": small.id, "rollouts": spent, "stopped": "done"}
+    assert f"minimized: 3 of 5 changes, dev 1.000 -> 1.000 · node {small.id} · {spent} rollouts" in render_status(snap)
+
+
+def test_a_killed_minimization_resumes_paying_for_nothing_twice(lineage: tuple[RunContext, FakeDev, Node]) -> None:
+    ctx, fake, _best = lineage
+    _lines, say = _said()
+    fake.stop_after = 4  # the best, the baseline, two candidates: killed at the third candidate
+    with pytest.raises(KeyboardInterrupt):
+        minimize(ctx, say)  # type: ignore[arg-type]
+    steps = ctx.store.events(run_id=ctx.run_id, kind=STEP_EVENT)
+    nodes = len(ctx.store.nodes(ctx.run_id))
+    assert len(steps) == 2
+    fake.stop_after = None
+    result = minimize(ctx, say)  # type: ignore[arg-type]
+    assert result is not None and result.kept == 3
+    after = ctx.store.events(run_id=ctx.run_id, kind=STEP_EVENT)
+    assert [e.payload["step"] for e in after] == list(range(1, len(after) + 1)), "each step recorded once"
+    assert len(ctx.store.nodes(ctx.run_id)) > nodes and len({n.commit for n in ctx.store.nodes(ctx.run_id)}) == len(
+        ctx.store.nodes(ctx.run_id)
+    )
+
+
+def test_the_budget_stops_it_and_keeps_what_it_did_not_measure(lineage: tuple[RunContext, FakeDev, Node]) -> None:
+    ctx, _fake, _best = lineage
+    ctx.cfg.minimize.max_rollouts = len(ctx.tasks["dev"]) * len(ctx.dev_seeds)  # one dev evaluation
+    _lines, say = _said()
+    result = minimize(ctx, say)  # type: ignore[arg-type]
+    assert result is not None and result.stopped.startswith("minimize.max_rollouts")
+    measured = [c for c in result.contributions if c.dev_points is not None]
+    assert measured and all(c.kept for c in result.contributions if c.dev_points is None)
+
+
+@pytest.mark.parametrize(("rule", "kept"), [("not_lower", True), ("not_clearly_worse", False)])
+def test_a_change_that_carries_one_task_stays_unless_the_rule_forgives_one_loss(
+    lineage: tuple[RunContext, FakeDev, Node], rule: str, kept: bool
+) -> None:
+    ctx, fake, _best = lineage
+    fake.lone_tasks = 1
+    ctx.cfg.minimize.rule = rule  # type: ignore[assignment]
+    _lines, say = _said()
+    result = minimize(ctx, say)  # type: ignore[arg-type]
+    assert result is not None and result.rule == rule
+    lone = next(c for c in result.contributions if "MARK_E" in c.patch)
+    assert lone.kept is kept and lone.dev_points == pytest.approx(1 / len(ctx.tasks["dev"]))
+    assert result.kept == (3 if kept else 2) and result.dev[1] == pytest.approx(1.0 - (0 if kept else lone.dev_points))
