@@ -28,6 +28,7 @@ from saddler.benchmark import AuditString, Benchmark, RolloutResult, Task
 
 AUDIT_MODES = ("refuse", "warn", "off")
 SUSPECT = "suspect"  # the word that marks an audited node's reason
+AUDIT_EVENT = "audit.suspect"  # the event that records a hit (node_id, iteration, where, reason, refused)
 MIN_CHARS = 6  # shorter strings ("12", "10:30") are too common to say anything
 HELD_OUT = ("dev", "test")
 RUN_RECORDS = ("heldout/", "evodag.sqlite", "evodag-view.sqlite")  # the run folder's held-out traces and stores

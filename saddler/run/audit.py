@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from evodag.models import Event, Iteration, Node, RolloutRow
 from saddler.benchmark import RolloutResult
-from saddler.policies.audit import Auditor, suspect_reason
+from saddler.policies.audit import AUDIT_EVENT, Auditor, suspect_reason
 from saddler.run.context import RunContext
 
-AUDIT_EVENT = "audit.suspect"
 _AUDITORS: dict[int, tuple[object, Auditor]] = {}
 
 
