@@ -81,6 +81,9 @@ def register(app: typer.Typer) -> None:
         include_uncommitted: bool = typer.Option(
             False, "--include-uncommitted", help="commit the harness's uncommitted changes as the run's baseline"
         ),
+        warm_start: Path = typer.Option(
+            None, "--warm-start", help="another run of this harness and benchmark: start from its history"
+        ),
     ) -> None:
         """Make a run folder: the run's own harness clone and its saddler.toml (or a fleet root, --from-fleet)."""
         from saddler.run.folder import init_run
@@ -101,6 +104,7 @@ def register(app: typer.Typer) -> None:
             force=force,
             overrides=_parse_sets(sets),
             include_uncommitted=include_uncommitted,
+            warm_start=warm_start,
             say=typer.echo,
         )
         typer.echo(f"created {path}")
