@@ -153,22 +153,28 @@ def harness_failure(exc: BaseException, root: str) -> tuple[str | None, str]:
 
 # reads of evaluation files -------------------------------------------------------------------------------------
 
-_WATCH: list[Any] = []  # [(harness root + sep, watched folder + sep, log)] while a rollout's harness code runs
+_WATCH: list[Any] = []  # [(harness root + sep, watched folder's prefixes, log)] while a rollout's harness code runs
 _HOOKED: list[bool] = []
+_PREFIXES: dict[str, tuple[str, ...]] = {}  # a folder -> its absolute and real path + sep (real: once, it is slow)
 
 
-def _stdlib_prefixes() -> tuple[str, ...]:
-    import sysconfig
-
-    return tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
+def _prefixes(folder: str) -> tuple[str, ...]:
+    if folder not in _PREFIXES:
+        _PREFIXES[folder] = tuple(
+            dict.fromkeys(p + os.sep for p in (os.path.abspath(folder), os.path.realpath(folder)))
+        )
+    return _PREFIXES[folder]
 
 
 def _on_audit(event: str, args: tuple[Any, ...]) -> None:
     if event != "open" or not _WATCH or not isinstance(args[0], str):
         return
     harness, watched, log = _WATCH[-1]
-    path = os.path.realpath(args[0])
-    if not path.startswith(watched):
+    path = os.path.abspath(args[0])  # no system call; a symlinked file is followed (a symlinked folder is not)
+    if os.path.islink(path):
+        path = os.path.realpath(path)
+    root = next((w for w in watched if path.startswith(w)), None)
+    if root is None:
         return
     frame = sys._getframe(1)
     while frame is not None:  # the nearest caller outside the standard library; an import is no read
@@ -178,11 +184,19 @@ def _on_audit(event: str, args: tuple[Any, ...]) -> None:
         if not name.startswith(_STDLIB):
             break
         frame = frame.f_back  # type: ignore[assignment]
-    if frame is not None and os.path.realpath(frame.f_code.co_filename).startswith(harness):
-        log({"type": "file_read", "path": path[len(watched) :].replace(os.sep, "/")})
+    if frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(harness):
+        log({"type": "file_read", "path": path[len(root) :].replace(os.sep, "/")})
 
 
-_STDLIB: tuple[str, ...] = ()
+def _stdlib() -> tuple[str, ...]:
+    import sysconfig
+
+    return tuple(p for k in ("stdlib", "platstdlib") for p in _prefixes(sysconfig.get_paths()[k]))
+
+
+# resolved once on import (a fork server's rollouts inherit them): real paths take a system call per component
+_STDLIB = _stdlib()
+_prefixes(os.path.dirname(os.path.abspath(__file__)))
 
 
 class WatchReads:
@@ -191,12 +205,10 @@ class WatchReads:
     process; it records nothing outside this block)."""
 
     def __init__(self, harness_dir: str, watched: str, log: Callable[[dict[str, Any]], None]) -> None:
-        self.entry = (os.path.realpath(harness_dir) + os.sep, os.path.realpath(watched) + os.sep, log)
+        self.entry = (os.path.abspath(harness_dir) + os.sep, _prefixes(watched), log)
 
     def __enter__(self) -> None:
-        global _STDLIB
         if not _HOOKED:
-            _STDLIB = _stdlib_prefixes()
             sys.addaudithook(_on_audit)
             _HOOKED.append(True)
         _WATCH.append(self.entry)
