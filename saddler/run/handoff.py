@@ -92,6 +92,9 @@ def handoff_changes(store: EvoDAG, space: HarnessSpace, target: Node, minimized:
     final = space.tree_of(target.commit)
     if out and out[-1][1] != final:  # hunks no edge names, or offsets git resolved otherwise: the harness is exact
         out[-1] = (out[-1][0], final)
+    elif not out and final != tree:  # every kept change is in a file no lineage edge names
+        whole = Change(target, "saddler: the minimized harness", f"saddler: node n{target.id}.", None)
+        out.append((_with(whole, None), final))
     return out
 
 
