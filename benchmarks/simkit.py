@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from benchmarks.simmodel import Grade
-    from saddler.benchmark import BankPatch, RolloutNeeds, RolloutResult, Symptom, Task
+    from saddler.benchmark import AuditString, BankPatch, RolloutNeeds, RolloutResult, Symptom, Task
 
 SPLITS = ("train", "dev", "test")
 HARNESS_FILE_ATTR = "__harness_file__"  # set on an exception raised while importing harness code
@@ -149,6 +149,72 @@ def harness_failure(exc: BaseException, root: str) -> tuple[str | None, str]:
     tb = traceback.extract_tb(exc.__traceback__)
     failure_file = harness_frame(tb, root, getattr(exc, HARNESS_FILE_ATTR, None))
     return failure_file, "".join(traceback.format_exception(exc)).strip()[-1500:]
+
+
+# reads of evaluation files -------------------------------------------------------------------------------------
+
+_WATCH: list[Any] = []  # [(harness root + sep, watched folder's prefixes, log)] while a rollout's harness code runs
+_HOOKED: list[bool] = []
+_PREFIXES: dict[str, tuple[str, ...]] = {}  # a folder -> its absolute and real path + sep (real: once, it is slow)
+
+
+def _prefixes(folder: str) -> tuple[str, ...]:
+    if folder not in _PREFIXES:
+        _PREFIXES[folder] = tuple(
+            dict.fromkeys(p + os.sep for p in (os.path.abspath(folder), os.path.realpath(folder)))
+        )
+    return _PREFIXES[folder]
+
+
+def _on_audit(event: str, args: tuple[Any, ...]) -> None:
+    if event != "open" or not _WATCH or not isinstance(args[0], str):
+        return
+    harness, watched, log = _WATCH[-1]
+    path = os.path.abspath(args[0])  # no system call; a symlinked file is followed (a symlinked folder is not)
+    if os.path.islink(path):
+        path = os.path.realpath(path)
+    root = next((w for w in watched if path.startswith(w)), None)
+    if root is None:
+        return
+    frame = sys._getframe(1)
+    while frame is not None:  # the nearest caller outside the standard library; an import is no read
+        name = frame.f_code.co_filename
+        if name.startswith("<frozen importlib"):
+            return
+        if not name.startswith(_STDLIB):
+            break
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(harness):
+        log({"type": "file_read", "path": path[len(root) :].replace(os.sep, "/")})
+
+
+def _stdlib() -> tuple[str, ...]:
+    import sysconfig
+
+    return tuple(p for k in ("stdlib", "platstdlib") for p in _prefixes(sysconfig.get_paths()[k]))
+
+
+# resolved once on import (a fork server's rollouts inherit them): real paths take a system call per component
+_STDLIB = _stdlib()
+_prefixes(os.path.dirname(os.path.abspath(__file__)))
+
+
+class WatchReads:
+    """While harness code runs: every file under `watched` (the benchmarks' own folder: grader, tasks, hidden
+    tests) that code in `harness_dir` opens is logged as a `file_read` event (an audit hook, installed once per
+    process; it records nothing outside this block)."""
+
+    def __init__(self, harness_dir: str, watched: str, log: Callable[[dict[str, Any]], None]) -> None:
+        self.entry = (os.path.abspath(harness_dir) + os.sep, _prefixes(watched), log)
+
+    def __enter__(self) -> None:
+        if not _HOOKED:
+            sys.addaudithook(_on_audit)
+            _HOOKED.append(True)
+        _WATCH.append(self.entry)
+
+    def __exit__(self, *exc: object) -> None:
+        _WATCH.remove(self.entry)
 
 
 # traces and digests --------------------------------------------------------------------------------------------
@@ -309,6 +375,35 @@ class SimBenchmark:
     def patch_bank(self) -> list[BankPatch]:
         return load_bank_dir(os.path.join(self.here, "patch_bank"))
 
+    audit_params: tuple[str, ...] = ()  # task parameters a harness must not contain ("sites.fixed": nested)
+
+    def audit_strings(self, tasks: list[Task]) -> list[AuditString]:
+        """Each task's `audit_params` (the expected answer and the values the grader checks), the grader's
+        messages (its string literals with a space, 12 characters or more) and the benchmark's own files but the
+        harness's SDK (`benchmarks.opsdesk.grader`, `benchmarks/opsdesk/grader.py`)."""
+        from saddler.benchmark import AuditString
+
+        specs = self._module("tasks")
+        out = [AuditString(text, "grader string") for text in _grader_strings(os.path.join(self.here, "grader.py"))]
+        folder = self.package.replace(".", "/")
+        for name in [n for n in self.bench_sources if "/" not in n and n != "sdk.py"] + ["patch_bank"]:
+            module = name.removesuffix(".py")
+            out += [
+                AuditString(f"{self.package}.{module}", "evaluation file"),
+                AuditString(f"{folder}/{name}", "evaluation file"),
+            ]
+        for task in tasks:
+            params = specs.spec_by_id(task.id).params
+            for key in self.audit_params:
+                out += [AuditString(text, "expected answer", task.id) for text in _leaves(params, key.split("."))]
+        return out
+
+    def trace_reads(self, result: RolloutResult) -> list[str]:
+        """The benchmark files the harness code opened (the trace's `file_read` events, see `WatchReads`)."""
+        if not result.trace_path or not os.path.isfile(result.trace_path):
+            return []
+        return sorted({e["path"] for e in read_trace(result.trace_path) if e.get("type") == "file_read"})
+
     def bank_metadata(self) -> dict[str, Any]:
         """`patch_bank/bank.json`: each patch's metadata (effect, conflicts) and the `best_combination`."""
         return bank_metadata_of(os.path.join(self.here, "patch_bank"))
@@ -322,6 +417,29 @@ class SimBenchmark:
         from saddler.benchmark import RolloutNeeds
 
         return RolloutNeeds()
+
+
+def _leaves(value: Any, keys: list[str]) -> list[str]:
+    """The text leaves of `value` under the key path `keys` (lists are walked; numbers become text)."""
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in _leaves(item, keys)]
+    if keys:
+        return _leaves(value.get(keys[0]), keys[1:]) if isinstance(value, dict) else []
+    if isinstance(value, bool) or value is None or isinstance(value, dict):
+        return []
+    return [str(value).strip()]
+
+
+def _grader_strings(path: str) -> list[str]:
+    """The grader's messages: string literals (not docstrings) holding a space, 12 characters or more stripped."""
+    import ast
+
+    with open(path, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    nodes = [n for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef))]
+    docs = {(ast.get_docstring(n, clean=False) or "").strip() for n in nodes}
+    found = [n.value.strip() for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    return sorted({t for t in found if len(t) >= 12 and " " in t and t not in docs})
 
 
 # the standalone runner -----------------------------------------------------------------------------------------

@@ -88,6 +88,18 @@ class BankPatch:
 
 
 @dataclass(frozen=True)
+class AuditString:
+    """A string a harness has no business containing (the cheat audit, `saddler.policies.audit`): `text`, what it
+    is (`what`: "expected answer", "grader string", "evaluation file", …) and the task it belongs to (`task_id`;
+    '' for the benchmark's own, e.g. a grader message). A task's string is never shown to a session when the task
+    is dev or test; a benchmark-wide string may be shown, so it must not be held-out data."""
+
+    text: str
+    what: str
+    task_id: str = ""
+
+
+@dataclass(frozen=True)
 class RolloutNeeds:
     """What a benchmark's rollouts need from `[run.executor]`: the network (they call a model's API from the
     rollout), the environment variables they cannot run without (`env`: a key) and those they read when set
@@ -146,6 +158,12 @@ class Benchmark(Protocol):
     - `check()` lists what is missing on this machine to run it (`saddler doctor` shows it); `[]` when ready.
     - `rollout_needs()` says whether its rollouts need the network and which environment variables: `init` sets
       them in `[run.executor]`, `validate` and `doctor` flag what is missing (`RolloutNeeds()`: nothing).
+
+    Two optional members feed the cheat audit (`saddler.policies.audit`; `BenchmarkBase` gives `[]` for both):
+    - `audit_strings(tasks)`: `AuditString`s of those tasks a candidate's diff must not add (expected answers,
+      grader messages, evaluation file names), beyond the task ids the audit always checks.
+    - `trace_reads(result)`: the evaluation or protected files (the grader, the tasks, hidden tests) the
+      rollout's harness code read, as its trace records them; `[]` when the benchmark records no reads.
     """
 
     name: str
@@ -244,6 +262,12 @@ class BenchmarkBase:
     def rollout_needs(self) -> RolloutNeeds:
         return RolloutNeeds()
 
+    def audit_strings(self, tasks: list[Task]) -> list[AuditString]:
+        return []
+
+    def trace_reads(self, result: RolloutResult) -> list[str]:
+        return []
+
 
 def default_fingerprint(bench: object) -> str:
     """sha256 (16 hex) over the class's qualified name, its module's source and `vars(bench)` as JSON."""
@@ -268,7 +292,10 @@ def hashed_split(name: str, ratios: list[float]) -> str:
     return SPLITS[-1]
 
 
-_DEFAULTS = ("fingerprint", "model_fingerprint", "symptoms", "patch_bank", "check", "rollout_needs")
+_DEFAULTS = (
+    "fingerprint", "model_fingerprint", "symptoms", "patch_bank", "check", "rollout_needs", "audit_strings",
+    "trace_reads",
+)  # fmt: skip
 _DEFAULT_ATTRS = ("trace_format", "score_kind", "metric")
 
 

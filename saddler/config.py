@@ -112,6 +112,11 @@ class PolicyConfig(_Strict):
     evolution_bases: Literal["kept", "any"] = Field(
         "kept", description="nodes evolution may start from: kept ones (baseline, accepted, neutral) or any valid one"
     )
+    audit: Literal["refuse", "warn", "off"] = Field(
+        "refuse",
+        description="the cheat audit of every candidate (see saddler.policies.audit): refuse = a hit is an invalid "
+        "candidate; warn = judged as usual, its reason marked suspect; off = no audit",
+    )
 
     @field_validator("ranking", mode="before")
     @classmethod

@@ -94,6 +94,11 @@ def _per_task(rows: Iterable[ScoredRow], kind: str) -> dict[str, float]:
     return {task: float(np.mean(v)) for task, v in values.items()}
 
 
+def task_scores(rows: Iterable[ScoredRow], kind: str) -> dict[str, float]:
+    """Task id -> the task's score under `kind` (its mean over counted repetitions): per-task before/after."""
+    return _per_task(rows, kind)
+
+
 def pass_at_1(rows: Iterable[ScoredRow]) -> PassAt1:
     """Pass@1 over `rows`; no rows gives mean 0, std 0 and no runs."""
     return node_score(rows, "pass_rate")

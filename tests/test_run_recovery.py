@@ -162,7 +162,7 @@ def test_stop_then_resume_leaves_only_the_current_best_in_best(
     final = json.loads((run / "best" / "EXPORT.json").read_text())
     assert final["node_id"] != early
     assert sorted(p.name for p in (run / "best").iterdir()) == sorted(
-        ["EXPORT.json", "harness", final["patch"], final["bundle"]]
+        ["EXPORT.json", "PR.md", "harness", final["patch"], final["bundle"]]
     )
     assert dag_signature(run) == dag_signature(reference)
 

@@ -46,6 +46,7 @@ class OpsdeskBenchmark(SimBenchmark):
     here = HERE
     bench_sources = BENCH_SOURCES
     model_sources = MODEL_SOURCES
+    audit_params = ("answer", "email", "emails", "title", "subject", "total", "message", "names", "start_utc")
 
 
 __all__ = ["TEMPLATE_DIR", "OpsdeskBenchmark"]

@@ -20,7 +20,7 @@ from benchmarks.opsdesk.session import Session, load_harness
 from benchmarks.opsdesk.symptoms import extract_raw
 from benchmarks.opsdesk.tasks import TaskSpec, group_world, spec_by_id
 from benchmarks.opsdesk.world import GROUP_BY_ID
-from benchmarks.simkit import harness_failure, result_fields, runner_main, write_trace
+from benchmarks.simkit import WatchReads, harness_failure, result_fields, runner_main, write_trace
 
 TYPE_CHECKING = False  # the CLI path avoids `typing`, `pathlib` and `dataclasses`: children must start fast
 if TYPE_CHECKING:
@@ -65,25 +65,26 @@ def rollout_dict(
     session: Session | None = None
     error_tail, failure_file, disposition = "", None, "success"
     try:
-        harness = load_harness(harness_dir)
-        log(
-            {
-                "type": "system",
-                "text": harness.system_prompt,
-                "tools": {n: t.description for n, t in harness.tools.items()},
-            }
-        )
-        agent = SimAgent(
-            spec,
-            harness.system_prompt,
-            [(n, t.description) for n, t in harness.tools.items()],
-            seed,
-            noise,
-            log,
-            plan_for(spec.family),
-        )
-        session = Session(harness, env, agent, log)
-        harness.run(session)
+        with WatchReads(harness_dir, os.path.dirname(os.path.dirname(__file__)), log):
+            harness = load_harness(harness_dir)
+            log(
+                {
+                    "type": "system",
+                    "text": harness.system_prompt,
+                    "tools": {n: t.description for n, t in harness.tools.items()},
+                }
+            )
+            agent = SimAgent(
+                spec,
+                harness.system_prompt,
+                [(n, t.description) for n, t in harness.tools.items()],
+                seed,
+                noise,
+                log,
+                plan_for(spec.family),
+            )
+            session = Session(harness, env, agent, log)
+            harness.run(session)
     except (Exception, SystemExit) as exc:  # harness code is untrusted: even sys.exit() is its failure
         failure_file, error_tail = harness_failure(exc, harness_dir)
         disposition = "task_failure"

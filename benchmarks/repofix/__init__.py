@@ -46,6 +46,7 @@ class RepofixBenchmark(SimBenchmark):
     here = HERE
     bench_sources = BENCH_SOURCES
     model_sources = MODEL_SOURCES
+    audit_params = ("sites.fixed", "f2p")  # the expected fix and the hidden fail-to-pass tests' names
 
 
 __all__ = ["TEMPLATE_DIR", "RepofixBenchmark"]

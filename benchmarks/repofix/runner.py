@@ -22,7 +22,7 @@ from benchmarks.repofix.session import Session, load_harness
 from benchmarks.repofix.symptoms import extract_raw
 from benchmarks.repofix.tasks import TaskSpec, spec_by_id, task_files
 from benchmarks.repofix.verify import review
-from benchmarks.simkit import harness_failure, result_fields, runner_main, write_trace
+from benchmarks.simkit import WatchReads, harness_failure, result_fields, runner_main, write_trace
 
 TYPE_CHECKING = False  # the CLI path avoids `typing`, `pathlib` and `dataclasses`: children must start fast
 if TYPE_CHECKING:
@@ -51,12 +51,13 @@ def rollout_dict(
     session: Session | None = None
     error_tail, failure_file, disposition = "", None, "success"
     try:
-        harness = load_harness(harness_dir)
-        tools = [(n, t.description) for n, t in harness.tools.items()]
-        log({"type": "system", "text": harness.system_prompt, "tools": dict(tools)})
-        agent = SimCoder(spec, repo, harness.system_prompt, tools, seed, noise, log, solve, review)
-        session = Session(harness, ws, agent, log)
-        harness.run(session)
+        with WatchReads(harness_dir, os.path.dirname(os.path.dirname(__file__)), log):
+            harness = load_harness(harness_dir)
+            tools = [(n, t.description) for n, t in harness.tools.items()]
+            log({"type": "system", "text": harness.system_prompt, "tools": dict(tools)})
+            agent = SimCoder(spec, repo, harness.system_prompt, tools, seed, noise, log, solve, review)
+            session = Session(harness, ws, agent, log)
+            harness.run(session)
     except TimeLimitExceeded as exc:
         log({"type": "stop", "reason": "time_limit", "message": str(exc)})
     except ContextWindowExceeded as exc:

@@ -81,6 +81,9 @@ def register(app: typer.Typer) -> None:
         include_uncommitted: bool = typer.Option(
             False, "--include-uncommitted", help="commit the harness's uncommitted changes as the run's baseline"
         ),
+        warm_start: Path = typer.Option(
+            None, "--warm-start", help="another run of this harness and benchmark: start from its history"
+        ),
     ) -> None:
         """Make a run folder: the run's own harness clone and its saddler.toml (or a fleet root, --from-fleet)."""
         from saddler.run.folder import init_run
@@ -101,6 +104,7 @@ def register(app: typer.Typer) -> None:
             force=force,
             overrides=_parse_sets(sets),
             include_uncommitted=include_uncommitted,
+            warm_start=warm_start,
             say=typer.echo,
         )
         typer.echo(f"created {path}")
@@ -299,13 +303,35 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def export(
         run_dir: Path = RUN_DIR,
-        node: int = typer.Option(None, "--node", help="node id (default: the run's best)"),
-        to: Path = typer.Option(..., "--to", help="destination folder"),
+        node: int = typer.Option(None, "--node", help="node id (default: the run's best, minimized when measured)"),
+        to: Path = typer.Option(None, "--to", help="destination folder (tree, patch, bundle)"),
+        branch: str = typer.Option(None, "--branch", help="write a branch, one commit per kept change, and PR.md"),
+        repo: Path = typer.Option(None, "--repo", help="--branch into this repository (default: the run's clone)"),
+        open_pr: bool = typer.Option(False, "--open-pr", help="--branch: open the pull request with the gh CLI"),
         json_out: bool = typer.Option(False, "--json"),
     ) -> None:
-        """Export a node: clean harness tree, a patch against the baseline, a git bundle."""
+        """Export a node: clean harness tree, a patch against the baseline, a git bundle (--to); or a branch of
+        one commit per kept change and its PR.md (--branch), optionally opened as a pull request (--open-pr)."""
         from saddler.run.ops import export_node
 
+        if (to is None) == (branch is None):
+            fail("give exactly one of --to DIR or --branch NAME", 2)
+        if branch is None and (repo is not None or open_pr):
+            fail("--repo and --open-pr go with --branch NAME", 2)
+        if branch is not None:
+            from saddler.run.handoff import export_branch
+
+            done = export_branch(_require_db(run_dir).root, branch, repo=repo, node_id=node, open_pr=open_pr)
+            if json_out:
+                print_json(done.to_json())
+            else:
+                what = "minimized " if done.minimized else ""
+                typer.echo(
+                    f"wrote branch {done.branch} ({len(done.commits)} commit(s), {what}node {done.node_id}) in "
+                    f"{done.repo}; PR description {done.pr_md}"
+                    + (f"; pull request {done.pr_url}" if done.pr_url else "")
+                )
+            return
         info = export_node(_require_db(run_dir).root, node, to)
         if json_out:
             print_json(info)

@@ -38,7 +38,7 @@ from saddler.policies import (
 )
 from saddler.policies.acceptance import task_outcomes
 from saddler.ports import Executor, Progress, SessionBackend
-from saddler.run import evolution_request
+from saddler.run import evolution_request, warmstart
 from saddler.run.evaluate import BatchSettings, Evaluator
 from saddler.run.folder import RunPaths
 from saddler.run.iteration_log import IterationLog
@@ -268,6 +268,7 @@ def open_context(
         stored["policies"]["score"] = kind  # the report reads which score the run used
         run_id = store.create_run(stored, cfg.seed).id
         describe_benchmark(store, run_id, benchmark, kind)
+    warmstart.import_once(store, run_id, paths.root)  # another run's history, once (`saddler init --warm-start`)
     executor = make_executor(cfg.executor)
     backend = load_backend(cfg.sessions, benchmark=benchmark, run_dir=paths.root, seed=cfg.seed)
     cache = EvoDAG(cfg.executor.cache) if cfg.executor.cache else None

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evodag.models import Iteration, Node, RolloutRow
+from saddler.run import audit
 from saddler.run.context import RunContext
 from saddler.run.faults import fault_point
 from saddler.run.session_calls import failure_reason, worth_asking_again
@@ -66,6 +67,7 @@ class _Attempt:
     result: DiagnosisResult
     commit: str | None = None
     problems: list[str] = field(default_factory=list)
+    suspect: str = ""  # the cheat audit's mark of the change (`saddler.run.audit`)
 
 
 def patch(ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow], say: Say) -> Node | None:
@@ -111,6 +113,8 @@ def patch(ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow]
             again = excluded.refused_trees[tree]
             problems.append(f"the same change as the refused {again} ({excluded.refused.get(again, 'refused')})")
         node = _candidate_node(ctx, it, parent, made.commit, hyp, problems)
+        if made.suspect:
+            audit.record(ctx, it, node, "diff", made.suspect)
         if not problems:
             return node
         excluded.refuse(hyp.origin, "; ".join(problems), tree)
@@ -148,7 +152,9 @@ def _attempt(
         fault_point("commit")
         if commit is None:
             return _Attempt(result)
-        return _Attempt(result, commit, validate(ctx, it, parent.commit, commit, worktree))
+        suspect = audit.diff_suspect(ctx, parent.commit, commit)
+        problems = validate(ctx, it, parent.commit, commit, worktree) + ([suspect] if audit.refuses(ctx) else [])
+        return _Attempt(result, commit, [p for p in problems if p], suspect)
     finally:
         space.remove_worktree(worktree)
 

@@ -97,6 +97,7 @@ def evaluate_test(ctx: RunContext, node: Node) -> Node:
 def finish_run(ctx: RunContext, baseline: Node, reason: str, say: Callable[[str], None]) -> RunOutcome:
     """Test-evaluate the baseline and the recorded best node, export the best, write the report and the plot."""
     from saddler.harness.export import export_harness
+    from saddler.run.handoff import write_pr_md
 
     store = ctx.store
     best = ctx.best()
@@ -112,6 +113,7 @@ def finish_run(ctx: RunContext, baseline: Node, reason: str, say: Callable[[str]
         evaluate_test(ctx, other)
     fault_point("finish", str(ctx.paths.best))
     export_harness(ctx.space, store, best.id, ctx.paths.best)
+    write_pr_md(store, ctx.space, ctx.run_id, ctx.paths.best)  # the pull-request description beside it
     store.update_run(ctx.run_id, status="finished", termination_reason=reason, finished_at=store.clock())
     report = write_artifacts(ctx)
     return _outcome(ctx, reason, base, best, report)
@@ -186,10 +188,13 @@ def finished_outcome(ctx: RunContext) -> RunOutcome:
     (no new timestamp, report or event) and prints the same summary. Only an end-of-run file that is missing
     (a full disk stopped it being written) is written again, from the same store."""
     from saddler.harness.export import export_harness
+    from saddler.run.handoff import write_pr_md
 
     run = ctx.store.get_run(ctx.run_id)
     if run.best_node_id is not None and not (ctx.paths.best / "EXPORT.json").is_file():
         export_harness(ctx.space, ctx.store, run.best_node_id, ctx.paths.best)
+    if run.best_node_id is not None and not (ctx.paths.best / "PR.md").is_file():
+        write_pr_md(ctx.store, ctx.space, ctx.run_id, ctx.paths.best)
     if not all((ctx.paths.root / name).is_file() for name in ("report.md", "results.tsv", "progress.png")):
         write_artifacts(ctx)
     best = ctx.best()  # the same best_node_id as `run` (nothing above records another)

@@ -176,6 +176,7 @@ def init_run(
     force: bool = False,
     overrides: dict[str, Any] | None = None,
     include_uncommitted: bool = False,
+    warm_start: Path | None = None,
     say: Callable[[str], None] | None = None,
 ) -> Path:
     """Create a run folder from a bundled template or the user's harness repo; return its saddler.toml.
@@ -187,6 +188,8 @@ def init_run(
     (`FolderRefusedError`, exit 2). A harness repository with uncommitted changes is refused
     (`UncommittedHarnessError` naming the files, exit 2) unless
     `include_uncommitted`, which commits them in the run's clone as the baseline and says so through `say`.
+    `warm_start` names another run whose history the new run starts from (`saddler.run.warmstart.prepare`: a
+    harness or benchmark mismatch is refused unless `force`, and nothing is created).
     """
     from saddler.harness.space import HarnessSpace
     from saddler.resources import template_path
@@ -243,6 +246,12 @@ def init_run(
                 source, paths.harness(), paths.worktrees, clock=lambda: logical_commit_time(0), uncommitted=dirty
             )
             paths.config.write_text(render_run_toml(run), encoding="utf-8")
+            if warm_start is not None:
+                from saddler.run.warmstart import prepare
+
+                accepted = prepare(paths.root, warm_start, force)
+                if accepted and say is not None:
+                    say(f"--warm-start {warm_start}: imported despite differing {'; '.join(accepted)} (--force)")
     except BaseException:
         if not existed:
             shutil.rmtree(paths.root, ignore_errors=True)

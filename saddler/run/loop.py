@@ -19,7 +19,7 @@ from saddler.harness.gitcmd import logical_commit_time
 from saddler.policies.stopping import LoopState
 from saddler.ports import Progress
 from saddler.reporting.progress import make_progress
-from saddler.run import closecall, diagnosis, inputs, reflection
+from saddler.run import audit, closecall, diagnosis, inputs, reflection
 from saddler.run.context import RunContext, open_context
 from saddler.run.evolution_step import evolve
 from saddler.run.finish import RunOutcome, finish_run, finished_outcome
@@ -196,6 +196,13 @@ class Optimizer:
         # 6. the candidate on the same batch with the same seeds; a close call gathers evidence until it is clear;
         # only an accepted candidate goes to dev
         after = ctx.eval_batch(cand, batch)
+        suspect = audit.trace_suspect(ctx, after)  # the cheat audit of what the task agent read
+        if suspect:
+            audit.record(ctx, it, cand, "traces", suspect)
+        if suspect and audit.refuses(ctx):
+            cand = store.update_node(cand.id, status="invalid", status_reason=suspect)
+            self._finish_iteration(ctx, it, "invalid", cand, stalls)
+            return
         verdict, before, after = closecall.decide(ctx, it, parent, cand, before, after)
         cand = store.update_node(cand.id, batch_before=verdict.before, batch_after=verdict.after)
         dev_policy = cfg.policies.dev_eval
@@ -203,7 +210,7 @@ class Optimizer:
             cand = ctx.eval_dev(cand)
         verdict = ctx.guard_on_dev(it, parent, cand, verdict)  # accepted on train, clearly worse on dev: not kept
         status = verdict.verdict
-        cand = store.update_node(cand.id, status=status, status_reason=verdict.reason)
+        cand = store.update_node(cand.id, status=status, status_reason=audit.marked(ctx, cand, verdict.reason))
         best = ctx.update_best()
         # 7. the edge's transitions from the scores, then reflection, accepted or not (dev only as aggregates)
         reflection.reflect(ctx, it, parent, cand, status, before, after)

@@ -6,6 +6,8 @@
   matching patch it returns `no_patch` (the loop counts a stall). In exploration mode (plateau) it may
   also try allowed patches whose symptoms were not seen. How it writes the chosen patch is `sessions.proposer`:
   as meant (`neutral`), or as the paper measured LLM authors do (`calibrated`, see `saddler.sessions.proposer`).
+  A warm-started run (`saddler init --warm-start`) tries the other run's accepted edges first, in lineage order,
+  as they were written (`warm_candidates`), while the phase allows them and the lineage lacks them.
 - reflection classifies each batch task as fixed / regressed / still failing / still passing and
   attributes it: true fix or true regression when every repetition agrees and the trace's failure point
   lies in a file the diff touched; stochastic when the failure point lies outside the diff; uncertain
@@ -22,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 from evodag.decisions import KEPT_DECISIONS
-from saddler.benchmark import Benchmark, RolloutResult
+from saddler.benchmark import BankPatch, Benchmark, RolloutResult
 from saddler.config import SessionConfig
 from saddler.harness.gitcmd import git
 from saddler.scoring import figure
@@ -41,6 +43,7 @@ from saddler.sessions.schema import (
     TaskTransition,
     transition_category,
 )
+from saddler.warmstart import WarmStart, load_warm_start
 
 
 def _stats(started: float, outcome: str = "ok") -> SessionStats:
@@ -78,6 +81,21 @@ def _write(worktree: Path, proposal: Proposal) -> str:
     return ""
 
 
+def warm_candidates(bank: list[BankPatch], warm: WarmStart | None) -> list[BankPatch]:
+    """The warm start's accepted edges as patches, oldest first: the bank's own patch for a `bank:<id>` origin,
+    else the edge's diff as a patch `warm-<n>` (no symptoms)."""
+    if warm is None:
+        return []
+    by_id = {p.id: p for p in bank}
+    out: list[BankPatch] = []
+    for n, edge in enumerate(warm.accepted):
+        known = by_id.get(edge.origin.removeprefix("bank:")) if edge.origin.startswith("bank:") else None
+        patch = known or BankPatch(f"warm-{n}", edge.kind, "warm", (), edge.plan or edge.origin, edge.diff)
+        if patch not in out:
+            out.append(patch)
+    return out
+
+
 class OfflineBackend:
     """Deterministic rule-based sessions; see the module docstring."""
 
@@ -89,6 +107,7 @@ class OfflineBackend:
         self.config, self.benchmark, self.run_dir, self.seed = config, benchmark, Path(run_dir), seed
         self._bank = benchmark.patch_bank()
         self._proposer = Proposer(config.proposer)
+        self._warm = warm_candidates(self._bank, load_warm_start(self.run_dir))
 
     # diagnosis -----------------------------------------------------------------------------------
     def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
@@ -120,17 +139,22 @@ class OfflineBackend:
         rng = random.Random(f"{self.seed}:diagnosis:{request.iteration}:{request.attempt}")
         scored = [(sum(counts[c] for c in p.symptoms), rng.random(), p) for p in allowed]
         ranked = [p for n, _, p in sorted(scored, key=lambda s: (-s[0], s[1])) if n > 0 or request.exploration]
-        if not ranked:
+        if not ranked and not any(p.kind in request.allowed_kinds and f"bank:{p.id}" not in done for p in self._warm):
             seen = ", ".join(f"{c}×{n}" for c, n in counts.most_common()) or "none"
             reason = (
                 f"no bank patch left for phase {request.phase} (allowed kinds {request.allowed_kinds}) "
                 f"matching the symptoms seen ({seen}); {len(failing)} failing task(s)"
             )
             return DiagnosisResult(status="no_patch", reason=reason, stats=_stats(started, "no_patch"))
-        unmatched = [p for p in allowed if p not in ranked]
+        warm = [
+            p for p in self._warm if p.kind in request.allowed_kinds and f"bank:{p.id}" not in done and p.id not in done
+        ]  # a warm start's accepted edges come first, written as they were
+        ranked = [p for p in ranked if p not in warm]
+        unmatched = [p for p in allowed if p not in ranked and p not in warm]
         label = f"{self.seed}:{request.iteration}:{request.attempt}"
         errors = []
-        for proposal in self._proposer.choose(ranked, unmatched, request.allowed_kinds, label):
+        proposals = [Proposal(p) for p in warm] + self._proposer.choose(ranked, unmatched, request.allowed_kinds, label)
+        for proposal in proposals:
             patch = proposal.patch
             error = _write(Path(request.worktree), proposal)
             if error:
@@ -146,6 +170,8 @@ class OfflineBackend:
                 )
                 or "no matching symptom: exploring an untried patch after a plateau"
             )
+            if patch in warm:
+                seen = f"accepted in the warm start's run; {seen}"
             hyp = Hypothesis(
                 target_tasks=targets,
                 diagnosis=seen,
