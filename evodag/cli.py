@@ -135,7 +135,7 @@ def node(node_id: int, db: DbOpt = None, run: RunOpt = None, as_json: JsonOpt = 
 
 @app.command()
 def edge(
-    first: Annotated[int, typer.Argument(metavar="ID", help="an edge id (`edge 15`); with CHILD, the parent node")],
+    parent: Annotated[int, typer.Argument(metavar="ID", help="an edge id (`edge 15`); with CHILD, the parent node")],
     child: Annotated[int | None, typer.Argument(metavar="CHILD", help="the child node of the parent ID")] = None,
     db: DbOpt = None,
     run: RunOpt = None,
@@ -146,7 +146,7 @@ def edge(
     from evodag import queries
 
     def detail(s: EvoDAG) -> dict[str, Any]:
-        return queries.edge_detail(s, first, child) if child is not None else queries.edge_by_id(s, first)
+        return queries.edge_detail(s, parent, child) if child is not None else queries.edge_by_id(s, parent)
 
     _show(db, run, as_json, detail, render.edge_text)
 

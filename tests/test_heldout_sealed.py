@@ -179,7 +179,7 @@ def _argument_lists(command: Any, store: EvoDAG, tasks: list[str]) -> list[list[
     values: dict[tuple[str, ...], list[list[str]]] = {
         (): [[]],
         ("node_id",): [[n] for n in nodes],
-        ("parent", "child"): edges,
+        ("parent", "child"): [*edges, *([str(e.id)] for e in store.edges())],  # PARENT CHILD, or an edge id
         ("a", "b"): pairs,
         ("task",): [[t] for t in tasks],
     }
