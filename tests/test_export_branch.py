@@ -43,8 +43,8 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     _git(user, "add", "-A")
     _git(user, "commit", "-qm", "my harness")
     run = root / "run"
-    sets = {"loop": {"max_iterations": 4, "batch_size": 6, "test_runs": 1}}
-    init_run(run, harness=user, benchmark="opsdesk", seed=0, overrides=sets)
+    sets = {"loop": {"max_iterations": 4, "batch_size": 6, "test_runs": 1}, "minimize": {"enabled": False}}
+    init_run(run, harness=user, benchmark="opsdesk", seed=0, overrides=sets)  # the lineage's own commits
     Optimizer(run, quiet=True).run()
     return {"run": run, "user": user}
 
