@@ -55,10 +55,8 @@ class Handoff:
 
 def minimization_of(store: EvoDAG, run_id: int) -> Any:
     """The run's finished minimization of its best node (`saddler.minimized`), None without one."""
-    try:
-        from saddler.minimized import minimization  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:  # the minimize feature is not in this build
-        return None
+    from saddler.minimized import minimization
+
     best = store.get_run(run_id).best_node_id
     return minimization(store, run_id, best) if best is not None else None
 
