@@ -1,13 +1,13 @@
 """The cheat audit (`policies.audit`): an LLM optimizer special-cases what it sees, so every candidate is checked.
 
 A candidate's diff (its added lines, a line moved within a file not counted) must not contain:
-- a train, dev or test task id, or a string the benchmark names for a task (`Benchmark.audit_strings`: expected
+- a train, dev or test task id, or a string the benchmark names for a task (`BenchmarkBase.audit_strings`: expected
   answers, graded values) or for itself (grader messages, evaluation file names);
 - a path into the benchmark's own code (its module and folder) or the run folder's records (held-out traces, the
   store), or a protected path of the component map;
 - a network endpoint (a URL, an IPv4 address, a host name under a common top-level domain).
 And the task agent's rollouts on the candidate must not read an evaluation or protected file where the benchmark
-records reads (`Benchmark.trace_reads`).
+records reads (`BenchmarkBase.trace_reads`).
 
 Each hit is a `Hit` whose `reason` is what a session may read: a held-out (dev or test) task's id or string is
 never quoted — the reason says "a held-out task's id" — so the audit may read held-out data (it is saddler, not
@@ -164,7 +164,7 @@ def _all(tasks: dict[str, list[Task]]) -> Iterable[Task]:
 
 def _evaluation_paths(benchmark: object) -> list[str]:
     """The benchmark's own module and its folder, as a diff could name them, and the run folder's records (its
-    other files it names itself: `Benchmark.audit_strings`)."""
+    other files it names itself: `BenchmarkBase.audit_strings`)."""
     module = type(benchmark).__module__
     names = [module, module.replace(".", "/")]
     source = getattr(sys.modules.get(module), "__file__", None)
