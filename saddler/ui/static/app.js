@@ -97,7 +97,7 @@
       data: {
         id: "e" + e.id, source: "n" + e.parent_id, target: "n" + e.child_id, kind: e.kind,
         colour: (EDGE_STYLES[e.kind] || EDGE_STYLES.patch)[0], line: (EDGE_STYLES[e.kind] || EDGE_STYLES.patch)[1],
-        label: e.close_call_rounds ? `close call +${e.close_call_rounds}` : "",
+        label: e.close_call_rounds ? `+${e.close_call_rounds}` : "",
       },
       classes: (lineage.has(e.parent_id) && lineage.has(e.child_id) ? "lineage " : "") + (e.close_call_rounds ? "closecall" : ""),
     }));
@@ -115,6 +115,7 @@
           width: 1.5, "line-color": "data(colour)", "line-style": "data(line)", "target-arrow-shape": "triangle",
           "target-arrow-color": "data(colour)", "curve-style": "bezier", "arrow-scale": 0.7 } },
         { selector: "edge.closecall", style: { label: "data(label)", "font-size": 8, color: "#8e44ad",
+          "text-rotation": "autorotate", "text-margin-y": -7,
           "text-background-color": "#fff", "text-background-opacity": 0.8, "min-zoomed-font-size": 7 } },
         { selector: "edge.lineage", style: { width: 3.5, "line-color": "#f1c40f", "target-arrow-color": "#f1c40f" } },
         { selector: "node.lineage", style: { "border-width": 3, "border-color": "#f1c40f" } },
@@ -136,7 +137,7 @@
     const ed = Object.entries(EDGE_STYLES).map(([k, v]) => `<span><i class="line" style="border-top:2px ${v[1]} ${v[0]}"></i>${k}</span>`).join("");
     return `<div class="legend">${st}<span class="sep"></span>${ed}<span class="sep"></span>
       <span><i style="background:#fff;border:3px solid #f39c12"></i>best (gold: its lineage)</span>
-      <span>"close call +N": N rounds of extra evidence before the decision</span>
+      <span>"+N" on an edge: a close call, N rounds of extra evidence before the decision</span>
       <span>shape by phase: ○ capability ◇ steering ⬡ mixed ▭ baseline, ▢ other; size and label: dev score</span></div>`;
   }
   async function renderGraph(refresh) {
