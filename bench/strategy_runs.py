@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evodag.decisions import KEPT_STATUSES as KEPT
 from evodag.models import Node, RolloutRow
 from evodag.store import EvoDAG
-from saddler.policies.ranking import KEPT, pick_best
+from saddler.policies.ranking import pick_best
 from saddler.run.folder import init_run
 from saddler.run.loop import Optimizer
 from saddler.run.ops import evaluate_node, evaluate_nodes
