@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from evodag.decisions import INVALID, KEPT_DECISIONS, REJECTED
 from evodag.models import Node
 from evodag.store import EvoDAG
 from saddler.benchmark import load_benchmark
@@ -25,8 +26,7 @@ from saddler.run.folder import RunPaths
 from saddler.warmstart import WarmEdge, WarmLesson, WarmStart, load_warm_start, save_warm_start
 
 IMPORTED_EVENT = "warmstart.imported"
-EXCLUDED_STATUSES = ("invalid", "rejected")
-KEPT_STATUSES = ("accepted", "neutral")
+EXCLUDED_STATUSES = (INVALID, REJECTED)
 
 
 class WarmStartMismatchError(ConfigError):
@@ -84,7 +84,7 @@ def _accepted_edges(store: EvoDAG, best: Node, train: set[str]) -> list[WarmEdge
     out = []
     for node in store.lineage(best.id)[1:]:
         edge = store.edge_into(node.id)
-        if edge is None or edge.kind not in ("patch", "cherry_pick") or node.status not in KEPT_STATUSES:
+        if edge is None or edge.kind not in ("patch", "cherry_pick") or node.status not in KEPT_DECISIONS:
             continue
         source = store.get_node(store.get_edge(edge.source_edge_id).child_id) if edge.source_edge_id else node
         hyp = source.hypothesis or {}
