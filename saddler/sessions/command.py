@@ -57,8 +57,8 @@ class CommandBackend(llm_backend.LLMSessionBackend):
     """Optimizer sessions run by an external CLI coding agent (see module docstring).
 
     Claude-style templates (`{settings}`) get saddler's PreToolUse guard as a command hook; pi runs inside
-    bubblewrap (`sessions.sandbox`); codex uses its own sandbox, read-only outside diagnosis.
-    `sleep` and `clock` are injectable.
+    bubblewrap (`sessions.sandbox`); codex uses its own sandbox, read-only outside diagnosis, inside that
+    bubblewrap too under `auto` (its sandbox does not hide held-out files). `sleep` and `clock` are injectable.
     """
 
     name = "command"

@@ -47,8 +47,7 @@ class Preset:
     either is wrapped in saddler's bubblewrap by the `auto` sandbox, which shows only the readable part of the run
     folder. `state_home`: (variable, default) of the folder the CLI itself writes its state to (writable inside
     saddler's bubblewrap; the agent's own commands stay in the CLI's sandbox). `efforts`: the values its effort
-    setting takes. `touches`: what the agent may write, per role, for
-    the README and `saddler doctor`.
+    setting takes. `touches`: what the agent may write, per role, for the README and `saddler doctor`.
     """
 
     name: str
