@@ -44,11 +44,11 @@ class FakeDev:
     trees: list[str] = field(default_factory=list)
     stop_after: int | None = None
     lone_tasks: int = 2
+    needs_a: tuple[str, ...] = ()  # train tasks that pass only with MARK_A (every other train task passes)
 
     def evaluate(
         self, node: Node, tasks: list[Task], split: str, seeds: list[int], first_repetition: int = 0
     ) -> list[RolloutRow]:
-        assert split == "dev"
         tree = self.ctx.space.tree_of(node.commit)
         if tree not in self.trees:
             if self.stop_after is not None and len(self.trees) >= self.stop_after:
@@ -59,15 +59,18 @@ class FakeDev:
         index = {t.id: i for i, t in enumerate(self.ctx.tasks["dev"])}
         out = []
         for task in tasks:
-            i = index[task.id]
-            passed = (i < 4 and pair) or (4 <= i < 4 + self.lone_tasks and lone) or i >= 4 + self.lone_tasks
+            if split == "train":
+                passed = task.id not in self.needs_a or "MARK_A" in text
+            else:
+                i = index[task.id]
+                passed = (i < 4 and pair) or (4 <= i < 4 + self.lone_tasks and lone) or i >= 4 + self.lone_tasks
             for rep, seed in enumerate(seeds):
                 key = f"{tree}:{task.id}:{seed}"
                 if key not in self.paid:  # stored per node, as the evaluator stores a cached row too
                     self.paid.append(key)
                 out.append(
                     self.ctx.store.add_rollout(
-                        run_id=self.ctx.run_id, node_id=node.id, task_id=task.id, split="dev", seed=seed,
+                        run_id=self.ctx.run_id, node_id=node.id, task_id=task.id, split=split, seed=seed,
                         repetition=rep, score=float(passed), passed=passed,
                         disposition="success" if passed else "task_failure", cache_key=key,
                     )
@@ -231,3 +234,38 @@ def test_a_change_that_carries_one_task_stays_unless_the_rule_forgives_one_loss(
     lone = next(c for c in result.contributions if "MARK_E" in c.patch)
     assert lone.kept is kept and lone.dev_points == pytest.approx(1 / len(ctx.tasks["dev"]))
     assert result.kept == (3 if kept else 2) and result.dev[1] == pytest.approx(1.0 - (0 if kept else lone.dev_points))
+
+
+@pytest.mark.parametrize(
+    ("needed", "keep_train_fixes", "kept"), [(True, True, True), (False, True, False), (True, False, False)]
+)
+def test_a_change_dead_on_dev_stays_when_the_train_tasks_its_edge_fixed_need_it(
+    lineage: tuple[RunContext, FakeDev, Node], needed: bool, keep_train_fixes: bool, kept: bool
+) -> None:
+    """Dev is a small sample: a change no dev task needs may still be what fixed the train tasks its edge was
+    accepted on. It is removed only when those tasks still pass without it (`minimize.keep_train_fixes`)."""
+    ctx, fake, best = lineage
+    store = ctx.store
+    first = next(n for n in store.lineage(best.id) if n.parent_id == store.get_run(ctx.run_id).baseline_node_id)
+    edge = store.edge_into(first.id)
+    assert edge is not None
+    fixed = [t.id for t in ctx.tasks["train"][:2]]
+    fake.needs_a = tuple(fixed) if needed else ()
+    fake.evaluate(first, ctx.tasks["train"][:2], "train", ctx.train_seeds)  # what the edge was accepted on
+    store.set_edge_transitions(edge.id, fixed, [], [], [])
+    ctx.cfg.minimize.keep_train_fixes = keep_train_fixes
+    lines, say = _said()
+    result = minimize(ctx, say)  # type: ignore[arg-type]
+    assert result is not None
+    a = next(c for c in result.contributions if "MARK_A" in c.patch)
+    assert a.kept is kept and a.dev_points == 0.0, "dead on dev either way: train decides"
+    step = next(e.payload for e in store.events(run_id=ctx.run_id, kind=STEP_EVENT) if a.change in e.payload["changes"])
+    if keep_train_fixes:
+        assert step["train_tasks"] == 2 and step["train_lost"] == (2 if needed else 0)
+        assert ("train task(s) its edge fixed" in step["reason"]) and any("train" in line for line in lines)
+    else:
+        assert step["train_tasks"] is None
+    train_paid = [r for r in store.rollouts(ctx.run_id, split="train") if store.get_node(r.node_id).origin == ORIGIN]
+    assert result.rollouts == len(train_paid) + sum(
+        1 for r in store.rollouts(ctx.run_id, split="dev") if store.get_node(r.node_id).origin == ORIGIN
+    ), "the train rollouts a check costs are the minimization's too"

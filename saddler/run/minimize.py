@@ -41,7 +41,7 @@ from saddler.minimized import FINISHED_EVENT, ORIGIN, STEP_EVENT, Contribution, 
 from saddler.reporting.progress import make_progress
 from saddler.run.context import RunContext, open_context
 from saddler.run.folder import RunPaths, run_lock
-from saddler.run.minimize_rule import Verdict, judge
+from saddler.run.minimize_rule import TrainCheck, Verdict, judge, judge_train
 
 Say = Callable[[str], None]
 
@@ -71,7 +71,7 @@ def minimize(ctx: RunContext, say: Say, node: Node | None = None) -> Minimizatio
     if not hunks:
         return None
     edges = source_edges(store, baseline, best, hunks)
-    run = _Minimizer(ctx, say, baseline, ctx.eval_dev(best), hunks)
+    run = _Minimizer(ctx, say, baseline, ctx.eval_dev(best), hunks, edges)
     stopped = run.pass_over(edge_steps(hunks, edges, start=1))
     if stopped == "done":  # inside each edge that stayed, each of its changes alone
         stopped = run.pass_over(change_steps(hunks, edges, run.kept, start=run.steps + 1))
@@ -114,8 +114,10 @@ def change_steps(hunks: list[Hunk], edges: list[int | None], kept: set[int], sta
 class _Minimizer:
     """The state of one minimization: the changes kept, the current harness, what each step measured."""
 
-    def __init__(self, ctx: RunContext, say: Say, baseline: Node, best: Node, hunks: list[Hunk]) -> None:
-        self.ctx, self.say, self.baseline, self.best, self.hunks = ctx, say, baseline, best, hunks
+    def __init__(
+        self, ctx: RunContext, say: Say, baseline: Node, best: Node, hunks: list[Hunk], edges: list[int | None]
+    ) -> None:
+        self.ctx, self.say, self.baseline, self.best, self.hunks, self.edges = ctx, say, baseline, best, hunks, edges
         self.kept = set(range(1, len(hunks) + 1))
         self.current = best
         self.steps = 0
@@ -133,7 +135,7 @@ class _Minimizer:
         for step in steps:
             self.steps = step.number
             if step.number not in self.recorded:
-                short = self._short_of_budget()
+                short = self._short_of_budget(step)
                 if short:
                     return short
             self._step(step)
@@ -144,21 +146,30 @@ class _Minimizer:
         trial = sorted(self.kept - set(step.changes))
         cand = self._candidate(step, trial)
         if cand is None:  # the rest does not apply without these changes: they stay
-            self._record(step, None, None, False, "the other changes do not apply without it")
+            self._record(step, None, None, False, "the other changes do not apply without it", None)
             return
         verdict = judge(ctx, cand, self.current, self.best, self.baseline)
         cand = store.get_node(cand.id)  # with its dev score, when the evaluation ran to the end
         worse = verdict.worse
+        why = f"without change(s) {', '.join(map(str, step.changes))}: {verdict.reason}"
+        train: TrainCheck | None = None
+        if not worse and step.number not in self.recorded:  # dev allows the cut: do the tasks its edge fixed?
+            edge_id = self.edges[step.changes[0] - 1]
+            train = judge_train(ctx, cand, store.get_edge(edge_id) if edge_id is not None else None)
+            if train is not None:
+                worse = train.worse
+                why += f"; {train.reason}"
         if step.number in self.recorded:  # decided before a stop: the record stands, whatever the rule is now
             worse = not self.recorded[step.number]["removed"]
-        why = f"without change(s) {', '.join(map(str, step.changes))}: {verdict.reason}"
         if step.number not in self.recorded:
             store.update_node(cand.id, status=REJECTED if worse else NEUTRAL, status_reason=f"minimize: {why}")
-        self._record(step, cand, verdict, not worse, why)
+        self._record(step, cand, verdict, not worse, why, train)
         if not worse:
             self.kept, self.current = set(trial), cand
 
-    def _record(self, step: Step, cand: Node | None, verdict: Verdict | None, removed: bool, why: str) -> None:
+    def _record(
+        self, step: Step, cand: Node | None, verdict: Verdict | None, removed: bool, why: str, train: TrainCheck | None
+    ) -> None:
         for change in step.changes:
             self.measured[change] = (
                 (verdict.points, verdict.tasks, step.number) if verdict else (None, None, step.number)
@@ -174,6 +185,8 @@ class _Minimizer:
             "dev_points": verdict.points if verdict else None,
             "dev_tasks": verdict.tasks if verdict else None,
             "confidence": verdict.confidence if verdict else None,
+            "train_tasks": train.tasks if train else None,
+            "train_lost": train.lost if train else None,
             "removed": removed,
             "reason": why,
         }
@@ -232,19 +245,22 @@ class _Minimizer:
         return node
 
     def spent(self) -> int:
-        """Dev rollouts stored for this minimization's nodes (cached copies included, as the run's budget counts)."""
+        """Dev and train rollouts stored for this minimization's nodes (cached copies included, as the run's budget
+        counts)."""
         store, run_id = self.ctx.store, self.ctx.run_id
         mine = {
             n.id
             for n in store.nodes(run_id)
             if n.origin == ORIGIN and (n.hypothesis or {}).get("minimize", {}).get("best_node") == self.best.id
         }
-        return sum(1 for r in store.rollouts(run_id, split="dev") if r.node_id in mine)
+        return sum(1 for r in store.rollouts(run_id) if r.node_id in mine and r.split != "test")
 
-    def _short_of_budget(self) -> str:
-        """Why the next step may not run ("" when it may): one dev evaluation must fit every budget."""
+    def _short_of_budget(self, step: Step) -> str:
+        """Why `step` may not run ("" when it may): one dev evaluation and its train check must fit every budget."""
         ctx = self.ctx
-        cost = len(ctx.tasks["dev"]) * len(ctx.dev_seeds)
+        edge_id = self.edges[step.changes[0] - 1]
+        fixed = ctx.store.get_edge(edge_id).fixed if edge_id is not None and ctx.cfg.minimize.keep_train_fixes else []
+        cost = len(ctx.tasks["dev"]) * len(ctx.dev_seeds) + len(fixed) * len(ctx.train_seeds)
         cap, loop = ctx.cfg.minimize.max_rollouts, ctx.cfg.loop
         if cap and self.spent() + cost > cap:
             return f"minimize.max_rollouts ({cap}) would be passed"

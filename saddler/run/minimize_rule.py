@@ -6,6 +6,13 @@ valid in both, P(better) from the paired sign test).
 either reference's; `not_clearly_worse` keeps it unless P(better) is at most 1 - `acceptance_confidence` against
 either (the test of `policies.dev_guard`), which forgives the loss of one or two tasks.
 
+Dev is a small sample: a change no dev task needs may still be what fixed the train tasks its edge was accepted
+on (a benchmark held out by repository or domain puts those tasks' kin only in test). With
+`minimize.keep_train_fixes` (the default) a cut dev allows is checked on the train tasks the change's source edge
+fixed (`Edge.fixed`, measured from the batch's scores): the smaller harness runs them as a batch runs (the train
+seeds, the noise rule) and is compared, by the same rule, with the edge's child on its stored rows; lower there, the
+cut is refused (`judge_train`).
+
 Rollouts cost money, so dev runs a few tasks at a time (twice the executor's workers), the tasks the lineage gained
 first (the baseline fails them, the full best passes them: where a cut loses), and stops as soon as the cut is sure
 to be refused whatever the remaining tasks show: the difference so far plus the most they could add (1 - the
@@ -18,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evodag.models import Node, RolloutRow
+from evodag.models import Edge, Node, RolloutRow
 from saddler.benchmark import Task
 from saddler.policies.acceptance import TaskOutcome, better_confidence
 from saddler.run.context import RunContext
@@ -72,6 +79,42 @@ def judge(ctx: RunContext, cand: Node, current: Node, best: Node, baseline: Node
         f"{decided[1].confidence:.2f} against the full n{best.id}: {verdict}"
     )
     return Verdict(worse, confidence, points, len(tasks), why)
+
+
+@dataclass(frozen=True)
+class TrainCheck:
+    """The cut on the train tasks its source edge fixed: `lost` of `tasks` lower than on the edge's child;
+    `worse` when the rule refuses it."""
+
+    worse: bool
+    tasks: int
+    lost: int
+    reason: str
+
+
+def judge_train(ctx: RunContext, cand: Node, edge: Edge | None) -> TrainCheck | None:
+    """Run `cand` on the train tasks `edge` fixed and compare it with `edge`'s child there, by `minimize.rule`;
+    None when there is nothing to check (`keep_train_fixes` off, no edge, or it fixed no task still in train)."""
+    if not ctx.cfg.minimize.keep_train_fixes or edge is None:
+        return None
+    train = {t.id for t in ctx.tasks["train"]}
+    ids = [t for t in edge.fixed if t in train]
+    if not ids:
+        return None
+    stored = [
+        r for r in ctx.store.rollouts(run_id=ctx.run_id, node_id=edge.child_id, split="train") if r.task_id in ids
+    ]
+    ref, got = task_outcomes(stored), task_outcomes(ctx.eval_batch(cand, ids))
+    kind = ctx.score_kind
+    lost = sum(1 for t in ids if t in ref and t in got and got[t].value(kind) < ref[t].value(kind) - 1e-12)
+    decided = ctx.acceptance.decide(ref, got, final=False)
+    if ctx.cfg.minimize.rule == "not_clearly_worse":
+        worse = decided.confidence <= 1.0 - ctx.acceptance.confidence
+    else:
+        worse = decided.after < decided.before - 1e-12
+    verdict = "lower there, kept" if worse else "not lower there"
+    why = f"{lost} of {len(ids)} train task(s) its edge fixed lower without it ({verdict})"
+    return TrainCheck(worse, len(ids), lost, why)
 
 
 def _dev_rows(ctx: RunContext, node: Node) -> list[RolloutRow]:
