@@ -3,7 +3,7 @@
     python scripts/cli_reference.py           # write docs/cli.md
     python scripts/cli_reference.py --check   # exit 1 when docs/cli.md is not what this renders
 
-The page is generated, never edited: `tests/test_docs_cli.py` checks that the committed page is this output, so a
+The page is generated, never edited: `tests/docs/test_docs_cli.py` checks that the committed page is this output, so a
 new command or option cannot be left out of it. The help is rendered at a fixed width, without colour.
 """
 

@@ -28,7 +28,7 @@ if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-ge
   { apt-get install -y -qq bubblewrap || { apt-get update -qq && apt-get install -y -qq bubblewrap; }; } >/dev/null 2>&1 \
     || echo "note: bubblewrap could not be installed; the bwrap tests will be skipped" >&2
 fi
-# The dashboard's real-browser tests (tests/test_ui_browser.py) drive Debian's chromium through chromium-driver:
+# The dashboard's real-browser tests (tests/e2e/test_ui_browser.py) drive Debian's chromium through chromium-driver:
 # installed the same way (best effort; without them those tests skip).
 if ! command -v chromedriver >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive

@@ -9,16 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from gitrepo import git_run
 
 
 def bank_git(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-    )
+    return git_run(cwd, *args, input=stdin)
 
 
 def _template_repo(template: Path, dest: Path) -> Path:

@@ -20,7 +20,7 @@ SITE_PAGES = tuple(sorted(f"docs/{p.name}" for p in (REPO / "docs").glob("*.md")
 MAIN_DOCS = ("README.md", "DEVELOPERS.md", *SITE_PAGES)
 FOR_DEVELOPERS = ("DEVELOPERS.md", "docs/developers.md", "docs/architecture.md", "docs/cli.md")
 CONFIG_PAGE = "docs/configuration.md"
-"""The configuration reference: every config field is documented there (tests/test_docs_config.py)."""
+"""The configuration reference: every config field is documented there (tests/docs/test_docs_config.py)."""
 TOOLS = ("saddler", "evo-dag")
 _FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _SPAN = re.compile(r"`([^`\n]+)`")

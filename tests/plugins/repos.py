@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gitrepo import git_run
 
 from saddler.harness.gitcmd import SAFE_PREFIX
 
@@ -57,14 +58,7 @@ FILES = {
 
 
 def _git(*args: str, cwd: Path) -> str:
-    proc = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return proc.stdout
+    return git_run(cwd, *args, check=True).stdout
 
 
 def _write_files(root: Path, files: dict[str, str]) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gitrepo import git_run
 
 from evodag.store import EvoDAG
 from saddler.run.folder import init_run
@@ -73,7 +74,7 @@ def dag_signature() -> Callable[[Path], dict[str, Any]]:
 
 
 def _run_git(run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", *args], cwd=run_dir / "harness", capture_output=True, text=True)
+    return git_run(run_dir / "harness", *args)
 
 
 @pytest.fixture(scope="session")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from gitrepo import git_run
 
 from saddler.sessions.schema import (
     DiagnosisRequest,
@@ -40,8 +40,7 @@ def session_paths(run_dir: Path) -> dict[str, object]:
 
 
 def _git(cwd: Path, *args: str) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
-    return proc.stdout
+    return git_run(cwd, *args, check=True).stdout
 
 
 def _make_worktree(root: Path) -> Path:
