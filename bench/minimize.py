@@ -32,7 +32,8 @@ from saddler.run.loop import Optimizer
 
 VARIANTS: dict[str, dict[str, object]] = {
     "default": {},  # the shipped `[run.minimize]`
-    "no_train_check": {"keep_train_fixes": False},  # dev alone decides a cut (the default before 0.x)
+    "train_fixed": {"train_check": "fixed"},  # train only on the tasks the change's edge fixed
+    "no_train_check": {"train_check": "off"},  # dev alone decides a cut (the first default)
     "not_clearly_worse": {"rule": "not_clearly_worse"},
 }
 

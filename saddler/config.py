@@ -235,8 +235,9 @@ class MinimizeConfig(_Strict):
     rule: Literal["not_lower", "not_clearly_worse"] = Field(
         "not_lower", description="a change is removed when dev without it is not lower, or not clearly worse"
     )
-    keep_train_fixes: bool = Field(
-        True, description="a change is removed only if the train tasks its edge fixed, by the same rule, still pass"
+    train_check: Literal["all", "fixed", "off"] = Field(
+        "all",
+        description="a cut dev allows must not be lower on every train task (all), on those its edge fixed (fixed)",
     )
 
 

@@ -32,7 +32,8 @@ class Contribution:
     `change` numbers it (1-based, diff order); `file` and `header` (the hunk's `@@` line, or `new file`, `deleted
     file`, `binary`, `mode`) say where it is; `patch` is the change alone as a git patch that applies to the
     baseline; `lines` its lines added plus removed; `edge` the lineage edge it came from (the last edge between
-    baseline and best that changed its file; its child node holds the hypothesis), None when no edge names the file.
+    baseline and best whose diff added its lines, else the last that changed its file; its child node holds the
+    hypothesis), None when no edge names the file.
     `kept` is whether the minimized harness has it. `dev_points` is the dev score with it minus without it, measured
     on the harness it was last tested in (negative: the harness did better without it), on `dev_tasks` dev tasks:
     fewer than all when the evaluation stopped as soon as the harness without it was sure to be lower (then the

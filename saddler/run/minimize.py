@@ -82,14 +82,39 @@ def minimize(ctx: RunContext, say: Say, node: Node | None = None) -> Minimizatio
 
 
 def source_edges(store: EvoDAG, baseline: Node, best: Node, hunks: list[Hunk]) -> list[int | None]:
-    """Per change, the last edge between `baseline` and `best` that changed its file (None when none did)."""
+    """Per change, the lineage edge between `baseline` and `best` that made it: the last one whose diff adds the
+    change's added lines (removes its removed lines, for a pure removal) in the same file; else the last edge that
+    changed its file (a change two edges wrote together); None when no edge names the file."""
     chain = [n for n in store.lineage(best.id) if n.id != baseline.id]
     edges = [e for e in (store.edge_into(n.id) for n in chain) if e is not None]
+    made = {e.id: _changed_lines(split_hunks(store.get_blob(e.diff_sha))) for e in edges}
     found: list[int | None] = []
     for hunk in hunks:
+        mine = _changed_lines([hunk]).get(hunk.file, (set(), set()))
         touching = [e.id for e in edges if hunk.file in e.files_changed]
-        found.append(max(touching) if touching else None)
+        wrote = [
+            e
+            for e in touching
+            if (mine[0] and mine[0] <= made[e].get(hunk.file, (set(), set()))[0])
+            or (not mine[0] and mine[1] and mine[1] <= made[e].get(hunk.file, (set(), set()))[1])
+        ]
+        found.append(max(wrote) if wrote else max(touching) if touching else None)
     return found
+
+
+def _changed_lines(hunks: list[Hunk]) -> dict[str, tuple[set[str], set[str]]]:
+    """Per file, the (added, removed) line texts of `hunks` (blank lines left out: every edit has some)."""
+    out: dict[str, tuple[set[str], set[str]]] = {}
+    for hunk in hunks:
+        added, removed = out.setdefault(hunk.file, (set(), set()))
+        for line in (hunk.header + hunk.body).splitlines():
+            if line.startswith(("+++", "---")) or not line[1:].strip():
+                continue
+            if line.startswith("+"):
+                added.add(line[1:])
+            elif line.startswith("-"):
+                removed.add(line[1:])
+    return out
 
 
 def edge_steps(hunks: list[Hunk], edges: list[int | None], start: int) -> list[Step]:
@@ -155,7 +180,8 @@ class _Minimizer:
         train: TrainCheck | None = None
         if not worse and step.number not in self.recorded:  # dev allows the cut: do the tasks its edge fixed?
             edge_id = self.edges[step.changes[0] - 1]
-            train = judge_train(ctx, cand, store.get_edge(edge_id) if edge_id is not None else None)
+            edge = store.get_edge(edge_id) if edge_id is not None else None
+            train = judge_train(ctx, cand, self.current, self.best, edge)
             if train is not None:
                 worse = train.worse
                 why += f"; {train.reason}"
@@ -187,6 +213,7 @@ class _Minimizer:
             "confidence": verdict.confidence if verdict else None,
             "train_tasks": train.tasks if train else None,
             "train_lost": train.lost if train else None,
+            "reference_rollouts": train.reference_rollouts if train else 0,
             "removed": removed,
             "reason": why,
         }
@@ -245,22 +272,29 @@ class _Minimizer:
         return node
 
     def spent(self) -> int:
-        """Dev and train rollouts stored for this minimization's nodes (cached copies included, as the run's budget
-        counts)."""
+        """Dev and train rollouts stored for this minimization's nodes and for its references' train runs (cached
+        copies included, as the run's budget counts)."""
         store, run_id = self.ctx.store, self.ctx.run_id
         mine = {
             n.id
             for n in store.nodes(run_id)
             if n.origin == ORIGIN and (n.hypothesis or {}).get("minimize", {}).get("best_node") == self.best.id
         }
-        return sum(1 for r in store.rollouts(run_id) if r.node_id in mine and r.split != "test")
+        on_refs = sum(
+            e.payload.get("reference_rollouts", 0)
+            for e in store.events(run_id=run_id, kind=STEP_EVENT)
+            if e.payload["best_node"] == self.best.id
+        )
+        return on_refs + sum(1 for r in store.rollouts(run_id) if r.node_id in mine and r.split != "test")
 
     def _short_of_budget(self, step: Step) -> str:
         """Why `step` may not run ("" when it may): one dev evaluation and its train check must fit every budget."""
         ctx = self.ctx
-        edge_id = self.edges[step.changes[0] - 1]
-        fixed = ctx.store.get_edge(edge_id).fixed if edge_id is not None and ctx.cfg.minimize.keep_train_fixes else []
-        cost = len(ctx.tasks["dev"]) * len(ctx.dev_seeds) + len(fixed) * len(ctx.train_seeds)
+        edge_id, mode = self.edges[step.changes[0] - 1], ctx.cfg.minimize.train_check
+        train = len(ctx.tasks["train"]) if mode == "all" else 0
+        if mode == "fixed" and edge_id is not None:
+            train = len(ctx.store.get_edge(edge_id).fixed)
+        cost = len(ctx.tasks["dev"]) * len(ctx.dev_seeds) + train * len(ctx.train_seeds)
         cap, loop = ctx.cfg.minimize.max_rollouts, ctx.cfg.loop
         if cap and self.spent() + cost > cap:
             return f"minimize.max_rollouts ({cap}) would be passed"

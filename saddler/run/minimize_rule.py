@@ -6,12 +6,13 @@ valid in both, P(better) from the paired sign test).
 either reference's; `not_clearly_worse` keeps it unless P(better) is at most 1 - `acceptance_confidence` against
 either (the test of `policies.dev_guard`), which forgives the loss of one or two tasks.
 
-Dev is a small sample: a change no dev task needs may still be what fixed the train tasks its edge was accepted
-on (a benchmark held out by repository or domain puts those tasks' kin only in test). With
-`minimize.keep_train_fixes` (the default) a cut dev allows is checked on the train tasks the change's source edge
-fixed (`Edge.fixed`, measured from the batch's scores): the smaller harness runs them as a batch runs (the train
-seeds, the noise rule) and is compared, by the same rule, with the edge's child on its stored rows; lower there, the
-cut is refused (`judge_train`).
+Dev is a small sample: a change no dev task needs may still be what fixes train tasks (those its edge was accepted
+on, or others since; a benchmark held out by repository or domain puts their kin only in test). So a cut dev
+allows is also run on train (`judge_train`, `minimize.train_check`): "all" (the default) runs the smaller harness
+on every train task as a batch runs (the train seeds, the noise rule) and compares it, by the same rule, with the
+harness it was cut from and the full best; "fixed" only on the tasks the change's source edge fixed (`Edge.fixed`,
+measured from the batch's scores) against that edge's node; "off" leaves dev alone to decide. Lower there, the cut
+is refused. Train was seen by the search, so it can only keep a change dev cannot see, never remove one.
 
 Rollouts cost money, so dev runs a few tasks at a time (twice the executor's workers), the tasks the lineage gained
 first (the baseline fails them, the full best passes them: where a cut loses), and stops as soon as the cut is sure
@@ -83,38 +84,51 @@ def judge(ctx: RunContext, cand: Node, current: Node, best: Node, baseline: Node
 
 @dataclass(frozen=True)
 class TrainCheck:
-    """The cut on the train tasks its source edge fixed: `lost` of `tasks` lower than on the edge's child;
-    `worse` when the rule refuses it."""
+    """The cut on train: `lost` of `tasks` lower than on a reference; `worse` when the rule refuses it;
+    `reference_rollouts` the rows stored for the references' train runs (not the cut's own: those are on its node)."""
 
     worse: bool
     tasks: int
     lost: int
     reason: str
+    reference_rollouts: int = 0
 
 
-def judge_train(ctx: RunContext, cand: Node, edge: Edge | None) -> TrainCheck | None:
-    """Run `cand` on the train tasks `edge` fixed and compare it with `edge`'s child there, by `minimize.rule`;
-    None when there is nothing to check (`keep_train_fixes` off, no edge, or it fixed no task still in train)."""
-    if not ctx.cfg.minimize.keep_train_fixes or edge is None:
+def judge_train(ctx: RunContext, cand: Node, current: Node, best: Node, edge: Edge | None) -> TrainCheck | None:
+    """The cut `cand` on train, run as a batch runs (the train seeds, the noise rule) and decided by
+    `minimize.rule`. `minimize.train_check`: "all" compares it on every train task with `current` (the harness it
+    was cut from) and the full `best`; "fixed" on the tasks `edge` fixed with `edge`'s node on its stored rows.
+    None when there is nothing to check ("off", or "fixed" with no edge or no fixed task still in train)."""
+    mode, store, kind = ctx.cfg.minimize.train_check, ctx.store, ctx.score_kind
+    if mode == "off":
         return None
-    train = {t.id for t in ctx.tasks["train"]}
-    ids = [t for t in edge.fixed if t in train]
-    if not ids:
-        return None
-    stored = [
-        r for r in ctx.store.rollouts(run_id=ctx.run_id, node_id=edge.child_id, split="train") if r.task_id in ids
-    ]
-    ref, got = task_outcomes(stored), task_outcomes(ctx.eval_batch(cand, ids))
-    kind = ctx.score_kind
-    lost = sum(1 for t in ids if t in ref and t in got and got[t].value(kind) < ref[t].value(kind) - 1e-12)
-    decided = ctx.acceptance.decide(ref, got, final=False)
-    if ctx.cfg.minimize.rule == "not_clearly_worse":
-        worse = decided.confidence <= 1.0 - ctx.acceptance.confidence
+    train = [t.id for t in ctx.tasks["train"]]
+    before = store.count_rollouts(ctx.run_id)
+    if mode == "fixed":
+        ids = [t for t in (edge.fixed if edge else []) if t in set(train)]
+        if edge is None or not ids:
+            return None
+        stored = store.rollouts(run_id=ctx.run_id, node_id=edge.child_id, split="train")
+        refs = [task_outcomes([r for r in stored if r.task_id in ids])]
+        where = "train task(s) its edge fixed"
     else:
-        worse = decided.after < decided.before - 1e-12
+        ids = train
+        refs = [task_outcomes(ctx.eval_batch(n, ids)) for n in (current, best)]
+        where = "train task(s)"
+    paid_for_refs = store.count_rollouts(ctx.run_id) - before
+    got = task_outcomes(ctx.eval_batch(cand, ids))
+    lost = max(
+        sum(1 for t in ids if t in ref and t in got and got[t].value(kind) < ref[t].value(kind) - 1e-12) for ref in refs
+    )
+    decided = [ctx.acceptance.decide(ref, got, final=False) for ref in refs]
+    if ctx.cfg.minimize.rule == "not_clearly_worse":
+        worse = min(d.confidence for d in decided) <= 1.0 - ctx.acceptance.confidence
+    else:
+        worse = any(d.after < d.before - 1e-12 for d in decided)
     verdict = "lower there, kept" if worse else "not lower there"
-    why = f"{lost} of {len(ids)} train task(s) its edge fixed lower without it ({verdict})"
-    return TrainCheck(worse, len(ids), lost, why)
+    return TrainCheck(
+        worse, len(ids), lost, f"{lost} of {len(ids)} {where} lower without it ({verdict})", paid_for_refs
+    )
 
 
 def _dev_rows(ctx: RunContext, node: Node) -> list[RolloutRow]:

@@ -24,7 +24,7 @@ from saddler.reporting.status import render_status, status_snapshot
 from saddler.run.context import RunContext, open_context
 from saddler.run.folder import RunPaths, init_run
 from saddler.run.loop import Optimizer
-from saddler.run.minimize import minimize
+from saddler.run.minimize import minimize, source_edges
 
 FILES = {  # per template: four harness files the lineage edits
     "opsdesk": ("prompts/system.md", "tools/mail.py", "tools/calendar.py", "tools/files.py"),
@@ -186,7 +186,11 @@ def test_dead_changes_are_removed_and_a_pair_that_helps_only_together_is_kept(
     report = render_report(build_report(ctx.store, ctx.run_id))
     assert "## Minimized" in report and "**3 of 5 changes, dev 1.000 -> 1.000**" in report
     spent = result.rollouts
-    assert spent == sum(1 for r in ctx.store.rollouts(ctx.run_id, split="dev") if r.node_id in {n.id for n in made})
+    ids = {n.id for n in made}
+    on_refs = sum(e.payload["reference_rollouts"] for e in ctx.store.events(run_id=ctx.run_id, kind=STEP_EVENT))
+    train_refs = len(ctx.tasks["train"]) * len(ctx.train_seeds)  # the full best's train run, once (then cached)
+    assert on_refs == train_refs
+    assert spent == on_refs + sum(1 for r in ctx.store.rollouts(ctx.run_id) if r.split != "test" and r.node_id in ids)
     snap = status_snapshot(ctx.store, ctx.paths.root)
     assert snap["minimized"] == {"summary": result.summary(), "node": small.id, "rollouts": spent, "stopped": "done"}
     assert f"minimized: 3 of 5 changes, dev 1.000 -> 1.000 · node {small.id} · {spent} rollouts" in render_status(snap)
@@ -213,7 +217,8 @@ def test_a_killed_minimization_resumes_paying_for_nothing_twice(lineage: tuple[R
 
 def test_the_budget_stops_it_and_keeps_what_it_did_not_measure(lineage: tuple[RunContext, FakeDev, Node]) -> None:
     ctx, _fake, _best = lineage
-    ctx.cfg.minimize.max_rollouts = len(ctx.tasks["dev"]) * len(ctx.dev_seeds)  # one dev evaluation
+    one_step = len(ctx.tasks["dev"]) * len(ctx.dev_seeds) + len(ctx.tasks["train"]) * len(ctx.train_seeds)
+    ctx.cfg.minimize.max_rollouts = one_step  # one cut's dev evaluation and train check
     _lines, say = _said()
     result = minimize(ctx, say)  # type: ignore[arg-type]
     assert result is not None and result.stopped.startswith("minimize.max_rollouts")
@@ -237,35 +242,65 @@ def test_a_change_that_carries_one_task_stays_unless_the_rule_forgives_one_loss(
 
 
 @pytest.mark.parametrize(
-    ("needed", "keep_train_fixes", "kept"), [(True, True, True), (False, True, False), (True, False, False)]
+    ("needed_by", "train_check", "kept"),
+    [
+        ("fixed", "all", True),
+        ("fixed", "fixed", True),
+        ("fixed", "off", False),
+        ("others", "all", True),
+        ("others", "fixed", False),
+        ("none", "all", False),
+        ("none", "fixed", False),
+    ],
 )
-def test_a_change_dead_on_dev_stays_when_the_train_tasks_its_edge_fixed_need_it(
-    lineage: tuple[RunContext, FakeDev, Node], needed: bool, keep_train_fixes: bool, kept: bool
+def test_a_change_dead_on_dev_stays_when_train_tasks_need_it(
+    lineage: tuple[RunContext, FakeDev, Node], needed_by: str, train_check: str, kept: bool
 ) -> None:
-    """Dev is a small sample: a change no dev task needs may still be what fixed the train tasks its edge was
-    accepted on. It is removed only when those tasks still pass without it (`minimize.keep_train_fixes`)."""
+    """Dev is a small sample: a change no dev task needs may still be what fixes train tasks: those its edge was
+    accepted on, or others. `minimize.train_check`: "all" (the default) runs the cut on every train task against the
+    harness it was cut from and the full best; "fixed" only on the tasks its edge fixed, against the edge's node."""
     ctx, fake, best = lineage
     store = ctx.store
     first = next(n for n in store.lineage(best.id) if n.parent_id == store.get_run(ctx.run_id).baseline_node_id)
     edge = store.edge_into(first.id)
     assert edge is not None
-    fixed = [t.id for t in ctx.tasks["train"][:2]]
-    fake.needs_a = tuple(fixed) if needed else ()
+    train = [t.id for t in ctx.tasks["train"]]
+    fixed, others = train[:2], train[3:5]
+    fake.needs_a = {"fixed": tuple(fixed), "others": tuple(others), "none": ()}[needed_by]
     fake.evaluate(first, ctx.tasks["train"][:2], "train", ctx.train_seeds)  # what the edge was accepted on
     store.set_edge_transitions(edge.id, fixed, [], [], [])
-    ctx.cfg.minimize.keep_train_fixes = keep_train_fixes
+    ctx.cfg.minimize.train_check = train_check  # type: ignore[assignment]
     lines, say = _said()
     result = minimize(ctx, say)  # type: ignore[arg-type]
     assert result is not None
     a = next(c for c in result.contributions if "MARK_A" in c.patch)
     assert a.kept is kept and a.dev_points == 0.0, "dead on dev either way: train decides"
     step = next(e.payload for e in store.events(run_id=ctx.run_id, kind=STEP_EVENT) if a.change in e.payload["changes"])
-    if keep_train_fixes:
-        assert step["train_tasks"] == 2 and step["train_lost"] == (2 if needed else 0)
-        assert ("train task(s) its edge fixed" in step["reason"]) and any("train" in line for line in lines)
-    else:
+    if train_check == "off":
         assert step["train_tasks"] is None
-    train_paid = [r for r in store.rollouts(ctx.run_id, split="train") if store.get_node(r.node_id).origin == ORIGIN]
-    assert result.rollouts == len(train_paid) + sum(
-        1 for r in store.rollouts(ctx.run_id, split="dev") if store.get_node(r.node_id).origin == ORIGIN
-    ), "the train rollouts a check costs are the minimization's too"
+    else:
+        lost = 0 if needed_by == "none" or (needed_by == "others" and train_check == "fixed") else 2
+        assert step["train_tasks"] == (len(train) if train_check == "all" else 2) and step["train_lost"] == lost
+        assert "train task(s)" in step["reason"] and any("train task(s)" in line for line in lines)
+    made = {n.id for n in store.nodes(ctx.run_id) if n.origin == ORIGIN}
+    paid = [r for r in store.rollouts(ctx.run_id) if r.split != "test" and r.node_id in made]
+    on_refs = sum(e.payload["reference_rollouts"] for e in store.events(run_id=ctx.run_id, kind=STEP_EVENT))
+    assert result.rollouts == len(paid) + on_refs, "the train rollouts a check costs are the minimization's too"
+
+
+def test_a_change_is_attributed_to_the_edge_that_made_it_not_the_last_one_touching_its_file(
+    lineage: tuple[RunContext, FakeDev, Node],
+) -> None:
+    """Two edges edit the same file in different places: each hunk belongs to the edge whose diff added its lines
+    (the train check runs the tasks that edge fixed, not those of a later edge of the same file)."""
+    ctx, _fake, best = lineage
+    store = ctx.store
+    one = FILES[ctx.cfg.benchmark][0]
+    top = _commit(ctx, best, {one: ("MARK_F: first of all", "")}, "f")  # the same file as MARK_A, another place
+    base = store.get_node(store.get_run(ctx.run_id).baseline_node_id or 0)
+    hunks = split_hunks(ctx.space.diff(base.commit, top.commit))
+    edges = source_edges(store, base, top, hunks)
+    by_mark = {m: edges[i] for i, h in enumerate(hunks) for m in ("A", "F") if f"MARK_{m}" in h.body}
+    a_node = next(n for n in store.lineage(top.id) if n.parent_id == base.id)
+    assert by_mark["A"] == store.edge_into(a_node.id).id  # type: ignore[union-attr]
+    assert by_mark["F"] == store.edge_into(top.id).id  # type: ignore[union-attr]
