@@ -50,6 +50,7 @@ STRATEGIES: dict[str, dict[str, Any]] = {
         "policies": {"acceptance": "strict_mean", "phase_moves": "fixed", "sampler": "epoch", "dev_guard": False}
     },
     "no_dev_guard": {"policies": {"dev_guard": False}},
+    "unsure_dev_guard": {"policies": {"dev_guard_unsure": 0.5}},  # dev decides train's unsure accepts too
     "strict_mean": {"policies": {"acceptance": "strict_mean"}},  # no close-call evidence
     "fixed_phases": {"policies": {"phase_moves": "fixed"}},  # no phase moves on evidence
     "epoch_sampler": {"policies": {"sampler": "epoch"}},

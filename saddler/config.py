@@ -90,6 +90,13 @@ class PolicyConfig(_Strict):
         description="a candidate accepted on train but clearly worse than its parent on dev (P(better) <= 1 - "
         "acceptance_confidence, paired over the dev tasks) is not kept",
     )
+    dev_guard_unsure: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="with dev_guard: a candidate accepted on train without reaching acceptance_confidence (the "
+        "evidence ran out) is not kept when its dev P(better) is below this; 0 = off",
+    )
     ranking: Literal["best_dev", "latest_kept"] = Field("best_dev", description="which node is the answer")
     phases: Literal["capability_then_steering", "none"] = "capability_then_steering"
     capability_epochs: float = Field(1.0, ge=0, le=1000)

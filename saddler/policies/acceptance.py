@@ -213,6 +213,18 @@ class Acceptance:
         return verdict(REJECTED, why)
 
 
+def dev_guard_vetoes(train: AcceptanceDecision, dev: AcceptanceDecision, confidence: float, unsure: float) -> str:
+    """Why a candidate kept on train is not kept after its dev comparison with its parent ("" when it is kept):
+    dev says it is clearly worse (P(better) <= 1 - `confidence`); or, with `unsure` > 0, train was not sure of it
+    (accepted with P(better) below `confidence`, once the evidence ran out) and dev leans against it (P(better)
+    below `unsure`): a close call on train is decided by the dev evidence too."""
+    if dev.confidence <= 1.0 - confidence:
+        return "worse than its parent on dev"
+    if unsure > 0 and train.confidence < confidence and dev.confidence < unsure:
+        return f"a close call on train (P(better) {train.confidence:.2f}) that dev leans against"
+    return ""
+
+
 def _count(value: float) -> str:
     return f"{value:.0f}" if abs(value - round(value)) < 1e-9 else f"{value:.2f}"
 

@@ -36,7 +36,7 @@ from saddler.policies import (
     make_ranking,
     make_sampler,
 )
-from saddler.policies.acceptance import task_outcomes
+from saddler.policies.acceptance import dev_guard_vetoes, task_outcomes
 from saddler.ports import Executor, Progress, SessionBackend
 from saddler.run import evolution_request, warmstart
 from saddler.run.evaluate import BatchSettings, Evaluator
@@ -108,9 +108,9 @@ class RunContext:
         return self.store.update_node(node.id, dev_mean=score.mean, dev_std=score.std)
 
     def guard_on_dev(self, it: Iteration, parent: Node, cand: Node, verdict: AcceptanceDecision) -> AcceptanceDecision:
-        """`verdict`, or a rejection when a kept candidate is clearly worse than its parent on dev (`policies.
-        dev_guard`): the paired comparison over the dev tasks says P(better) <= 1 - the acceptance confidence. Only
-        aggregates go into the reason and the iteration's evidence (sessions read both)."""
+        """`verdict`, or a rejection when the paired comparison with its parent over the dev tasks vetoes a kept
+        candidate (`policies.dev_guard`, `dev_guard_unsure`: `acceptance.dev_guard_vetoes`). Only aggregates go into
+        the reason and the iteration's evidence (sessions read both)."""
         if not self.cfg.policies.dev_guard or verdict.verdict not in KEPT_DECISIONS:
             return verdict
         if cand.dev_mean is None or parent.dev_mean is None:
@@ -120,10 +120,11 @@ class RunContext:
         stored = self.store.get_iteration(it.id).evidence or {}  # the decision's, written after `it` was read
         evidence = {**stored, "dev_guard": {"confidence": dev.confidence, "tasks": len(dev.compared)}}
         self.store.update_iteration(it.id, evidence=evidence)
-        if dev.confidence > 1.0 - self.acceptance.confidence:
+        veto = dev_guard_vetoes(verdict, dev, self.acceptance.confidence, self.cfg.policies.dev_guard_unsure)
+        if not veto:
             return verdict
         why = (
-            f"{verdict.reason}; not kept: worse than its parent on dev ({parent.dev_mean:.3f} -> {cand.dev_mean:.3f}, "
+            f"{verdict.reason}; not kept: {veto} ({parent.dev_mean:.3f} -> {cand.dev_mean:.3f}, "
             f"P(better) {dev.confidence:.2f} over {len(dev.compared)} dev task(s))"
         )
         return replace(verdict, verdict="rejected", reason=why)

@@ -57,6 +57,7 @@ def test_the_end_to_end_tests_live_in_e2e_and_the_quick_tier_leaves_them_out() -
     DEVELOPERS.md) leaves every one of them out."""
     e2e = sorted((REPO / "tests" / "e2e").glob("test_*.py"))
     assert e2e
+
     def marked(path: Path) -> bool:
         lines = path.read_text(encoding="utf-8").splitlines()
         return any(line.startswith("pytestmark = ") and "pytest.mark.slow" in line for line in lines)

@@ -249,3 +249,23 @@ def test_phase_evidence_ends_capability_early_after_patience_discards_in_a_row()
     fixed = make_phase_schedule("capability_then_steering", 10, 2.0, False, moves="fixed")
     assert not fixed.stalled(stalled) and fixed.phase(0, stalled=True) == "capability"
     assert not make_phase_schedule("capability_then_steering", 10, 2.0, False, patience=0).stalled(stalled)
+
+
+@pytest.mark.parametrize(
+    ("train_p", "dev_p", "unsure", "vetoed"),
+    [
+        (0.9, 0.15, 0.0, "worse than its parent on dev"),  # clearly worse on dev: always
+        (0.9, 0.3, 0.5, ""),  # sure on train: only a clear dev loss vetoes
+        (0.75, 0.3, 0.5, "a close call on train (P(better) 0.75) that dev leans against"),
+        (0.75, 0.3, 0.0, ""),  # the unsure guard off
+        (0.75, 0.5, 0.5, ""),  # dev says nothing either way: train's decision stands
+    ],
+)
+def test_the_dev_guard_vetoes_a_clear_dev_loss_and_an_unsure_train_accept_dev_leans_against(
+    train_p: float, dev_p: float, unsure: float, vetoed: str
+) -> None:
+    from saddler.policies.acceptance import AcceptanceDecision, dev_guard_vetoes
+
+    train = AcceptanceDecision("accepted", "", 0.5, 0.75, confidence=train_p)
+    dev = AcceptanceDecision("rejected", "", 0.8, 0.775, confidence=dev_p)
+    assert dev_guard_vetoes(train, dev, 0.8, unsure) == vetoed
