@@ -170,12 +170,8 @@ def _on_audit(event: str, args: tuple[Any, ...]) -> None:
     if event != "open" or not _WATCH or not isinstance(args[0], str):
         return
     harness, watched, log = _WATCH[-1]
-    path = os.path.abspath(args[0])  # no system call; a symlinked file is followed (a symlinked folder is not)
-    if os.path.islink(path):
-        path = os.path.realpath(path)
+    path = os.path.abspath(args[0])  # no system call yet
     root = next((w for w in watched if path.startswith(w)), None)
-    if root is None:
-        return
     frame = sys._getframe(1)
     while frame is not None:  # the nearest caller outside the standard library; an import is no read
         name = frame.f_code.co_filename
@@ -184,8 +180,14 @@ def _on_audit(event: str, args: tuple[Any, ...]) -> None:
         if not name.startswith(_STDLIB):
             break
         frame = frame.f_back  # type: ignore[assignment]
-    if frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(harness):
-        log({"type": "file_read", "path": path[len(root) :].replace(os.sep, "/")})
+    if frame is None or not os.path.abspath(frame.f_code.co_filename).startswith(harness):
+        return
+    if root is None:  # harness code opened another path: a symlinked file or folder on it may lead in
+        path = os.path.realpath(path)
+        root = next((w for w in watched if path.startswith(w)), None)
+        if root is None:
+            return
+    log({"type": "file_read", "path": path[len(root) :].replace(os.sep, "/")})
 
 
 def _stdlib() -> tuple[str, ...]:

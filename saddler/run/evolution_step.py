@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from evodag.decisions import KEPT_DECISIONS
+from evodag.decisions import INVALID, KEPT_DECISIONS
 from evodag.models import Iteration, Node
-from saddler.run import evolution_request, transplant
+from saddler.run import audit, evolution_request, transplant
 from saddler.run.context import RunContext
 from saddler.run.session_calls import failure_reason, worth_asking_again
 from saddler.scoring import figure
@@ -59,7 +59,7 @@ def evolve(ctx: RunContext, it: Iteration, current: Node, say: Say) -> Node:
     say(f"iter {it.number:>3} evolution: {result.rationale}" + (f" ({made.error})" if made and made.error else ""))
     if made is None or made.node is None:
         return base
-    node = _judge(ctx, result, base, made.nodes)
+    node = _judge(ctx, it, result, base, made.nodes)
     return node if node.status in KEPT_DECISIONS else base
 
 
@@ -114,11 +114,22 @@ def _fallback(result: EvolutionResult, current: Node, why: str) -> EvolutionResu
     )
 
 
-def _judge(ctx: RunContext, result: EvolutionResult, base: Node, nodes: list[Node]) -> Node:
-    """Dev-evaluate the last node of the chain and give every node of it the verdict (once)."""
+def _judge(ctx: RunContext, it: Iteration, result: EvolutionResult, base: Node, nodes: list[Node]) -> Node:
+    """Audit the chain's change against its base (`policies.audit`, as diagnosis' changes are: a refused cheat's
+    edge must not come back by cherry-pick), then dev-evaluate the last node of the chain and give every node of it
+    the verdict (once). A refused chain is invalid and costs no dev rollout."""
     node = nodes[-1]
     if node.status != "pending":
         return node
+    suspect = audit.diff_suspect(ctx, base.commit, node.commit)
+    if suspect:
+        audit.record(ctx, it, node, "diff", suspect)
+    if suspect and audit.refuses(ctx):
+        reason = f"{result.action}: {suspect}"
+        with ctx.store.transaction():
+            for i, step in enumerate(nodes[:-1], 1):
+                ctx.store.update_node(step.id, status=INVALID, status_reason=f"step {i} of {len(nodes)}: {reason}")
+            return ctx.store.update_node(node.id, status=INVALID, status_reason=reason)
     if ctx.cfg.policies.dev_eval != "never":
         node = ctx.eval_dev(node)
     better = node.dev_mean is None or base.dev_mean is None or node.dev_mean >= base.dev_mean
@@ -128,6 +139,6 @@ def _judge(ctx: RunContext, result: EvolutionResult, base: Node, nodes: list[Nod
         for i, step in enumerate(nodes[:-1], 1):
             why = f"step {i} of {len(nodes)} of the {reason} (judged with n{node.id})"
             ctx.store.update_node(step.id, status=status, status_reason=why)
-        node = ctx.store.update_node(node.id, status=status, status_reason=reason)
+        node = ctx.store.update_node(node.id, status=status, status_reason=audit.marked(ctx, node, reason))
     ctx.update_best()
     return node
