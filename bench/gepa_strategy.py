@@ -61,6 +61,7 @@ SEED_FIELDS = (
     "seed", "test", "baseline_test", "spent", "test_spent", "returned_dev", "reach", "charged_dev",
     "capability_in_returned", "saturated", "blocked", "accepted", "wall_s", "origins", "notes", "rejected",
     "ties_rejected", "ties_after_evidence", "good_rejected", "false_accepts", "dag_best_test", "evidence_rollouts",
+    "kept_best_test",
 )  # fmt: skip
 
 
@@ -103,6 +104,11 @@ class GepaOutcome:
     @property
     def dag_best_test(self) -> float:
         return max(self.pool_tests, default=self.test)
+
+    @property
+    def kept_best_test(self) -> float:
+        """GEPA keeps every candidate of its pool: the best it could have preferred is the pool's best."""
+        return self.dag_best_test
 
     @property
     def within_2pts_of_dag_best(self) -> bool:

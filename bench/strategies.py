@@ -16,7 +16,8 @@ and is measured the same way (`bench/strategy_runs.py`):
 
 Grep-able lines, per cell `<bench>.<proposer>.` and strategy: `strategy_<name>_rollouts_spent`, `_test`,
 `_test_std`, `_gain`, `_returned_dev`, `_rollouts_to_90pct_own_dev`, `_ties_rejected_share`,
-`_false_accept_share`, `_within_2pts_of_dag_best`, `_evidence_rollouts`, `_minus_full_test` (paired, ± standard
+`_false_accept_share`, `_within_2pts_of_dag_best`, `_within_2pts_of_kept_best` (of the best node the run kept:
+the best its own evidence favoured), `_evidence_rollouts`, `_minus_full_test` (paired, ± standard
 error), and `check_*` lines stating whether the default meets each bar of issue 19, with the figures.
 
 Usage: python bench/strategies.py [--benchmarks opsdesk,repofix] [--proposers neutral,calibrated]
@@ -107,6 +108,7 @@ def report(cell: str, name: str, runs: list[SeedResult], say: Say) -> None:
         "(rejected patches of the bank's best combination)")  # fmt: skip
     say(f"{p}_false_accept_share: {_share(sum(r.false_accepts for r in runs), accepted):.3f}  (of {accepted})")
     say(f"{p}_within_2pts_of_dag_best: {_share(sum(r.within_2pts for r in runs), len(runs)):.3f}")
+    say(f"{p}_within_2pts_of_kept_best: {_share(sum(r.within_2pts_of_kept for r in runs), len(runs)):.3f}")
     say(f"{p}_saturated_batches: {_mean([r.saturated for r in runs]):.2f}")
     say(f"{p}_blocked_iterations: {_mean([r.blocked for r in runs]):.2f}")
 

@@ -49,6 +49,7 @@ class SeedResult:
     good_rejected: int  # rejected candidates whose patch belongs to the bank's best combination
     false_accepts: int
     dag_best_test: float
+    kept_best_test: float  # the best test among the nodes the run kept: those its own evidence favoured
     evidence_rollouts: int
     wall_s: float = 0.0
     origins: list[tuple[str, str]] = field(default_factory=list)  # (origin, patch kind) root..returned
@@ -57,6 +58,12 @@ class SeedResult:
     @property
     def within_2pts(self) -> bool:
         return self.test >= self.dag_best_test - 0.02 - 1e-9
+
+    @property
+    def within_2pts_of_kept(self) -> bool:
+        """Within 2 points of the best node the run could have preferred: of those its train or dev evidence kept
+        (a rejected node that helps only on held-out tasks is out of any held-in rule's reach)."""
+        return self.test >= self.kept_best_test - 0.02 - 1e-9
 
 
 def trajectory(nodes: dict[int, Node], known_at: dict[int, int], dev_seen: set[int]) -> list[tuple[int, int]]:
@@ -181,6 +188,7 @@ def measure(run_dir: Path, dev_runs: int, test_runs: int) -> SeedResult:
         good_rejected=sum(1 for it in rejected if nodes[it.candidate_id or 0].origin.removeprefix("bank:") in good),
         false_accepts=false_accepts,
         dag_best_test=max(tests.values(), default=test),
+        kept_best_test=max((t for n, t in tests.items() if nodes[n].status in KEPT), default=test),
         evidence_rollouts=sum(int((it.evidence or {}).get("rollouts", 0)) for it in iterations),
         origins=[(n.origin, n.patch_kind) for n in lineage[1:]],
         notes=notes,
