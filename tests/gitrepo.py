@@ -17,3 +17,11 @@ def git_run(cwd: Path, *args: str, input: str | None = None, check: bool = False
 def git(cwd: Path, *args: str, input: str | None = None) -> str:
     """`git *args` in `cwd`, checked (raises on failure); its stdout without the trailing newline."""
     return git_run(cwd, *args, input=input, check=True).stdout.rstrip("\n")
+
+
+def init_commit(root: Path, message: str = "baseline", branch: str | None = None) -> str:
+    """`git init` in `root` (on `branch`, else git's default), add everything, commit it as `message`; the commit."""
+    git(root, "init", "-q", *(["-b", branch] if branch else []))
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", message)
+    return git(root, "rev-parse", "HEAD")

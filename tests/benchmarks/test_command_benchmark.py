@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from gitrepo import init_commit
 from hypothesis import given
 from hypothesis import strategies as st
 from repo_paths import METRIC_AGENT
@@ -81,10 +81,7 @@ def _harness(root: Path, baseline: str) -> Path:
         '[harness]\nname = "knob"\n\n[harness.components]\ncapability = ["knob.txt"]\n'
         'protected = ["saddler.toml", "eval.py"]\n'
     )
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
-    subprocess.run([*git, "commit", "-qm", "baseline"], cwd=root, check=True)
+    init_commit(root, branch="main")
     return root
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from gitrepo import init_commit
 from repo_paths import FIXTURES, METRIC_AGENT
 from typer.testing import CliRunner
 
@@ -94,10 +94,7 @@ def test_a_broken_harness_is_a_failed_rollout_not_an_exception(harness: Path, tm
 
 def _git_harness(root: Path) -> Path:
     shutil.copytree(FIXTURE / "harness", root)
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
-    subprocess.run([*git, "commit", "-qm", "baseline"], cwd=root, check=True)
+    init_commit(root, branch="main")
     return root
 
 

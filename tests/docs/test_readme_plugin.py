@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
+from gitrepo import init_commit
 from repo_paths import REPO
 from typer.testing import CliRunner
 
@@ -35,10 +35,7 @@ def plugin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         if rel.startswith("my_bench") or rel.startswith("my-harness/"):
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text, encoding="utf-8")
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root / "my-harness", check=True)
-    subprocess.run([*git, "add", "-A"], cwd=root / "my-harness", check=True)
-    subprocess.run([*git, "commit", "-qm", "baseline"], cwd=root / "my-harness", check=True)
+    init_commit(root / "my-harness", branch="main")
     monkeypatch.syspath_prepend(str(root))
     monkeypatch.setenv("PYTHONPATH", str(root))
     return root

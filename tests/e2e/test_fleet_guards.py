@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from gitrepo import git
+from gitrepo import git, init_commit
 from typer.testing import CliRunner
 
 from evodag.store import EvoDAG
@@ -52,8 +52,7 @@ def test_a_tracked_results_file_is_untracked_at_init(
     work = tmp_path / "my-project"
     earlier = "commit\tmetric\tstatus\tdescription\nabc1234\t120.000000\tkeep\tan earlier session's baseline\n"
     (work / "results.tsv").write_text(earlier, encoding="utf-8")
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
-        subprocess.run(["git", *args], cwd=work, check=True, capture_output=True)
+    init_commit(work, "x")
     paths = init_fleet(tmp_path / "root", fleet_json)
     assert "results.tsv" not in git(work, "ls-files").split()
     assert (

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from gitrepo import git
+from gitrepo import git, init_commit
 from typer.testing import CliRunner
 
 from evodag.cli import app as evo_app
@@ -225,8 +225,7 @@ def test_dirty_workdir_is_refused(
 ) -> None:
     fleet_json = fleet_setup()
     work = tmp_path / "my-project"
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
-        subprocess.run(["git", *args], cwd=work, check=True, capture_output=True)
+    init_commit(work, "x")
     (work / "solution.py").write_text("# local edit\n")
     with pytest.raises(RunStateError, match="uncommitted changes"):
         init_fleet(tmp_path / "root", fleet_json)
@@ -250,11 +249,7 @@ def test_cli_init_json_and_broken_baseline(
         "warnings": [],
     }
     (tmp_path / "my-project" / "program.md").write_text("# autoresearch\nMake one change.\n")
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "p"],
-        cwd=tmp_path / "my-project",
-        check=True,
-    )
+    git(tmp_path / "my-project", "commit", "-qam", "p")
     again = CliRunner().invoke(app, ["fleet", "init", str(tmp_path / "root"), "--from-fleet", str(fleet_json)])
     assert again.exit_code == 0 and "does not say NEVER STOP" in again.output
     run = CliRunner().invoke(app, ["fleet", "run", str(tmp_path / "root")])

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from gitrepo import git
 
 from benchmarks.command import CommandBenchmark, extract_metric, run_eval
 from saddler.errors import ConfigError
@@ -124,11 +125,7 @@ def test_init_detects_the_eval_command_or_writes_bench_py(
     found = json.loads((tmp_path / "root" / ".fleet-init.json").read_text())
     assert found["eval_command_source"] == "Makefile target benchmark"
     (tmp_path / "my-project" / "Makefile").unlink()
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "no make"],
-        cwd=tmp_path / "my-project",
-        check=True,
-    )
+    git(tmp_path / "my-project", "commit", "-qam", "no make")
     with pytest.raises(ConfigError, match="--bench-target"):
         init_fleet(tmp_path / "root2", fleet_json)
     paths = init_fleet(tmp_path / "root3", fleet_json, bench_target="python3 bench.py")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from gitrepo import git_run
+from gitrepo import git_run, init_commit
 
 
 def bank_git(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -18,9 +18,7 @@ def bank_git(cwd: Path, *args: str, stdin: str | None = None) -> subprocess.Comp
 
 def _template_repo(template: Path, dest: Path) -> Path:
     shutil.copytree(template, dest)
-    bank_git(dest, "init", "-q")
-    bank_git(dest, "add", "-A")
-    assert bank_git(dest, "commit", "-qm", "baseline").returncode == 0
+    init_commit(dest)  # checked: a failed commit raises
     return dest
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gitrepo import git_run
+from gitrepo import git_run, init_commit
 
 from saddler.harness.gitcmd import SAFE_PREFIX
 
@@ -111,9 +111,7 @@ def source_repo() -> Callable[..., Path]:
     def make(root: Path, files: dict[str, str] | None = None) -> Path:
         root.mkdir(parents=True)
         _write_files(root, FILES if files is None else files)
-        _git("init", "-q", "-b", "main", cwd=root)
-        _git("add", "-A", cwd=root)
-        _git("commit", "-q", "-m", "initial harness", cwd=root)
+        init_commit(root, "initial harness", branch="main")
         return root
 
     return make

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from gitrepo import git_run
+from gitrepo import init_commit
 
 from saddler.sessions.schema import (
     DiagnosisRequest,
@@ -39,19 +39,13 @@ def session_paths(run_dir: Path) -> dict[str, object]:
             "readable": [str(p) for p in readable]}  # fmt: skip
 
 
-def _git(cwd: Path, *args: str) -> str:
-    return git_run(cwd, *args, check=True).stdout
-
-
 def _make_worktree(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for rel, text in HARNESS_FILES.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    _git(root, "init", "-q")
-    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
-    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "baseline")
+    init_commit(root)
     return root
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from gitrepo import init_commit
 from repo_paths import FAKE_AGENT
 from typer.testing import CliRunner
 
@@ -38,9 +38,7 @@ def _hook_repo(tmp_path: Path) -> Path:
     repo.mkdir()
     (repo / "a.txt").write_text("a\n")
     (repo / "saddler.toml").write_text('[harness]\nname = "x"\n[harness.components]\nsteering = ["a.txt"]\n')
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit",
-                 "-qm", "base"]):  # fmt: skip
-        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    init_commit(repo, "base", branch="main")
     marker = tmp_path / "hook-ran"
     for name in ("post-checkout", "reference-transaction", "post-index-change", "pre-commit", "post-commit"):
         hook = repo / ".git" / "hooks" / name

@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from gitrepo import git, git_run
+from gitrepo import git, git_run, init_commit
 
 from saddler.benchmark import BankPatch, RolloutResult, Symptom, Task
 from saddler.config import SessionConfig
@@ -74,8 +74,7 @@ def _repo(tmp_path: Path) -> Path:
     repo.mkdir()
     (repo / "tools.py").write_text("PAGES = 1\n")
     (repo / "prompt.md").write_text("You are an assistant.\n")
-    for cmd in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "b"]):
-        git(repo, *cmd)
+    init_commit(repo, "b")
     return repo
 
 
