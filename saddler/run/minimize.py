@@ -92,14 +92,16 @@ def source_edges(store: EvoDAG, baseline: Node, best: Node, hunks: list[Hunk]) -
     for hunk in hunks:
         mine = _changed_lines([hunk]).get(hunk.file, (set(), set()))
         touching = [e.id for e in edges if hunk.file in e.files_changed]
-        wrote = [
-            e
-            for e in touching
-            if (mine[0] and mine[0] <= made[e].get(hunk.file, (set(), set()))[0])
-            or (not mine[0] and mine[1] and mine[1] <= made[e].get(hunk.file, (set(), set()))[1])
-        ]
-        found.append(max(wrote) if wrote else max(touching) if touching else None)
+        writers = [e for e in touching if _wrote(mine, made[e].get(hunk.file, (set(), set())))]
+        found.append(max(writers) if writers else max(touching) if touching else None)
     return found
+
+
+def _wrote(mine: tuple[set[str], set[str]], theirs: tuple[set[str], set[str]]) -> bool:
+    """Whether an edge whose diff changed `theirs` (added, removed lines of a file) made the change `mine`: it adds
+    all of its added lines, or (a pure removal) removes all of its removed lines."""
+    added, removed = mine
+    return added <= theirs[0] if added else bool(removed) and removed <= theirs[1]
 
 
 def _changed_lines(hunks: list[Hunk]) -> dict[str, tuple[set[str], set[str]]]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from evodag.models import Edge, Node, RolloutRow
 from saddler.benchmark import Task
-from saddler.policies.acceptance import TaskOutcome, better_confidence
+from saddler.policies.acceptance import AcceptanceDecision, TaskOutcome, better_confidence
 from saddler.run.context import RunContext
 from saddler.run.outcomes import task_outcomes
 
@@ -68,11 +68,10 @@ def judge(ctx: RunContext, cand: Node, current: Node, best: Node, baseline: Node
     cand = ctx.eval_dev(cand)  # every row is stored: this only computes and records its dev score
     decided = [ctx.acceptance.decide(ref, task_outcomes(rows), final=False) for ref in refs]
     confidence = min(d.confidence for d in decided)
+    worse = _refused(ctx, decided)
     if rule == "not_clearly_worse":
-        worse = confidence <= 1.0 - ctx.acceptance.confidence
         verdict = "clearly worse, kept" if worse else "not clearly worse, removed"
     else:
-        worse = any(d.after < d.before - 1e-12 for d in decided)
         verdict = "lower, kept" if worse else "not lower, removed"
     points = round((current.dev_mean or 0.0) - (cand.dev_mean or 0.0), 9)
     why = (
@@ -105,7 +104,8 @@ def judge_train(ctx: RunContext, cand: Node, current: Node, best: Node, edge: Ed
     train = [t.id for t in ctx.tasks["train"]]
     before = store.count_rollouts(ctx.run_id)
     if mode == "fixed":
-        ids = [t for t in (edge.fixed if edge else []) if t in set(train)]
+        in_train = set(train)
+        ids = [t for t in (edge.fixed if edge else []) if t in in_train]
         if edge is None or not ids:
             return None
         stored = store.rollouts(run_id=ctx.run_id, node_id=edge.child_id, split="train")
@@ -120,15 +120,19 @@ def judge_train(ctx: RunContext, cand: Node, current: Node, best: Node, edge: Ed
     lost = max(
         sum(1 for t in ids if t in ref and t in got and got[t].value(kind) < ref[t].value(kind) - 1e-12) for ref in refs
     )
-    decided = [ctx.acceptance.decide(ref, got, final=False) for ref in refs]
-    if ctx.cfg.minimize.rule == "not_clearly_worse":
-        worse = min(d.confidence for d in decided) <= 1.0 - ctx.acceptance.confidence
-    else:
-        worse = any(d.after < d.before - 1e-12 for d in decided)
+    worse = _refused(ctx, [ctx.acceptance.decide(ref, got, final=False) for ref in refs])
     verdict = "lower there, kept" if worse else "not lower there"
     return TrainCheck(
         worse, len(ids), lost, f"{lost} of {len(ids)} {where} lower without it ({verdict})", paid_for_refs
     )
+
+
+def _refused(ctx: RunContext, decided: list[AcceptanceDecision]) -> bool:
+    """Whether `minimize.rule` refuses a cut compared with each reference as `decided`: `not_lower` when it is lower
+    than any; `not_clearly_worse` when its lowest P(better) is at most 1 - the acceptance confidence."""
+    if ctx.cfg.minimize.rule == "not_clearly_worse":
+        return min(d.confidence for d in decided) <= 1.0 - ctx.acceptance.confidence
+    return any(d.after < d.before - 1e-12 for d in decided)
 
 
 def _dev_rows(ctx: RunContext, node: Node) -> list[RolloutRow]:
