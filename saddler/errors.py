@@ -22,6 +22,16 @@ class ConfigError(SaddlerError):
     exit_code = 2
 
 
+class HandoffRefusedError(ConfigError):
+    """The hand-off branch cannot be written where asked (exit 2; `saddler.run.handoff`): a dirty or mismatched
+    repository, an existing branch, no `gh` for `--open-pr`. The message says what to do."""
+
+
+class WarmStartMismatchError(ConfigError):
+    """The warm-start run is of another harness baseline or benchmark (exit 2; `--force` takes it anyway;
+    `saddler.run.warmstart`)."""
+
+
 class UnknownNameError(SaddlerError):
     """An unknown registered name (backend, benchmark, policy, template)."""
 

@@ -21,7 +21,7 @@ from typing import Any
 from evodag.models import Node
 from evodag.store import EvoDAG
 from saddler.config import load_run_config
-from saddler.errors import ConfigError, HarnessError, RunStateError
+from saddler.errors import HandoffRefusedError, HarnessError, RunStateError
 from saddler.harness.gitcmd import git, is_repo_root
 from saddler.harness.plumbing import apply_on_index, commit_tree
 from saddler.harness.space import HarnessSpace
@@ -30,11 +30,6 @@ from saddler.reporting.pr import Change, lineage_changes, pr_title, render_pr
 from saddler.run.folder import RunPaths
 
 GH_TIMEOUT_S = 120.0
-
-
-class HandoffRefusedError(ConfigError):
-    """The branch cannot be written where asked (exit 2): a dirty or mismatched repository, an existing branch,
-    no `gh` for `--open-pr`. The message says what to do."""
 
 
 @dataclass

@@ -20,17 +20,13 @@ from evodag.models import Node
 from evodag.store import EvoDAG
 from saddler.benchmark import load_benchmark
 from saddler.config import load_run_config
-from saddler.errors import ConfigError
+from saddler.errors import ConfigError, WarmStartMismatchError
 from saddler.harness.space import HarnessSpace
 from saddler.run.folder import RunPaths
 from saddler.warmstart import WarmEdge, WarmLesson, WarmStart, load_warm_start, save_warm_start
 
 IMPORTED_EVENT = "warmstart.imported"
 EXCLUDED_STATUSES = (INVALID, REJECTED)
-
-
-class WarmStartMismatchError(ConfigError):
-    """The other run is of another harness baseline or benchmark (exit 2; `--force` takes it anyway)."""
 
 
 def read_run(other: Path) -> WarmStart:
