@@ -22,9 +22,13 @@ error), and `check_*` lines stating whether the default meets each bar of issue 
 
 Usage: python bench/strategies.py [--benchmarks opsdesk,repofix] [--proposers neutral,calibrated]
        [--first-seed 0] [--seeds 20] [--iterations 30] [--only full,paper] [--jobs 2] [--out DIR] [--reuse]
+       [--record FILE]
+       python bench/strategies.py --from FILE [--from FILE ...] [--benchmarks ...] [--proposers ...] [--only ...]
 All runs of a benchmark share one rollout cache, so a rollout identical across strategies executes once (it is
 still counted as spent by each run that stores it); `--reuse` measures the finished runs of an earlier `--out`
-and resumes its interrupted ones.
+and resumes its interrupted ones. A sweep too long for one sitting runs in shards of seeds: `--record` appends
+each run's figures to a JSON-lines file as it finishes, and `--from` reports several such files as one sweep,
+refusing records of other code (see `bench/strategy_records.py`).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import strategy_records
 from strategy_runs import SeedResult, run_one
 
 STRATEGIES: dict[str, dict[str, Any]] = {
@@ -91,6 +96,7 @@ def report(cell: str, name: str, runs: list[SeedResult], say: Say) -> None:
     reached = [r.reach for r in runs if r.reach is not None]
     median = statistics.median(reached) if reached else float("nan")
     p = f"{cell}.strategy_{name}"
+    say(f"{p}_seeds: {len(runs)}")
     say(f"{p}_rollouts_spent: {_mean([r.spent for r in runs]):.1f}")
     say(f"{p}_evidence_rollouts: {_mean([r.evidence_rollouts for r in runs]):.1f}")
     say(f"{p}_test_rollouts: {_mean([r.test_spent for r in runs]):.1f}")
@@ -208,21 +214,45 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="runs side by side")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--reuse", action="store_true", help="measure the finished runs already in --out again")
+    parser.add_argument("--record", type=Path, default=None, help="append each run's figures to this JSON-lines file")
+    parser.add_argument("--from", dest="sources", type=Path, action="append", default=[],
+                        help="report the records of this file (repeatable: shards) instead of running")  # fmt: skip
     args = parser.parse_args()
     names = [n for n in args.only.split(",") if n] or [*STRATEGIES, *(GEPA if _gepa_installed() else ())]
     unknown = [n for n in names if n not in STRATEGIES and n not in GEPA]
     if unknown:
         parser.error(f"unknown strategy {', '.join(unknown)}; choose from {', '.join([*STRATEGIES, *GEPA])}")
+    cells = [(b, p) for b in args.benchmarks.split(",") if b for p in args.proposers.split(",") if p]
+    say: Say = lambda line: print(line, flush=True)  # noqa: E731
+    started = time.monotonic()
+    if args.sources:
+        try:
+            results = from_records(args.sources, {f"{b}.{p}" for b, p in cells}, set(names), args.iterations)
+        except strategy_records.RecordsError as exc:
+            parser.exit(2, f"strategies: {exc}\n")
+        report_all(results, say)
+        return
     if any(n in GEPA for n in names) and "full" not in names:
         parser.error("GEPA's budget is the default's search rollouts: include `full` with a gepa strategy")
     if any(n in GEPA for n in names) and not _gepa_installed():
         parser.error("the gepa strategies need the bench extra: pip install 'saddler[bench]'")
     out = args.out or Path(tempfile.mkdtemp(prefix="saddler-strategies-"))
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    cells = [(b, p) for b in args.benchmarks.split(",") if b for p in args.proposers.split(",") if p]
-    started = time.monotonic()
-    results: dict[str, dict[str, list[SeedResult]]] = {}
-    say: Say = lambda line: print(line, flush=True)  # noqa: E731
+    results = sweep(args, names, cells, seeds, out, say)
+    report_all(results, say)
+    print(f"# {len(names)} strategies x {len(seeds)} seeds x {len(cells)} cells in {time.monotonic() - started:.0f} s; "
+          f"runs in {out}" + (f"; records in {args.record}" if args.record else ""))  # fmt: skip
+
+
+Results = dict[str, dict[str, list[SeedResult]]]
+
+
+def sweep(args: argparse.Namespace, names: list[str], cells: list[tuple[str, str]], seeds: range, out: Path,
+          say: Say) -> Results:  # fmt: skip
+    """Run (or, with `--reuse`, measure) every strategy of `names` on every seed of every cell; each result is
+    appended to `args.record` as soon as it is known."""
+    results: Results = {}
+    print_ = strategy_records.fingerprint() if args.record else ""
 
     def jobs(wanted: list[str]) -> list[tuple[Any, ...]]:
         todo = []
@@ -247,18 +277,49 @@ def main() -> None:
         with cf.ProcessPoolExecutor(max_workers=max(1, args.jobs), mp_context=context) as pool:
             for cell, name, seed, r in pool.map(_job, jobs(wave)):
                 results.setdefault(cell, {}).setdefault(name, []).append(r)
+                if args.record:
+                    overrides = {**STRATEGIES.get(name, {}), "sessions": {"proposer": cell.split(".")[1]}}
+                    record = strategy_records.Record(print_, cell, name, overrides, args.iterations, r)
+                    strategy_records.append(args.record, record)
                 say(f"# {cell} {name} seed {seed}: test {r.test:.3f} search {r.spent} (evidence {r.evidence_rollouts}) "
                     f"returned dev {r.returned_dev:.3f} dag best {r.dag_best_test:.3f} ({r.wall_s:.1f} s)")  # fmt: skip
+    return results
+
+
+def from_records(sources: list[Path], cells: set[str], names: set[str], iterations: int) -> Results:
+    """The results of the recorded runs of `cells` and `names` (shards combined; see `strategy_records`)."""
+    records = [r for r in strategy_records.load(sources) if r.cell in cells and r.strategy in names]
+    if not records:
+        raise strategy_records.RecordsError("no record of the cells and strategies asked for in those files")
+    strategy_records.check_combinable(records, STRATEGIES, iterations)
+    results: Results = {}
+    for record in sorted(records, key=lambda r: r.key):
+        results.setdefault(record.cell, {}).setdefault(record.strategy, []).append(record.result)
+    return results
+
+
+def report_all(results: Results, say: Say) -> None:
+    """Every strategy's figures and the default's bars, per cell, then the findings and the overall verdict."""
     verdicts: list[bool] = []
     for cell, by_name in results.items():
-        say(f"# cell {cell}: {len(seeds)} seed(s) from {args.first_seed}")
+        seeds = sorted({r.seed for runs in by_name.values() for r in runs})
+        say(f"# cell {cell}: {len(seeds)} seed(s) {_spans(seeds)}")
         for name, runs in by_name.items():
             report(cell, name, sorted(runs, key=lambda r: r.seed), say)
         verdicts += checks(cell, by_name, say)
     defaults_found(results, say)
     say(f"check_all: {'pass' if verdicts and all(verdicts) else 'FAIL'}  ({sum(verdicts)} of {len(verdicts)} bars met)")
-    print(f"# {len(names)} strategies x {len(seeds)} seeds x {len(cells)} cells in {time.monotonic() - started:.0f} s; "
-          f"runs in {out}")  # fmt: skip
+
+
+def _spans(seeds: list[int]) -> str:
+    """`0-9, 12` for the seeds 0..9 and 12."""
+    spans: list[list[int]] = []
+    for seed in seeds:
+        if spans and seed == spans[-1][1] + 1:
+            spans[-1][1] = seed
+        else:
+            spans.append([seed, seed])
+    return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans)
 
 
 if __name__ == "__main__":

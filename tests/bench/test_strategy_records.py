@@ -1,0 +1,115 @@
+"""The strategies bench in shards: each run's figures recorded as a JSON line with the fingerprint of the code that
+made it, and one report over several shards that refuses records of other code, other strategy definitions or
+conflicting figures of the same run (bench/strategy_records.py, `bench/strategies.py --record/--from`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from repo_paths import REPO
+
+sys.path.insert(0, str(REPO / "bench"))
+import strategies
+import strategy_records
+from strategy_records import Record, RecordsError
+from strategy_runs import SeedResult
+
+CELL = "opsdesk.neutral"
+
+
+def _result(seed: int, test: float, **changes: object) -> SeedResult:
+    fields: dict[str, object] = {
+        "seed": seed, "test": test, "baseline_test": 0.5, "spent": 600, "test_spent": 240, "returned_dev": test,
+        "reach": 300, "charged_dev": 0, "capability_in_returned": 2, "saturated": 0, "blocked": 1, "accepted": 4,
+        "rejected": 6, "ties_rejected": 0, "ties_after_evidence": 1, "good_rejected": 0, "false_accepts": 0,
+        "dag_best_test": test, "kept_best_test": test, "evidence_rollouts": 50, "wall_s": 12.5,
+        "origins": [("bank:tool_x", "capability")], "notes": [],
+    }  # fmt: skip
+    fields.update(changes)
+    return SeedResult(**fields)  # type: ignore[arg-type]
+
+
+def _record(name: str, seed: int, test: float, print_: str = "f" * 16, cell: str = CELL, **changes: object) -> Record:
+    overrides = {**strategies.STRATEGIES[name], "sessions": {"proposer": cell.split(".")[1]}}
+    return Record(print_, cell, name, overrides, 30, _result(seed, test, **changes))
+
+
+def _write(path: Path, records: list[Record]) -> Path:
+    for record in records:
+        strategy_records.append(path, record)
+    return path
+
+
+@given(
+    seed=st.integers(0, 10_000),
+    test=st.floats(0, 1, allow_nan=False),
+    origins=st.lists(st.tuples(st.text(max_size=8), st.sampled_from(["capability", "steering"])), max_size=3),
+    notes=st.lists(st.text(max_size=12), max_size=2),
+)
+def test_a_record_round_trips_through_its_json_line(seed: int, test: float, origins: list, notes: list) -> None:
+    record = _record("full", seed, test, origins=origins, notes=notes)
+    assert Record.from_json(record.to_json()) == record
+
+
+def test_shards_report_as_one_sweep_paired_over_every_seed(tmp_path: Path) -> None:
+    first = [_record("full", 0, 0.9), _record("full", 1, 0.8), _record("strict_mean", 0, 0.7)]
+    shard_a = _write(tmp_path / "a.jsonl", [*first, _record("strict_mean", 1, 0.8)])
+    shard_b = _write(tmp_path / "b.jsonl", [_record("full", 2, 0.9), _record("strict_mean", 2, 0.6)])
+    done = subprocess.run(
+        [sys.executable, "bench/strategies.py", "--from", str(shard_a), "--from", str(shard_b),
+         "--benchmarks", "opsdesk", "--proposers", "neutral"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    lines = done.stdout.splitlines()
+    p = "opsdesk.neutral"
+    assert lines[0] == "# cell opsdesk.neutral: 3 seed(s) 0-2"
+    assert f"{p}.strategy_full_seeds: 3" in lines
+    assert f"{p}.strategy_full_test: 0.8667" in lines
+    assert f"{p}.strategy_strict_mean_minus_full_test: -0.1667  (± 0.0882 s.e., 3 seeds: better 0, worse 2)" in lines
+    assert f"{p}.check_strict_mean: pass  (-0.1667 ± 0.0882: higher by less than one s.e. is allowed)" in lines
+
+
+def test_a_run_recorded_twice_counts_once_and_conflicting_figures_are_a_determinism_defect(tmp_path: Path) -> None:
+    same = _write(tmp_path / "same.jsonl", [_record("full", 0, 0.9), _record("full", 0, 0.9, wall_s=99.0)])
+    assert [r.result.seed for r in strategy_records.load([same])] == [0]
+    other = _write(tmp_path / "other.jsonl", [_record("full", 0, 0.8)])
+    with pytest.raises(RecordsError, match="recorded before with other figures"):
+        strategy_records.load([same, other])
+
+
+def test_records_of_other_code_or_other_strategy_definitions_are_not_mixed(tmp_path: Path) -> None:
+    mixed = [_record("full", 0, 0.9), _record("full", 1, 0.9, print_="0" * 16)]
+    with pytest.raises(RecordsError, match="2 versions of the code"):
+        strategy_records.check_combinable(mixed, strategies.STRATEGIES, 30)
+    redefined = dataclasses.replace(_record("strict_mean", 0, 0.9), overrides={"policies": {"acceptance": "x"}})
+    with pytest.raises(RecordsError, match="rerun its shards"):
+        strategy_records.check_combinable([redefined], strategies.STRATEGIES, 30)
+    with pytest.raises(RecordsError, match="ran 30 iterations, not 60"):
+        strategy_records.check_combinable([_record("full", 0, 0.9)], strategies.STRATEGIES, 60)
+
+
+def test_the_report_refuses_a_missing_file_and_says_so(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "bench/strategies.py", "--from", str(tmp_path / "none.jsonl")],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "no such records file" in done.stderr
+
+
+def test_the_fingerprint_follows_every_byte_of_the_code_and_nothing_else(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "__pycache__").mkdir(parents=True)
+    (pkg / "a.py").write_text("x = 1\n")
+    first = strategy_records.code_digest([pkg], [])
+    (pkg / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
+    assert strategy_records.code_digest([pkg], []) == first
+    (pkg / "a.py").write_text("x = 2\n")
+    assert strategy_records.code_digest([pkg], []) != first
+    assert strategy_records.fingerprint() == strategy_records.fingerprint()
