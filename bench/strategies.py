@@ -17,7 +17,8 @@ and is measured the same way (`bench/strategy_runs.py`):
 Grep-able lines, per cell `<bench>.<proposer>.` and strategy: `strategy_<name>_rollouts_spent`, `_test`,
 `_test_std`, `_gain`, `_returned_dev`, `_rollouts_to_90pct_own_dev`, `_ties_rejected_share`,
 `_false_accept_share`, `_within_2pts_of_dag_best`, `_within_2pts_of_kept_best` (of the best node the run kept:
-the best its own evidence favoured), `_evidence_rollouts`, `_minus_full_test` (paired, ± standard
+the best its own evidence favoured), `_within_2pts_of_dag_best_unminimized` (the full best before the
+minimization), `_dag_best_is_kept_share`, `_seeds`, `_evidence_rollouts`, `_minus_full_test` (paired, ± standard
 error), and `check_*` lines stating whether the default meets each bar of issue 19, with the figures.
 
 Usage: python bench/strategies.py [--benchmarks opsdesk,repofix] [--proposers neutral,calibrated]
@@ -115,6 +116,11 @@ def report(cell: str, name: str, runs: list[SeedResult], say: Say) -> None:
     say(f"{p}_false_accept_share: {_share(sum(r.false_accepts for r in runs), accepted):.3f}  (of {accepted})")
     say(f"{p}_within_2pts_of_dag_best: {_share(sum(r.within_2pts for r in runs), len(runs)):.3f}")
     say(f"{p}_within_2pts_of_kept_best: {_share(sum(r.within_2pts_of_kept for r in runs), len(runs)):.3f}")
+    full_near = _share(sum(r.within_2pts_unminimized for r in runs), len(runs))
+    say(f"{p}_within_2pts_of_dag_best_unminimized: {full_near:.3f}  (the full best, before the minimization)")
+    kept = [r.dag_best_kept for r in runs if r.dag_best_kept is not None]
+    say(f"{p}_dag_best_is_kept_share: {_share(sum(kept), len(kept)):.3f}  (of {len(kept)} seeds: the DAG's best on "
+        "test is a node the run's evidence kept, not a rejected one)")  # fmt: skip
     say(f"{p}_saturated_batches: {_mean([r.saturated for r in runs]):.2f}")
     say(f"{p}_blocked_iterations: {_mean([r.blocked for r in runs]):.2f}")
 

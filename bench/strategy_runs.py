@@ -19,6 +19,7 @@ from typing import Any
 from evodag.decisions import KEPT_STATUSES as KEPT
 from evodag.models import Node, RolloutRow
 from evodag.store import EvoDAG
+from saddler.minimized import ORIGIN as MINIMIZED
 from saddler.policies.ranking import pick_best
 from saddler.run.folder import init_run
 from saddler.run.loop import Optimizer
@@ -52,12 +53,20 @@ class SeedResult:
     kept_best_test: float  # the best test among the nodes the run kept: those its own evidence favoured
     evidence_rollouts: int
     wall_s: float = 0.0
+    unminimized_test: float | None = None  # test of the full best the minimization started from (None: not run)
+    dag_best_kept: bool | None = None  # whether the DAG's best node on test is one the run kept
     origins: list[tuple[str, str]] = field(default_factory=list)  # (origin, patch kind) root..returned
     notes: list[str] = field(default_factory=list)
 
     @property
     def within_2pts(self) -> bool:
         return self.test >= self.dag_best_test - 0.02 - 1e-9
+
+    @property
+    def within_2pts_unminimized(self) -> bool:
+        """Whether the full best (before the minimization cut anything) is within 2 points of the DAG's best."""
+        test = self.test if self.unminimized_test is None else self.unminimized_test
+        return test >= self.dag_best_test - 0.02 - 1e-9
 
     @property
     def within_2pts_of_kept(self) -> bool:
@@ -192,7 +201,18 @@ def measure(run_dir: Path, dev_runs: int, test_runs: int) -> SeedResult:
         evidence_rollouts=sum(int((it.evidence or {}).get("rollouts", 0)) for it in iterations),
         origins=[(n.origin, n.patch_kind) for n in lineage[1:]],
         notes=notes,
+        unminimized_test=_unminimized_test(nodes, returned, tests),
+        dag_best_kept=nodes[max(tests, key=lambda n: (tests[n], -n))].status in KEPT if tests else None,
     )
+
+
+def _unminimized_test(nodes: dict[int, Node], returned: int, tests: dict[int, float]) -> float | None:
+    """Test of the full best harness: the returned node itself unless the minimization made it, then its nearest
+    ancestor the minimization did not make."""
+    node = nodes[returned]
+    while node.origin == MINIMIZED and node.parent_id is not None:
+        node = nodes[node.parent_id]
+    return tests.get(node.id)
 
 
 def best_combination(run_dir: Path) -> list[str]:

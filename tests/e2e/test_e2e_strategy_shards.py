@@ -31,4 +31,10 @@ def test_a_recorded_sweep_reports_the_same_from_its_records(tmp_path: Path) -> N
     assert sorted(r.key for r in recorded) == [(c, n, s) for c in ["opsdesk.neutral"]
                                                for n in ["full", "strict_mean"] for s in (0, 1)]  # fmt: skip
     assert {r.fingerprint for r in recorded} == {strategy_records.fingerprint()}
-    assert any(line.startswith("opsdesk.neutral.strategy_strict_mean_minus_full_test: ") for line in live)
+    for name in (
+        "strategy_strict_mean_minus_full_test",
+        "strategy_full_within_2pts_of_dag_best_unminimized",
+        "strategy_full_dag_best_is_kept_share",
+        "check_false_accept_share",
+    ):
+        assert any(line.startswith(f"opsdesk.neutral.{name}: ") for line in live), name
