@@ -163,11 +163,11 @@ def run_gepa(
             schedule, idle = Schedule(), IdleStop(IDLE_LIMIT)
             adapter = SaddlerAdapter(ctx, schedule)
             seed_candidate = adapter.register(baseline)
-            result = gepa.optimize(
+            result: Any = gepa.optimize(
                 seed_candidate=seed_candidate,
                 trainset=SplitLoader("train", [t.id for t in ctx.tasks["train"]]),
                 valset=SplitLoader("dev", [t.id for t in ctx.tasks["dev"]]),
-                adapter=adapter,
+                adapter=adapter,  # type: ignore[arg-type]  # duck-typed: GEPA's Protocol is generic in types we do not name
                 custom_candidate_proposer=adapter.propose,
                 module_selector="all",  # a bank patch may touch both kinds; the phase decides which it may
                 reflection_minibatch_size=cfg.loop.batch_size,
@@ -176,7 +176,7 @@ def run_gepa(
                 cache_evaluation=True,
                 track_best_outputs=False,
                 logger=log,
-                callbacks=[schedule],
+                callbacks=[schedule],  # type: ignore[list-item]  # duck-typed GEPACallback (only the hooks it uses)
                 seed=seed,
             )
             stopped = "idle" if idle.fired else "max_metric_calls"

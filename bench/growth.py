@@ -111,7 +111,7 @@ def synthetic_store(path: Path, size: int, seed: int = 0) -> None:
     """A run of `size` nodes and iterations, built as `bench/evodag_scale.py` builds its DAG, with an evolution
     action and rationale per iteration (what `evo-dag history` shows of an LLM's run)."""
     sys.path.insert(0, str(Path(__file__).parent))
-    from evodag_scale import build  # type: ignore[import-not-found]
+    from evodag_scale import build
 
     from evodag.store import EvoDAG
 
@@ -152,7 +152,7 @@ def session_inputs(db: Path, view: Path, iteration: int) -> dict[str, int]:
     """Bytes of each role's prompt plus what it tells the agent to read, on the store `db` (its view at `view`)."""
     from evodag.store import EvoDAG
     from evodag.view import write_session_view
-    from saddler.run import evolution
+    from saddler.run import evolution_request as evolution
     from saddler.sessions.prompts import render
     from saddler.sessions.schema import DiagnosisRequest, TaskEvidence
 
@@ -177,7 +177,7 @@ def session_inputs(db: Path, view: Path, iteration: int) -> dict[str, int]:
                                              "protected": ["eval/**"]}, lineage_origins=origins)  # fmt: skip
     out = {}
     for role, request in (("diagnosis", diag), ("evolution", evo)):
-        prompt = render("diagnosis_patch" if role == "diagnosis" else "evolution", request)  # type: ignore[arg-type]
+        prompt = render("diagnosis_patch" if role == "diagnosis" else "evolution", request)
         total = len(prompt.encode("utf-8"))
         for command in told_commands(prompt):
             if "TASK_ID" in command and EVERY_TASK in prompt:  # the prompt asks for it per failing task

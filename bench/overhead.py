@@ -76,7 +76,7 @@ def _probe(run_dir: str, out: str, started: float) -> int:
             sub = next((a for a in argv[1:] if not a.startswith("-")), "?")
             counters.add(f"git:{sub}", 1)
 
-    subprocess.run = counted_run  # type: ignore[assignment]
+    subprocess.run = counted_run
     from saddler.harness import gitcmd
 
     real_pipe = gitcmd.git_pipe
@@ -85,7 +85,7 @@ def _probe(run_dir: str, out: str, started: float) -> int:
         counters.add("git_long_lived", 1)
         return real_pipe(args, *rest, **kwargs)
 
-    gitcmd.git_pipe = counted_pipe  # type: ignore[assignment]
+    gitcmd.git_pipe = counted_pipe
 
     from evodag.store import EvoDAG
     from saddler.executor.local import LocalExecutor

@@ -17,6 +17,7 @@ export PATH="$VENV/bin:$PATH"
 ruff check saddler evodag benchmarks tests bench
 ruff format --check saddler evodag benchmarks tests bench
 mypy
+mypy bench/*.py   # the bench scripts: not a package, checked as files (their imports of one another resolve beside them)
 lint-imports   # the layer contracts in pyproject.toml [tool.importlinter]
 # The docs site (mkdocs.yml, docs/ into site/): any warning fails; offline (no fonts or plugins fetched). The
 # variable silences Material's end-of-life banner, which is not about this site.
