@@ -224,7 +224,8 @@ def main() -> None:
     parser.add_argument("--from", dest="sources", type=Path, action="append", default=[],
                         help="report the records of this file (repeatable: shards) instead of running")  # fmt: skip
     args = parser.parse_args()
-    names = [n for n in args.only.split(",") if n] or [*STRATEGIES, *(GEPA if _gepa_installed() else ())]
+    everything = [*STRATEGIES, *(GEPA if args.sources or _gepa_installed() else ())]  # reading records needs no GEPA
+    names = [n for n in args.only.split(",") if n] or everything
     unknown = [n for n in names if n not in STRATEGIES and n not in GEPA]
     if unknown:
         parser.error(f"unknown strategy {', '.join(unknown)}; choose from {', '.join([*STRATEGIES, *GEPA])}")
