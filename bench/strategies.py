@@ -48,7 +48,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import strategy_records
-from strategy_runs import SeedResult, run_one
+from strategy_runs import SeedResult, run_one, session_counts
 
 STRATEGIES: dict[str, dict[str, Any]] = {
     "full": {},  # the default
@@ -100,6 +100,9 @@ def report(cell: str, name: str, runs: list[SeedResult], say: Say) -> None:
     say(f"{p}_seeds: {len(runs)}")
     say(f"{p}_rollouts_spent: {_mean([r.spent for r in runs]):.1f}")
     say(f"{p}_evidence_rollouts: {_mean([r.evidence_rollouts for r in runs]):.1f}")
+    paid = [r for r in runs if r.sessions is not None]
+    say(f"{p}_llm_sessions: {_mean([r.sessions or 0 for r in paid]):.1f}  (proposals: "
+        f"{_mean([r.proposals or 0 for r in paid]):.1f}; with an LLM backend each is paid in tokens)")  # fmt: skip
     say(f"{p}_test_rollouts: {_mean([r.test_spent for r in runs]):.1f}")
     say(f"{p}_test: {_mean(tests):.4f}")
     say(f"{p}_test_std: {std:.4f}")
@@ -199,7 +202,8 @@ def _job(args: tuple[Any, ...]) -> tuple[str, str, int, SeedResult]:
         outcome = gepa_strategy.bench_seed(
             name, seed, budget, run_dir.parent, cache, reuse, template=template, overrides=sets
         )
-        return cell, name, seed, SeedResult(**outcome.seed_fields())
+        fields = outcome.seed_fields() | session_counts(run_dir.parent / f"{name}-s{seed}")
+        return cell, name, seed, SeedResult(**fields)
     return cell, name, seed, run_one(template, overrides, seed, iterations, run_dir, cache, reuse)
 
 
@@ -234,7 +238,7 @@ def main() -> None:
     started = time.monotonic()
     if args.sources:
         try:
-            results = from_records(args.sources, {f"{b}.{p}" for b, p in cells}, set(names), args.iterations)
+            results = from_records(args.sources, [f"{b}.{p}" for b, p in cells], names, args.iterations)
         except strategy_records.RecordsError as exc:
             parser.exit(2, f"strategies: {exc}\n")
         report_all(results, say)
@@ -293,14 +297,15 @@ def sweep(args: argparse.Namespace, names: list[str], cells: list[tuple[str, str
     return results
 
 
-def from_records(sources: list[Path], cells: set[str], names: set[str], iterations: int) -> Results:
-    """The results of the recorded runs of `cells` and `names` (shards combined; see `strategy_records`)."""
+def from_records(sources: list[Path], cells: list[str], names: list[str], iterations: int) -> Results:
+    """The results of the recorded runs of `cells` and `names`, in that order as a live sweep reports them (shards
+    combined; see `strategy_records`)."""
     records = [r for r in strategy_records.load(sources) if r.cell in cells and r.strategy in names]
     if not records:
         raise strategy_records.RecordsError("no record of the cells and strategies asked for in those files")
     strategy_records.check_combinable(records, STRATEGIES, iterations)
     results: Results = {}
-    for record in sorted(records, key=lambda r: r.key):
+    for record in sorted(records, key=lambda r: (cells.index(r.cell), names.index(r.strategy), r.result.seed)):
         results.setdefault(record.cell, {}).setdefault(record.strategy, []).append(record.result)
     return results
 

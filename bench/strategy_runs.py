@@ -18,6 +18,7 @@ from typing import Any
 
 from evodag.decisions import KEPT_STATUSES as KEPT
 from evodag.models import Node, RolloutRow
+from evodag.recording import SESSION_ROLES
 from evodag.store import EvoDAG
 from saddler.minimized import ORIGIN as MINIMIZED
 from saddler.policies.ranking import pick_best
@@ -27,6 +28,8 @@ from saddler.run.ops import evaluate_node, evaluate_nodes
 from saddler.scoring import pass_at_1
 
 REACH = 0.9
+DIAGNOSIS = "diagnosis_patch"  # the role of a session that proposes a patch
+assert DIAGNOSIS in SESSION_ROLES
 POSTHOC = "bench-posthoc.json"
 
 
@@ -55,6 +58,8 @@ class SeedResult:
     wall_s: float = 0.0
     unminimized_test: float | None = None  # test of the full best the minimization started from (None: not run)
     dag_best_kept: bool | None = None  # whether the DAG's best node on test is one the run kept
+    sessions: int | None = None  # LLM sessions the run called (every role): what a user pays besides rollouts
+    proposals: int | None = None  # of which diagnosis sessions: the candidate patches proposed
     origins: list[tuple[str, str]] = field(default_factory=list)  # (origin, patch kind) root..returned
     notes: list[str] = field(default_factory=list)
 
@@ -202,8 +207,17 @@ def measure(run_dir: Path, dev_runs: int, test_runs: int) -> SeedResult:
         origins=[(n.origin, n.patch_kind) for n in lineage[1:]],
         notes=notes,
         unminimized_test=_unminimized_test(nodes, returned, tests),
+        **session_counts(run_dir),
         dag_best_kept=nodes[max(tests, key=lambda n: (tests[n], -n))].status in KEPT if tests else None,
     )
+
+
+def session_counts(run_dir: Path) -> dict[str, int]:
+    """`sessions` (every LLM session the run stored, any role) and `proposals` (its diagnosis sessions): with an LLM
+    backend each is paid in tokens, so a strategy that proposes more for the same rollouts costs more."""
+    with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
+        rows = store.sessions()
+    return {"sessions": len(rows), "proposals": sum(1 for r in rows if r.role == DIAGNOSIS)}
 
 
 def _unminimized_test(nodes: dict[int, Node], returned: int, tests: dict[int, float]) -> float | None:

@@ -14,7 +14,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import strategy_records
 
 pytestmark = pytest.mark.slow
-SWEEP = ["--benchmarks", "opsdesk", "--proposers", "neutral", "--only", "full,strict_mean", "--iterations", "2"]
+SWEEP = ["--benchmarks", "opsdesk", "--proposers", "neutral", "--only", "full,epoch_sampler", "--iterations", "2"]
 
 
 def _bench(*args: str) -> list[str]:
@@ -29,12 +29,14 @@ def test_a_recorded_sweep_reports_the_same_from_its_records(tmp_path: Path) -> N
     assert _bench("--from", str(records)) == live
     recorded = strategy_records.load([records])
     assert sorted(r.key for r in recorded) == [(c, n, s) for c in ["opsdesk.neutral"]
-                                               for n in ["full", "strict_mean"] for s in (0, 1)]  # fmt: skip
+                                               for n in ["epoch_sampler", "full"] for s in (0, 1)]  # fmt: skip
     assert {r.fingerprint for r in recorded} == {strategy_records.fingerprint()}
     for name in (
-        "strategy_strict_mean_minus_full_test",
+        "strategy_epoch_sampler_minus_full_test",
         "strategy_full_within_2pts_of_dag_best_unminimized",
         "strategy_full_dag_best_is_kept_share",
+        "strategy_full_llm_sessions",
         "check_false_accept_share",
     ):
         assert any(line.startswith(f"opsdesk.neutral.{name}: ") for line in live), name
+    assert all(r.result.sessions and r.result.proposals == 2 for r in recorded)  # 2 iterations: one proposal each
