@@ -109,10 +109,12 @@ def test_ctrl_c_prints_one_line_saying_how_to_resume(tmp_path: Path) -> None:
     import subprocess
     import sys
 
+    from interrupts import sigint_default
+
     run = tmp_path / "run"
     assert runner.invoke(app, ["init", str(run), "--template", "opsdesk"]).exit_code == 0
     env = {**os.environ, "SADDLER_FAULT": "rollout:30:int"}  # SIGINT, as Ctrl-C sends it, mid-evaluation
     proc = subprocess.run([sys.executable, "-m", "saddler", "run", str(run), "--quiet"], env=env, capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
+                          text=True, timeout=600, preexec_fn=sigint_default)  # fmt: skip
     assert proc.returncode == 130
     assert proc.stderr == f"interrupted; `saddler run {run}` resumes where it stopped\n"

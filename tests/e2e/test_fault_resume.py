@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from interrupts import sigint_default
 from repo_paths import FAKE_AGENT
 
 from evodag.store import EvoDAG
@@ -45,6 +46,7 @@ def _saddler_run(run_dir: Path, fault: str | None) -> int:
         capture_output=True,
         text=True,
         timeout=600,
+        preexec_fn=sigint_default,
     )
     assert proc.returncode in (0, *KILLED), proc.stderr[-3000:]
     return proc.returncode
@@ -160,6 +162,7 @@ def test_ctrl_c_while_an_agent_works_pays_nothing_twice(
         env=_env(None),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        preexec_fn=sigint_default,
     )
     db = faulted / "evodag.sqlite"
     deadline = time.monotonic() + 300
