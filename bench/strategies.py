@@ -82,6 +82,11 @@ PROPOSERS = ("neutral", "calibrated")
 Say = Callable[[str], None]
 
 
+def overrides_of(name: str, proposer: str) -> dict[str, Any]:
+    """The `[run]` settings strategy `name` runs with under the offline `proposer` (GEPA's: the proposer only)."""
+    return {**STRATEGIES.get(name, {}), "sessions": {"proposer": proposer}}
+
+
 def _mean(xs: list[float]) -> float:
     return statistics.mean(xs) if xs else 0.0
 
@@ -270,7 +275,7 @@ def sweep(args: argparse.Namespace, names: list[str], cells: list[tuple[str, str
         for bench, proposer in cells:
             cell = f"{bench}.{proposer}"
             for name in wanted:
-                overrides = {**STRATEGIES.get(name, {}), "sessions": {"proposer": proposer}}
+                overrides = overrides_of(name, proposer)
                 for seed in seeds:
                     full = {r.seed: r.spent for r in results.get(cell, {}).get("full", [])}
                     run_dir = out / bench / proposer / f"{name}-s{seed}"
@@ -289,7 +294,7 @@ def sweep(args: argparse.Namespace, names: list[str], cells: list[tuple[str, str
             for cell, name, seed, r in pool.map(_job, jobs(wave)):
                 results.setdefault(cell, {}).setdefault(name, []).append(r)
                 if args.record:
-                    overrides = {**STRATEGIES.get(name, {}), "sessions": {"proposer": cell.split(".")[1]}}
+                    overrides = overrides_of(name, cell.split(".")[1])
                     record = strategy_records.Record(print_, cell, name, overrides, args.iterations, r)
                     strategy_records.append(args.record, record)
                 say(f"# {cell} {name} seed {seed}: test {r.test:.3f} search {r.spent} (evidence {r.evidence_rollouts}) "

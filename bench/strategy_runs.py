@@ -170,6 +170,7 @@ def measure(run_dir: Path, dev_runs: int, test_runs: int) -> SeedResult:
     base = nodes[run.baseline_node_id or returned]
     test, baseline_test = (pass_at_1(r for r in test_rows if r.node_id == n.id).mean for n in (nodes[returned], base))
     tests = posthoc_tests(run_dir, test_runs)
+    dag_best = max(tests, key=lambda n: (tests[n], -n)) if tests else None  # the first of the best on test
     decided = [it for it in iterations if it.candidate_id is not None and it.decision in ("accepted", "rejected")]
     rejected = [it for it in decided if it.decision == "rejected"]
     ties = [it for it in rejected if _tied(it.evidence, nodes[it.candidate_id or 0]) and not _dev_vetoed(it.evidence)]
@@ -201,14 +202,14 @@ def measure(run_dir: Path, dev_runs: int, test_runs: int) -> SeedResult:
         ties_after_evidence=len(ties) - len(on_batch_alone),
         good_rejected=sum(1 for it in rejected if nodes[it.candidate_id or 0].origin.removeprefix("bank:") in good),
         false_accepts=false_accepts,
-        dag_best_test=max(tests.values(), default=test),
+        dag_best_test=test if dag_best is None else tests[dag_best],
         kept_best_test=max((t for n, t in tests.items() if nodes[n].status in KEPT), default=test),
         evidence_rollouts=sum(int((it.evidence or {}).get("rollouts", 0)) for it in iterations),
         origins=[(n.origin, n.patch_kind) for n in lineage[1:]],
         notes=notes,
         unminimized_test=_unminimized_test(nodes, returned, tests),
         **session_counts(run_dir),
-        dag_best_kept=nodes[max(tests, key=lambda n: (tests[n], -n))].status in KEPT if tests else None,
+        dag_best_kept=None if dag_best is None else nodes[dag_best].status in KEPT,
     )
 
 

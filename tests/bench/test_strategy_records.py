@@ -13,31 +13,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from repo_paths import REPO
+from seed_results import seed_result
 
 sys.path.insert(0, str(REPO / "bench"))
 import strategies
 import strategy_records
 from strategy_records import Record, RecordsError
-from strategy_runs import SeedResult
 
 CELL = "opsdesk.neutral"
 
 
-def _result(seed: int, test: float, **changes: object) -> SeedResult:
-    fields: dict[str, object] = {
-        "seed": seed, "test": test, "baseline_test": 0.5, "spent": 600, "test_spent": 240, "returned_dev": test,
-        "reach": 300, "charged_dev": 0, "capability_in_returned": 2, "saturated": 0, "blocked": 1, "accepted": 4,
-        "rejected": 6, "ties_rejected": 0, "ties_after_evidence": 1, "good_rejected": 0, "false_accepts": 0,
-        "dag_best_test": test, "kept_best_test": test, "evidence_rollouts": 50, "wall_s": 12.5,
-        "origins": [("bank:tool_x", "capability")], "notes": [],
-    }  # fmt: skip
-    fields.update(changes)
-    return SeedResult(**fields)  # type: ignore[arg-type]
-
-
 def _record(name: str, seed: int, test: float, print_: str = "f" * 16, cell: str = CELL, **changes: object) -> Record:
-    overrides = {**strategies.STRATEGIES[name], "sessions": {"proposer": cell.split(".")[1]}}
-    return Record(print_, cell, name, overrides, 30, _result(seed, test, **changes))
+    return Record(
+        print_, cell, name, strategies.overrides_of(name, cell.split(".")[1]), 30, seed_result(seed, test, **changes)
+    )
 
 
 def _write(path: Path, records: list[Record]) -> Path:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import sys
 
 from repo_paths import REPO
+from seed_results import seed_result
 
 from evodag.models import Node
 
 sys.path.insert(0, str(REPO / "bench"))
 import strategy_runs
-from strategy_runs import SeedResult
 
 
 def _node(nid: int, parent: int | None, origin: str, status: str = "accepted") -> Node:
@@ -27,16 +27,7 @@ def test_the_full_best_is_the_nearest_ancestor_the_minimization_did_not_make() -
 
 
 def test_a_miss_of_the_dag_best_bar_is_read_apart_from_the_minimization() -> None:
-    counts = ("spent", "test_spent", "reach", "charged_dev", "capability_in_returned", "saturated", "blocked",
-              "accepted", "rejected", "ties_rejected", "ties_after_evidence", "good_rejected", "false_accepts",
-              "evidence_rollouts")  # fmt: skip
-    fields = {name: 1 for name in counts} | {
-        "seed": 0,
-        "baseline_test": 0.3,
-        "returned_dev": 0.7,
-        "kept_best_test": 0.8,
-    }
-    cut = SeedResult(test=0.70, dag_best_test=0.80, unminimized_test=0.79, **fields)  # type: ignore[arg-type]
+    cut = seed_result(test=0.70, dag_best_test=0.80, kept_best_test=0.8, unminimized_test=0.79)
     assert not cut.within_2pts and cut.within_2pts_unminimized
-    uncut = SeedResult(test=0.70, dag_best_test=0.80, **fields)  # type: ignore[arg-type]
+    uncut = seed_result(test=0.70, dag_best_test=0.80, kept_best_test=0.8)
     assert not uncut.within_2pts and not uncut.within_2pts_unminimized
