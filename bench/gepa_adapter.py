@@ -116,6 +116,19 @@ class IdleStop:
         return self.fired
 
 
+class ProposalCap:
+    """GEPA stopper: stop once the proposer has been asked `limit` times. Each ask is one LLM session (the only kind
+    GEPA calls), so a capped run is GEPA at a budget of LLM sessions as well as of rollouts. `fired` says whether it
+    ended the run."""
+
+    def __init__(self, adapter: SaddlerAdapter, limit: int) -> None:
+        self.adapter, self.limit, self.fired = adapter, limit, False
+
+    def __call__(self, gepa_state: Any) -> bool:
+        self.fired = self.adapter.proposals >= self.limit
+        return self.fired
+
+
 class SaddlerAdapter:
     """`gepa.GEPAAdapter` over one saddler run: evaluate through its `Evaluator`, reflect on train evidence only,
     propose through its session backend (see the module docstring)."""

@@ -22,7 +22,11 @@ rollout is the same cost unit as for every other strategy of the bench:
   ones included, as saddler counts batches its parent already passes) and its stall rule on GEPA's decisions,
   then `follow_evidence` on the parent's failures in the minibatch; without, both kinds always. GEPA has no
   plateau rule, so the proposer is never in exploration mode;
-- GEPA stops at its budget, or after `IDLE_LIMIT` iterations in a row that spent nothing (`IdleStop`);
+- GEPA stops at its budget, or after `IDLE_LIMIT` iterations in a row that spent nothing (`IdleStop`); the
+  `_sessions` variants also stop once they have asked the proposer as many times as the default run of the same
+  seed called LLM sessions (every role: `ProposalCap`), which compares them at what an LLM backend bills as well
+  as at rollouts (the default's evolution and reflection sessions count, so GEPA gets ~3 proposals per default
+  iteration);
 - GEPA returns its best candidate on val; it and the baseline are evaluated on test (k seeds) after the search, and,
   for the bench only, every candidate of GEPA's pool too (`within_2pts_of_dag_best`).
 """
@@ -40,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gepa_adapter import IdleStop, SaddlerAdapter, Schedule, SplitLoader
+from gepa_adapter import IdleStop, ProposalCap, SaddlerAdapter, Schedule, SplitLoader
 
 from evodag.models import Node
 from evodag.store import EvoDAG
@@ -52,7 +56,22 @@ from saddler.run.finish import evaluate_test
 from saddler.run.folder import RunPaths, init_run, run_lock
 from saddler.scoring import pass_at_1
 
-VARIANTS = {"gepa": False, "gepa_phases": True}  # strategy name -> the proposer follows saddler's phase schedule
+
+@dataclass(frozen=True)
+class Variant:
+    """How a GEPA strategy runs: `phases`, its proposer follows saddler's phase schedule; `equal_sessions`, it also
+    stops at the default run's LLM sessions of the same seed (`ProposalCap`)."""
+
+    phases: bool
+    equal_sessions: bool = False
+
+
+VARIANTS = {
+    "gepa": Variant(phases=False),
+    "gepa_phases": Variant(phases=True),
+    "gepa_sessions": Variant(phases=False, equal_sessions=True),
+    "gepa_phases_sessions": Variant(phases=True, equal_sessions=True),
+}
 RESULT_FILE = "gepa-result.json"
 NEAR_BEST = 0.02  # `within_2pts_of_dag_best`: the returned candidate's test within 2 points of the pool's best
 REACH = 0.9
@@ -85,7 +104,8 @@ class GepaOutcome:
     notes: list[str] = field(default_factory=list)
     charged_dev: int = 0  # GEPA evaluates val during the search: nothing is charged after it
     budget: int = 0
-    stopped: str = ""  # max_metric_calls | idle (`IdleStop`)
+    stopped: str = ""  # max_metric_calls | idle (`IdleStop`) | max_proposals (`ProposalCap`)
+    session_cap: int = 0  # the most proposals (LLM sessions) GEPA could ask for; 0: no cap
     metric_calls: int = 0  # GEPA's own count (equals `spent`)
     executed: int = 0  # search rollouts actually executed (the rest were served from a cache)
     proposals: int = 0
@@ -138,10 +158,12 @@ def run_gepa(
     phases: bool,
     overrides: dict[str, Any] | None = None,
     pool_on_test: bool = True,
+    max_proposals: int = 0,
 ) -> GepaOutcome:
     """GEPA on a fresh saddler run folder `run_dir` of `template`, for `budget` search rollouts (its
-    `max_metric_calls`); `overrides` are `[run]` settings (the shared cache, backend options), as `init_run` takes
-    them. The returned candidate and the baseline are evaluated on test; with `pool_on_test`, the whole pool too."""
+    `max_metric_calls`) and, when `max_proposals` > 0, at most that many proposals; `overrides` are `[run]` settings
+    (the shared cache, backend options), as `init_run` takes them. The returned candidate and the baseline are
+    evaluated on test; with `pool_on_test`, the whole pool too."""
     import gepa
 
     started = time.monotonic()
@@ -162,6 +184,7 @@ def run_gepa(
             store.update_run(ctx.run_id, baseline_node_id=baseline.id, best_node_id=baseline.id)
             schedule, idle = Schedule(), IdleStop(IDLE_LIMIT)
             adapter = SaddlerAdapter(ctx, schedule)
+            cap = ProposalCap(adapter, max_proposals)
             seed_candidate = adapter.register(baseline)
             result: Any = gepa.optimize(
                 seed_candidate=seed_candidate,
@@ -172,19 +195,20 @@ def run_gepa(
                 module_selector="all",  # a bank patch may touch both kinds; the phase decides which it may
                 reflection_minibatch_size=cfg.loop.batch_size,
                 max_metric_calls=budget,
-                stop_callbacks=[idle],
+                stop_callbacks=[idle, cap] if max_proposals > 0 else [idle],
                 cache_evaluation=True,
                 track_best_outputs=False,
                 logger=log,
                 callbacks=[schedule],  # type: ignore[list-item]  # duck-typed GEPACallback (only the hooks it uses)
                 seed=seed,
             )
-            stopped = "idle" if idle.fired else "max_metric_calls"
+            stopped = "idle" if idle.fired else "max_proposals" if cap.fired else "max_metric_calls"
             outcome = _measure(ctx, adapter, result, baseline, pool_on_test)
             store.update_run(ctx.run_id, status="finished", termination_reason=stopped, finished_at=store.clock())
             if idle.fired:
                 outcome.notes.append(f"stopped after {IDLE_LIMIT} iterations in a row that spent no rollout")
-            outcome.budget, outcome.stopped, outcome.wall_s = budget, stopped, time.monotonic() - started
+            outcome.budget, outcome.stopped, outcome.session_cap = budget, stopped, max_proposals
+            outcome.wall_s = time.monotonic() - started
             return outcome
         finally:
             (paths.root / "gepa.log").write_text("\n".join(log.lines) + "\n", encoding="utf-8")
@@ -260,20 +284,26 @@ def _reach(known_at: list[int], scores: list[float]) -> int | None:
 
 def bench_seed(
     name: str, seed: int, budget: int, out: Path, cache: Path, reuse: bool, *, template: str = "opsdesk",
-    overrides: dict[str, Any] | None = None,
+    overrides: dict[str, Any] | None = None, sessions: int = 0,
 ) -> GepaOutcome:  # fmt: skip
-    """Strategy `name` of `VARIANTS` on one seed, in `out/<name>-s<seed>` with the bench's shared `cache`; with
-    `reuse`, the outcome a finished run saved there for the same budget is read back instead."""
+    """Strategy `name` of `VARIANTS` on one seed, in `out/<name>-s<seed>` with the bench's shared `cache`, for
+    `budget` rollouts and, for an `equal_sessions` variant, at most `sessions` proposals (the default run's LLM
+    sessions); with `reuse`, the outcome a finished run saved there for the same budget and cap is read back."""
+    variant = VARIANTS[name]
+    cap = sessions if variant.equal_sessions else 0
+    if variant.equal_sessions and cap <= 0:
+        raise ConfigError(f"{name}: a session cap needs the default run's LLM sessions of seed {seed}")
     run_dir = out / f"{name}-s{seed}"
     saved = run_dir / RESULT_FILE
     if reuse and saved.exists():
         data = json.loads(saved.read_text(encoding="utf-8"))
-        if data.get("budget") == budget:
+        if data.get("budget") == budget and data.get("session_cap", 0) == cap:
             data["origins"] = [tuple(o) for o in data["origins"]]
             return GepaOutcome(**data)
     sets = json.loads(json.dumps(overrides or {}))
     sets.setdefault("executor", {})["cache"] = str(cache)
-    outcome = run_gepa(run_dir, template=template, seed=seed, budget=budget, phases=VARIANTS[name], overrides=sets)
+    outcome = run_gepa(run_dir, template=template, seed=seed, budget=budget, phases=variant.phases, overrides=sets,
+                       max_proposals=cap)  # fmt: skip
     saved.write_text(json.dumps(dataclasses.asdict(outcome), indent=1), encoding="utf-8")
     return outcome
 

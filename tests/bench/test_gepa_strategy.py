@@ -107,3 +107,30 @@ def test_within_2pts_and_reach_follow_the_pool_in_gepa_order() -> None:
                                      reach=1, capability_in_returned=0, saturated=0, blocked=0, accepted=1)  # fmt: skip
     assert dataclasses.replace(base, pool_tests=[0.5, 0.8199]).within_2pts_of_dag_best
     assert not dataclasses.replace(base, pool_tests=[0.5, 0.83]).within_2pts_of_dag_best
+
+
+def test_a_session_cap_ends_gepa_after_that_many_proposals_and_reuse_needs_the_same_cap(tmp_path: Path) -> None:
+    sets = {"executor": {"cache": str(tmp_path / "cache.sqlite")}, "loop": {"test_runs": 1}}
+    capped = gepa_strategy.bench_seed("gepa_sessions", 3, 400, tmp_path, tmp_path / "cache.sqlite", False,
+                                      overrides=sets, sessions=2)  # fmt: skip
+    with EvoDAG(tmp_path / "gepa_sessions-s3" / "evodag.sqlite", readonly=True) as store:
+        sessions = store.sessions()
+    # each proposal is one LLM session, the only kind GEPA calls: the cap is on what an LLM backend bills
+    assert capped.proposals == len(sessions) == 2 and {s.role for s in sessions} == {"diagnosis_patch"}
+    assert (capped.stopped, capped.session_cap, capped.budget) == ("max_proposals", 2, 400)
+    assert capped.spent < 400  # the cap, not the rollout budget, ended it
+    again = gepa_strategy.bench_seed("gepa_sessions", 3, 400, tmp_path, tmp_path / "cache.sqlite", True,
+                                     overrides=sets, sessions=2)  # fmt: skip
+    assert _figures(again) == _figures(capped)  # read back: same budget, same cap
+    wider = gepa_strategy.bench_seed("gepa_sessions", 3, 400, tmp_path, tmp_path / "cache.sqlite", True,
+                                     overrides=sets, sessions=3)  # fmt: skip
+    assert wider.session_cap == 3 and wider.proposals == 3  # another cap is another run, never a stale read
+
+
+def test_the_uncapped_variants_take_no_session_cap(tmp_path: Path) -> None:
+    assert not gepa_strategy.VARIANTS["gepa"].equal_sessions and gepa_strategy.VARIANTS["gepa_phases"].phases
+    assert set(gepa_strategy.VARIANTS) == set(strategies.GEPA)
+    assert {n for n, v in gepa_strategy.VARIANTS.items() if v.equal_sessions} == {
+        "gepa_sessions",
+        "gepa_phases_sessions",
+    }

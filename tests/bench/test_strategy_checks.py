@@ -1,0 +1,37 @@
+"""The bars `bench/strategies.py` prints for the default (issue 19's), and the proposed ones it prints apart."""
+
+from __future__ import annotations
+
+import sys
+
+from repo_paths import REPO
+from seed_results import seed_result
+
+sys.path.insert(0, str(REPO / "bench"))
+import strategies
+
+
+def _lines(results: dict[str, list[strategies.SeedResult]]) -> tuple[list[bool], list[str]]:
+    said: list[str] = []
+    return strategies.checks("repofix.calibrated", results, said.append), said
+
+
+def test_gepa_at_equal_sessions_is_a_proposed_bar_printed_apart_from_the_issues_bars() -> None:
+    full = [seed_result(s, t) for s, t in enumerate([0.70, 0.60, 0.65])]
+    results = {
+        "full": full,
+        "gepa": [seed_result(s, t - 0.04) for s, t in enumerate([0.70, 0.60, 0.65])],
+        "gepa_sessions": [seed_result(s, t - 0.10) for s, t in enumerate([0.70, 0.60, 0.65])],
+        "gepa_phases_sessions": [seed_result(s, t + 0.01) for s, t in enumerate([0.70, 0.60, 0.65])],
+    }
+    bars, said = _lines(results)
+    got = [line for line in said if "check_gepa" in line]
+    assert got == [
+        "repofix.calibrated.check_gepa: FAIL  (default +0.0400 above GEPA (≥ +0.05 asked))",
+        "repofix.calibrated.proposed_check_gepa_sessions: pass  (default +0.1000 above GEPA at equal LLM sessions "
+        "(≥ +0.05); proposed, not issue 19's bar)",
+        "repofix.calibrated.proposed_check_gepa_phases_sessions: FAIL  (default -0.0100 against GEPA with saddler's "
+        "phases at equal LLM sessions (≥ 0); proposed, not issue 19's bar)",
+    ]
+    # only issue 19's bars count: gepa, ties, false accepts, within 2 pts of the DAG's best
+    assert len(bars) == 4 and bars[0] is False
