@@ -36,10 +36,8 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-import statistics
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -311,16 +309,3 @@ def bench_seed(
 def installed() -> bool:
     """Whether the `gepa` package (extra `bench`) can be imported."""
     return importlib.util.find_spec("gepa") is not None
-
-
-def report(name: str, outcomes: list[GepaOutcome], say: Callable[[str], None]) -> None:
-    """GEPA's own grep-able lines, after the ones `strategies.report` prints for every strategy."""
-    near = sum(o.within_2pts_of_dag_best for o in outcomes)
-    say(
-        f"strategy_{name}_within_2pts_of_dag_best: {near / len(outcomes):.2f}  ({near} of {len(outcomes)} seeds: "
-        "the returned candidate's test is within 2 points of the best test of GEPA's pool)"
-    )
-    say(f"strategy_{name}_budget: {statistics.mean(o.budget for o in outcomes):.1f}  (full's search rollouts)")
-    say(f"strategy_{name}_pool_test_rollouts: {statistics.mean(o.pool_test_rollouts for o in outcomes):.1f}")
-    say(f"strategy_{name}_idle_stops: {sum(o.stopped == 'idle' for o in outcomes)}  (seeds GEPA ended before its "
-        f"budget: {IDLE_LIMIT} iterations in a row proposed nothing new)")  # fmt: skip

@@ -117,7 +117,8 @@ def report(cell: str, name: str, runs: list[SeedResult], say: Say) -> None:
     say(f"{p}_test_std: {std:.4f}")
     say(f"{p}_gain: {_mean([r.test - r.baseline_test for r in runs]):.4f}")
     say(f"{p}_returned_dev: {_mean([r.returned_dev for r in runs]):.4f}")
-    say(f"{p}_rollouts_to_90pct_own_dev: {median:.0f}  ({len(runs) - len(reached)} seed(s) never reach it)")
+    say(f"{p}_rollouts_to_90pct_own_dev: {median:.0f}  (median over the seeds that reach it)")
+    say(f"{p}_never_90pct_own_dev: {len(runs) - len(reached)}  (seeds whose answer never reaches it)")
     rejected, accepted = sum(r.rejected for r in runs), sum(r.accepted for r in runs)
     say(f"{p}_ties_rejected_share: {_share(sum(r.ties_rejected for r in runs), rejected):.3f}  (of {rejected} "
         "rejections: decided by a tie of the batch alone)")  # fmt: skip
@@ -135,6 +136,8 @@ def report(cell: str, name: str, runs: list[SeedResult], say: Say) -> None:
         "test is a node the run's evidence kept, not a rejected one)")  # fmt: skip
     say(f"{p}_saturated_batches: {_mean([r.saturated for r in runs]):.2f}")
     say(f"{p}_blocked_iterations: {_mean([r.blocked for r in runs]):.2f}")
+    say(f"{p}_capability_in_returned: {_mean([r.capability_in_returned for r in runs]):.2f}  (capability patches in "
+        "the returned node's lineage)")  # fmt: skip
 
 
 def paired_stats(runs: list[SeedResult], base: list[SeedResult]) -> tuple[float, float, int, int, int] | None:

@@ -35,3 +35,21 @@ def test_gepa_at_equal_sessions_is_a_proposed_bar_printed_apart_from_the_issues_
     ]
     # only issue 19's bars count: gepa, ties, false accepts, within 2 pts of the DAG's best
     assert len(bars) == 4 and bars[0] is False
+
+
+def test_every_line_developers_md_lists_for_the_strategies_bench_is_one_it_prints() -> None:
+    import re
+
+    row = next(
+        line for line in (REPO / "DEVELOPERS.md").read_text().splitlines() if line.startswith("| `bench/strategies.py`")
+    )
+    listed = set(re.findall(r"`(_[a-z0-9_]+)`", row))
+    said: list[str] = []
+    runs = [seed_result(0, 0.6), seed_result(1, 0.7)]
+    for name in ("full", "gepa"):
+        strategies.report("opsdesk.neutral", name, runs, said.append)
+    strategies.checks("opsdesk.neutral", {"full": runs, "gepa": runs}, said.append)
+    printed = {
+        m.group(1) for line in said if (m := re.match(r"opsdesk\.neutral\.strategy_(?:full|gepa)(_[a-z0-9_]+):", line))
+    }
+    assert listed and listed <= printed, sorted(listed - printed)
