@@ -53,3 +53,15 @@ def test_every_line_developers_md_lists_for_the_strategies_bench_is_one_it_print
         m.group(1) for line in said if (m := re.match(r"opsdesk\.neutral\.strategy_(?:full|gepa)(_[a-z0-9_]+):", line))
     }
     assert listed and listed <= printed, sorted(listed - printed)
+
+
+def test_within_2pts_of_the_best_kept_node_is_a_proposed_bar_beside_the_dag_best_one() -> None:
+    # seed 1's DAG best is a rejected node 10 points up; its best kept node is the returned one
+    full = [seed_result(0, 0.7), seed_result(1, 0.6, dag_best_test=0.7, kept_best_test=0.6)]
+    bars, said = _lines({"full": full})
+    assert [line for line in said if "within_2pts" in line] == [
+        "repofix.calibrated.check_within_2pts_of_dag_best: FAIL  (0.500 ≥ 0.90)",
+        "repofix.calibrated.proposed_check_within_2pts_of_kept_best: pass  (1.000 ≥ 0.90: of the best node the "
+        "run kept, the best its train or dev evidence could prefer; proposed, not issue 19's bar)",
+    ]
+    assert len(bars) == 3
