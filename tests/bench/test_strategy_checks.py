@@ -65,3 +65,21 @@ def test_within_2pts_of_the_best_kept_node_is_a_proposed_bar_beside_the_dag_best
         "run kept, the best its train or dev evidence could prefer; proposed, not issue 19's bar)",
     ]
     assert len(bars) == 3
+
+
+def test_full_batch_below_the_default_passes_whatever_it_spends() -> None:
+    # issue 19: full_batch "may be higher by at most 2 points while the default spends <= 40 %"; below, the default wins
+    full = [seed_result(s, t, spent=1300) for s, t in enumerate([0.70, 0.60, 0.65])]
+    lower = [seed_result(s, t - 0.19, spent=2600) for s, t in enumerate([0.70, 0.60, 0.65])]
+    higher = [seed_result(s, t + 0.015 + 0.001 * s, spent=2600) for s, t in enumerate([0.70, 0.60, 0.65])]
+    cheap = [seed_result(s, t + 0.015 + 0.001 * s, spent=4000) for s, t in enumerate([0.70, 0.60, 0.65])]
+    verdicts = {}
+    for name, runs in (("lower", lower), ("higher", higher), ("cheap", cheap)):
+        said: list[str] = []
+        strategies.checks("c", {"full": full, "full_batch": runs}, said.append)
+        verdicts[name] = next(line for line in said if line.startswith("c.check_full_batch:"))
+    assert verdicts["lower"] == (
+        "c.check_full_batch: pass  (-0.1900 ± 0.0000: not above the default by one s.e., whatever it spends)"
+    )
+    assert verdicts["higher"].startswith("c.check_full_batch: FAIL  (+0.0160 (≤ +0.02 allowed), the default spends 50%")
+    assert verdicts["cheap"].startswith("c.check_full_batch: pass  (+0.0160 (≤ +0.02 allowed), the default spends 32%")
