@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 from repo_paths import REPO
@@ -38,8 +39,6 @@ def test_gepa_at_equal_sessions_is_a_proposed_bar_printed_apart_from_the_issues_
 
 
 def test_every_line_developers_md_lists_for_the_strategies_bench_is_one_it_prints() -> None:
-    import re
-
     row = next(
         line for line in (REPO / "DEVELOPERS.md").read_text().splitlines() if line.startswith("| `bench/strategies.py`")
     )
