@@ -40,197 +40,18 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import multiprocessing
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import strategy_records
+from strategy_report import Results, Say, report_all
 from strategy_runs import SeedResult, run_one, session_counts
-
-STRATEGIES: dict[str, dict[str, Any]] = {
-    "full": {},  # the default
-    # AutoSaddler as published: strict-mean acceptance, the fixed phase schedule, the epoch sampler
-    "paper": {
-        "policies": {"acceptance": "strict_mean", "phase_moves": "fixed", "sampler": "epoch", "dev_guard": False}
-    },
-    "no_dev_guard": {"policies": {"dev_guard": False}},
-    "unsure_dev_guard": {"policies": {"dev_guard_unsure": 0.5}},  # dev decides train's unsure accepts too
-    "strict_mean": {"policies": {"acceptance": "strict_mean"}},  # no close-call evidence
-    "fixed_phases": {"policies": {"phase_moves": "fixed"}},  # no phase moves on evidence
-    "epoch_sampler": {"policies": {"sampler": "epoch"}},
-    "phases_off": {"policies": {"phases": "none"}},
-    "late_capability": {"policies": {"steering_allows_capability": True}},
-    "full_coverage": {"policies": {"phase_transition": "full_coverage"}},
-    "partial_credit": {"policies": {"score": "mean_score"}},
-    # Meta-Harness style: every candidate on the whole train split and on dev, no phase schedule
-    "full_batch": {"policies": {"sampler": "full", "dev_eval": "always", "phases": "none"}},
-    "dev_never": {"policies": {"dev_eval": "never", "evolution": "continue"}},
-    "greedy": {"policies": {"dev_eval": "never", "evolution": "continue", "phases": "none"}},
-}
-KNOBS: dict[str, str] = {  # a default chosen by issue 19 -> the strategy that differs from `full` only there
-    "policies.acceptance = sequential": "strict_mean",
-    "policies.phase_moves = evidence": "fixed_phases",
-    "policies.sampler = curriculum": "epoch_sampler",
-    "policies.dev_guard = true": "no_dev_guard",
-}
-# real GEPA driven by the same proposer, without and with saddler's phases, at the default's rollouts (and, the
-# `_sessions` pair, at the default's LLM sessions too: see bench/gepa_strategy.py)
-GEPA = ("gepa", "gepa_phases", "gepa_sessions", "gepa_phases_sessions")
-BENCHMARKS = ("opsdesk", "repofix")
-PROPOSERS = ("neutral", "calibrated")
-Say = Callable[[str], None]
-
-
-def overrides_of(name: str, proposer: str) -> dict[str, Any]:
-    """The `[run]` settings strategy `name` runs with under the offline `proposer` (GEPA's: the proposer only)."""
-    return {**STRATEGIES.get(name, {}), "sessions": {"proposer": proposer}}
-
-
-def _mean(xs: list[float]) -> float:
-    return statistics.mean(xs) if xs else 0.0
-
-
-def _share(part: float, whole: float) -> float:
-    return part / whole if whole else 0.0
-
-
-def posthoc_caveat(name: str) -> str:
-    """What to add to a figure built on the bench's post-hoc test of every node, for strategy `name`: those tests
-    are scored in the run's own score kind (`evaluate_nodes`), so a strategy that scores by another kind than the
-    benchmarks' Pass@1 has them on another scale than its returned test (nothing to add for the others)."""
-    kind = STRATEGIES.get(name, {}).get("policies", {}).get("score", "pass_rate")
-    if kind == "pass_rate":
-        return ""
-    return f"  (post-hoc node tests scored as {kind}, its returned test as Pass@1: not comparable with the others)"
-
-
-def report(cell: str, name: str, runs: list[SeedResult], say: Say) -> None:
-    """The strategy's figures in one cell, as grep-able lines."""
-    caveat = posthoc_caveat(name)
-    tests = [r.test for r in runs]
-    std = statistics.pstdev(tests) if len(tests) > 1 else 0.0
-    reached = [r.reach for r in runs if r.reach is not None]
-    median = statistics.median(reached) if reached else float("nan")
-    p = f"{cell}.strategy_{name}"
-    say(f"{p}_seeds: {len(runs)}")
-    say(f"{p}_rollouts_spent: {_mean([r.spent for r in runs]):.1f}")
-    say(f"{p}_evidence_rollouts: {_mean([r.evidence_rollouts for r in runs]):.1f}")
-    paid = [r for r in runs if r.sessions is not None]
-    say(f"{p}_llm_sessions: {_mean([r.sessions or 0 for r in paid]):.1f}  (proposals: "
-        f"{_mean([r.proposals or 0 for r in paid]):.1f}; with an LLM backend each is paid in tokens)")  # fmt: skip
-    say(f"{p}_test_rollouts: {_mean([r.test_spent for r in runs]):.1f}")
-    say(f"{p}_test: {_mean(tests):.4f}")
-    say(f"{p}_test_std: {std:.4f}")
-    say(f"{p}_gain: {_mean([r.test - r.baseline_test for r in runs]):.4f}")
-    say(f"{p}_returned_dev: {_mean([r.returned_dev for r in runs]):.4f}")
-    say(f"{p}_rollouts_to_90pct_own_dev: {median:.0f}  (median over the seeds that reach it)")
-    say(f"{p}_never_90pct_own_dev: {len(runs) - len(reached)}  (seeds whose answer never reaches it)")
-    rejected, accepted = sum(r.rejected for r in runs), sum(r.accepted for r in runs)
-    say(f"{p}_ties_rejected_share: {_share(sum(r.ties_rejected for r in runs), rejected):.3f}  (of {rejected} "
-        "rejections: decided by a tie of the batch alone)")  # fmt: skip
-    say(f"{p}_ties_after_evidence_share: {_share(sum(r.ties_after_evidence for r in runs), rejected):.3f}  "
-        "(a tie the gathered evidence did not break: no task moved)")  # fmt: skip
-    say(f"{p}_good_patches_rejected_share: {_share(sum(r.good_rejected for r in runs), rejected):.3f}  "
-        "(rejected patches of the bank's best combination)")  # fmt: skip
-    say(f"{p}_false_accept_share: {_share(sum(r.false_accepts for r in runs), accepted):.3f}  (of {accepted})"
-        + caveat)  # fmt: skip
-    say(f"{p}_within_2pts_of_dag_best: {_share(sum(r.within_2pts for r in runs), len(runs)):.3f}" + caveat)
-    say(f"{p}_within_2pts_of_kept_best: {_share(sum(r.within_2pts_of_kept for r in runs), len(runs)):.3f}" + caveat)
-    full_near = _share(sum(r.within_2pts_unminimized for r in runs), len(runs))
-    say(f"{p}_within_2pts_of_dag_best_unminimized: {full_near:.3f}  (the full best, before the minimization)"
-        + caveat)  # fmt: skip
-    kept = [r.dag_best_kept for r in runs if r.dag_best_kept is not None]
-    say(f"{p}_dag_best_is_kept_share: {_share(sum(kept), len(kept)):.3f}  (of {len(kept)} seeds: the DAG's best on "
-        "test is a node the run's evidence kept, not a rejected one)" + caveat)  # fmt: skip
-    say(f"{p}_saturated_batches: {_mean([r.saturated for r in runs]):.2f}")
-    say(f"{p}_blocked_iterations: {_mean([r.blocked for r in runs]):.2f}")
-    say(f"{p}_capability_in_returned: {_mean([r.capability_in_returned for r in runs]):.2f}  (capability patches in "
-        "the returned node's lineage)")  # fmt: skip
-
-
-def paired_stats(runs: list[SeedResult], base: list[SeedResult]) -> tuple[float, float, int, int, int] | None:
-    """(mean, standard error, better, worse, seeds) of `runs` minus `base` on test, seed by seed; None under two."""
-    by_seed = {r.seed: r.test for r in base}
-    diffs = [r.test - by_seed[r.seed] for r in runs if r.seed in by_seed]
-    if len(diffs) < 2:
-        return None
-    se = statistics.stdev(diffs) / len(diffs) ** 0.5
-    return statistics.mean(diffs), se, sum(d > 1e-9 for d in diffs), sum(d < -1e-9 for d in diffs), len(diffs)
-
-
-def checks(cell: str, results: dict[str, list[SeedResult]], say: Say) -> list[bool]:
-    """Issue 19's bars for the default in one cell, each a `check_` line; the list of pass/fail."""
-    full = results.get("full")
-    if not full:
-        return []
-    out: list[bool] = []
-
-    def check(name: str, ok: bool, detail: str) -> None:
-        out.append(ok)
-        say(f"{cell}.check_{name}: {'pass' if ok else 'FAIL'}  ({detail})")
-
-    def proposed(name: str, ok: bool, detail: str) -> None:  # a bar the bench proposes: printed, not counted
-        say(f"{cell}.proposed_check_{name}: {'pass' if ok else 'FAIL'}  ({detail}; proposed, not issue 19's bar)")
-
-    full_spent = _mean([r.spent for r in full])
-    for name, runs in results.items():
-        stats = None if name == "full" else paired_stats(runs, full)
-        if stats is None:
-            continue
-        mean, se, up, down, n = stats
-        say(f"{cell}.strategy_{name}_minus_full_test: {mean:+.4f}  (± {se:.4f} s.e., {n} seeds: better {up}, "
-            f"worse {down})")  # fmt: skip
-        not_above = mean <= 1e-9 or mean < se  # every variant's bar: higher by less than one paired s.e.
-        if name == "full_batch" and not_above:
-            check(name, True, f"{mean:+.4f} ± {se:.4f}: not above the default by one s.e., whatever it spends")
-        elif name == "full_batch":  # above: allowed 2 points while the default spends at most 40 % of its rollouts
-            spent = _mean([r.spent for r in runs])
-            ok = mean <= 0.02 + 1e-9 and full_spent <= 0.4 * spent
-            share = _share(full_spent, spent)
-            check(name, ok, f"{mean:+.4f} (≤ +0.02 allowed), the default spends {share:.0%} of its rollouts")
-        elif name == "gepa":
-            check(name, mean <= -0.05 + 1e-9, f"default {-mean:+.4f} above GEPA (≥ +0.05 asked)")
-        elif name == "gepa_phases":
-            check(name, mean <= 1e-9, f"default {-mean:+.4f} against GEPA with saddler's phases (≥ 0 asked)")
-        elif name == "gepa_sessions":
-            proposed(name, mean <= -0.05 + 1e-9, f"default {-mean:+.4f} above GEPA at equal LLM sessions (≥ +0.05)")
-        elif name == "gepa_phases_sessions":
-            detail = f"default {-mean:+.4f} against GEPA with saddler's phases at equal LLM sessions (≥ 0)"
-            proposed(name, mean <= 1e-9, detail)
-        else:
-            check(name, not_above, f"{mean:+.4f} ± {se:.4f}: higher by less than one s.e. is allowed")
-    rejected, accepted = sum(r.rejected for r in full), sum(r.accepted for r in full)
-    ties = _share(sum(r.ties_rejected for r in full), rejected)
-    check("ties_rejected_share", ties <= 0.25, f"{ties:.3f} ≤ 0.25")
-    false = _share(sum(r.false_accepts for r in full), accepted)
-    check("false_accept_share", false <= 0.08, f"{false:.3f} ≤ 0.08")
-    near = _share(sum(r.within_2pts for r in full), len(full))
-    check("within_2pts_of_dag_best", near >= 0.9, f"{near:.3f} ≥ 0.90")
-    kept = _share(sum(r.within_2pts_of_kept for r in full), len(full))
-    detail = f"{kept:.3f} ≥ 0.90: of the best node the run kept, the best its train or dev evidence could prefer"
-    proposed("within_2pts_of_kept_best", kept >= 0.9, detail)
-    return out
-
-
-def defaults_found(results: dict[str, dict[str, list[SeedResult]]], say: Say) -> None:
-    """For each default issue 19 set, whether the bench shows it better than the alternative in every cell."""
-    for knob, alternative in KNOBS.items():
-        cells = []
-        for cell, by_name in results.items():
-            stats = paired_stats(by_name.get("full", []), by_name.get(alternative, []))
-            if stats is not None:
-                cells.append((cell, stats[0], stats[1]))
-        if not cells:
-            continue
-        ahead = sum(1 for _, mean, _ in cells if mean > 1e-9)
-        figures = ", ".join(f"{cell} {mean:+.3f} ± {se:.3f}" for cell, mean, se in cells)
-        say(f"finding_default {knob}: ahead of `{alternative}` in {ahead} of {len(cells)} cell(s) ({figures})")
+from strategy_table import BENCHMARKS, GEPA, PROPOSERS, STRATEGIES, overrides_of
 
 
 def _job(args: tuple[Any, ...]) -> tuple[str, str, int, SeedResult]:
@@ -295,9 +116,6 @@ def main() -> None:
           f"runs in {out}" + (f"; records in {args.record}" if args.record else ""))  # fmt: skip
 
 
-Results = dict[str, dict[str, list[SeedResult]]]
-
-
 def sweep(args: argparse.Namespace, names: list[str], cells: list[tuple[str, str]], seeds: range, out: Path,
           say: Say) -> Results:  # fmt: skip
     """Run (or, with `--reuse`, measure) every strategy of `names` on every seed of every cell; each result is
@@ -348,30 +166,6 @@ def from_records(sources: list[Path], cells: list[str], names: list[str], iterat
     for record in sorted(records, key=lambda r: (cells.index(r.cell), names.index(r.strategy), r.result.seed)):
         results.setdefault(record.cell, {}).setdefault(record.strategy, []).append(record.result)
     return results
-
-
-def report_all(results: Results, say: Say) -> None:
-    """Every strategy's figures and the default's bars, per cell, then the findings and the overall verdict."""
-    verdicts: list[bool] = []
-    for cell, by_name in results.items():
-        seeds = sorted({r.seed for runs in by_name.values() for r in runs})
-        say(f"# cell {cell}: {len(seeds)} seed(s) {_spans(seeds)}")
-        for name, runs in by_name.items():
-            report(cell, name, sorted(runs, key=lambda r: r.seed), say)
-        verdicts += checks(cell, by_name, say)
-    defaults_found(results, say)
-    say(f"check_all: {'pass' if verdicts and all(verdicts) else 'FAIL'}  ({sum(verdicts)} of {len(verdicts)} bars met)")
-
-
-def _spans(seeds: list[int]) -> str:
-    """`0-9, 12` for the seeds 0..9 and 12."""
-    spans: list[list[int]] = []
-    for seed in seeds:
-        if spans and seed == spans[-1][1] + 1:
-            spans[-1][1] = seed
-        else:
-            spans.append([seed, seed])
-    return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,12 @@ from repo_paths import REPO
 from seed_results import seed_result
 
 sys.path.insert(0, str(REPO / "bench"))
-import strategies
+import strategy_report
 
 
-def _lines(results: dict[str, list[strategies.SeedResult]]) -> tuple[list[bool], list[str]]:
+def _lines(results: dict[str, list[strategy_report.SeedResult]]) -> tuple[list[bool], list[str]]:
     said: list[str] = []
-    return strategies.checks("repofix.calibrated", results, said.append), said
+    return strategy_report.checks("repofix.calibrated", results, said.append), said
 
 
 def test_gepa_at_equal_sessions_is_a_proposed_bar_printed_apart_from_the_issues_bars() -> None:
@@ -46,8 +46,8 @@ def test_every_line_developers_md_lists_for_the_strategies_bench_is_one_it_print
     said: list[str] = []
     runs = [seed_result(0, 0.6), seed_result(1, 0.7)]
     for name in ("full", "gepa"):
-        strategies.report("opsdesk.neutral", name, runs, said.append)
-    strategies.checks("opsdesk.neutral", {"full": runs, "gepa": runs}, said.append)
+        strategy_report.report("opsdesk.neutral", name, runs, said.append)
+    strategy_report.checks("opsdesk.neutral", {"full": runs, "gepa": runs}, said.append)
     printed = {
         m.group(1) for line in said if (m := re.match(r"opsdesk\.neutral\.strategy_(?:full|gepa)(_[a-z0-9_]+):", line))
     }
@@ -75,7 +75,7 @@ def test_full_batch_below_the_default_passes_whatever_it_spends() -> None:
     verdicts = {}
     for name, runs in (("lower", lower), ("higher", higher), ("cheap", cheap)):
         said: list[str] = []
-        strategies.checks("c", {"full": full, "full_batch": runs}, said.append)
+        strategy_report.checks("c", {"full": full, "full_batch": runs}, said.append)
         verdicts[name] = next(line for line in said if line.startswith("c.check_full_batch:"))
     assert verdicts["lower"] == (
         "c.check_full_batch: pass  (-0.1900 ± 0.0000: not above the default by one s.e., whatever it spends)"
@@ -90,7 +90,7 @@ def test_post_hoc_figures_of_a_graded_strategy_say_they_are_not_comparable() -> 
     runs = [seed_result(0, 0.6), seed_result(1, 0.7)]
     said: list[str] = []
     for name in ("full", "partial_credit"):
-        strategies.report("c", name, runs, said.append)
+        strategy_report.report("c", name, runs, said.append)
     posthoc = ("_false_accept_share", "_within_2pts_of_dag_best:", "_within_2pts_of_kept_best", "_unminimized",
                "_dag_best_is_kept_share")  # fmt: skip
     marked = [line for line in said if any(f in line for f in posthoc) and "not comparable" in line]

@@ -16,8 +16,8 @@ from repo_paths import REPO
 from seed_results import seed_result
 
 sys.path.insert(0, str(REPO / "bench"))
-import strategies
 import strategy_records
+import strategy_table
 from strategy_records import Record, RecordsError
 
 CELL = "opsdesk.neutral"
@@ -25,7 +25,12 @@ CELL = "opsdesk.neutral"
 
 def _record(name: str, seed: int, test: float, print_: str = "f" * 16, cell: str = CELL, **changes: object) -> Record:
     return Record(
-        print_, cell, name, strategies.overrides_of(name, cell.split(".")[1]), 30, seed_result(seed, test, **changes)
+        print_,
+        cell,
+        name,
+        strategy_table.overrides_of(name, cell.split(".")[1]),
+        30,
+        seed_result(seed, test, **changes),
     )
 
 
@@ -76,12 +81,12 @@ def test_a_run_recorded_twice_counts_once_and_conflicting_figures_are_a_determin
 def test_records_of_other_code_or_other_strategy_definitions_are_not_mixed(tmp_path: Path) -> None:
     mixed = [_record("full", 0, 0.9), _record("full", 1, 0.9, print_="0" * 16)]
     with pytest.raises(RecordsError, match="2 versions of the code"):
-        strategy_records.check_combinable(mixed, strategies.STRATEGIES, 30)
+        strategy_records.check_combinable(mixed, strategy_table.STRATEGIES, 30)
     redefined = dataclasses.replace(_record("strict_mean", 0, 0.9), overrides={"policies": {"acceptance": "x"}})
     with pytest.raises(RecordsError, match="rerun its shards"):
-        strategy_records.check_combinable([redefined], strategies.STRATEGIES, 30)
+        strategy_records.check_combinable([redefined], strategy_table.STRATEGIES, 30)
     with pytest.raises(RecordsError, match="ran 30 iterations, not 60"):
-        strategy_records.check_combinable([_record("full", 0, 0.9)], strategies.STRATEGIES, 60)
+        strategy_records.check_combinable([_record("full", 0, 0.9)], strategy_table.STRATEGIES, 60)
 
 
 def test_the_report_refuses_a_missing_file_and_says_so(tmp_path: Path) -> None:
