@@ -26,8 +26,9 @@ but not counted in `check_all`.
 
 Usage: python bench/strategies.py [--benchmarks opsdesk,repofix] [--proposers neutral,calibrated]
        [--first-seed 0] [--seeds 20] [--iterations 30] [--only full,paper] [--jobs 2] [--out DIR] [--reuse]
-       [--record FILE]
+       [--record FILE] [--markdown]
        python bench/strategies.py --from FILE [--from FILE ...] [--benchmarks ...] [--proposers ...] [--only ...]
+       [--markdown]
 All runs of a benchmark share one rollout cache, so a rollout identical across strategies executes once (it is
 still counted as spent by each run that stores it); `--reuse` measures the finished runs of an earlier `--out`
 and resumes its interrupted ones. A sweep too long for one sitting runs in shards of seeds: `--record` appends
@@ -48,6 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import strategy_markdown
 import strategy_records
 from strategy_report import Results, Say, report_all
 from strategy_runs import SeedResult, run_one, session_counts
@@ -88,6 +90,7 @@ def main() -> None:
     parser.add_argument("--record", type=Path, default=None, help="append each run's figures to this JSON-lines file")
     parser.add_argument("--from", dest="sources", type=Path, action="append", default=[],
                         help="report the records of this file (repeatable: shards) instead of running")  # fmt: skip
+    parser.add_argument("--markdown", action="store_true", help="print the docs' tables instead of the grep-able lines")
     args = parser.parse_args()
     everything = [*STRATEGIES, *(GEPA if args.sources or _gepa_installed() else ())]  # reading records needs no GEPA
     names = [n for n in args.only.split(",") if n] or everything
@@ -102,7 +105,7 @@ def main() -> None:
             results = from_records(args.sources, [f"{b}.{p}" for b, p in cells], names, args.iterations)
         except strategy_records.RecordsError as exc:
             parser.exit(2, f"strategies: {exc}\n")
-        report_all(results, say)
+        (print_tables if args.markdown else report_all)(results, say)
         return
     if any(n in GEPA for n in names) and "full" not in names:
         parser.error("GEPA's budget is the default's search rollouts: include `full` with a gepa strategy")
@@ -111,9 +114,15 @@ def main() -> None:
     out = args.out or Path(tempfile.mkdtemp(prefix="saddler-strategies-"))
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     results = sweep(args, names, cells, seeds, out, say)
-    report_all(results, say)
+    (print_tables if args.markdown else report_all)(results, say)
     print(f"# {len(names)} strategies x {len(seeds)} seeds x {len(cells)} cells in {time.monotonic() - started:.0f} s; "
           f"runs in {out}" + (f"; records in {args.record}" if args.record else ""))  # fmt: skip
+
+
+def print_tables(results: Results, say: Say) -> None:
+    """`--markdown`: the docs' tables of `results` (`strategy_markdown`)."""
+    for line in strategy_markdown.markdown(results):
+        say(line)
 
 
 def sweep(args: argparse.Namespace, names: list[str], cells: list[tuple[str, str]], seeds: range, out: Path,

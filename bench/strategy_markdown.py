@@ -1,0 +1,106 @@
+"""The tables `docs/strategies.md` and the README show, written from a sweep's figures (`bench/strategies.py
+--markdown`) so that no figure is copied by hand: one table per cell with every strategy, and a summary with a
+column per cell (the default's test, then each strategy minus the default, paired, ± its standard error)."""
+
+from __future__ import annotations
+
+import statistics
+
+from strategy_report import Results, paired_stats, posthoc_caveat
+from strategy_runs import SeedResult
+from strategy_table import GEPA
+
+COLUMNS = (
+    "strategy", "test (± std)", "minus full (paired)", "search rollouts (evidence)", "LLM sessions (proposals)",
+    "ties rejected on the batch alone", "false accepts", "within 2 pts of the DAG's best", "of the best kept node",
+)  # fmt: skip
+
+
+def _line(cells: list[str]) -> str:
+    return "|" + "|".join(f" {c} " if c else " " for c in cells) + "|"
+
+
+def _label(name: str) -> str:
+    return "full (the default)" if name == "full" else name
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.3f}".replace("-", "−")
+
+
+def _mean(values: list[float]) -> float:
+    return statistics.mean(values) if values else 0.0
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part / whole if whole else 0.0:.3f} of {whole}"
+
+
+def _minus(runs: list[SeedResult], full: list[SeedResult], counts: bool) -> str:
+    stats = paired_stats(runs, full)
+    if stats is None:
+        return ""
+    mean, se, up, down, _ = stats
+    return f"{_signed(mean)} ± {se:.3f}" + (f" ({up} better, {down} worse)" if counts else "")
+
+
+def cell_table(cell: str, by_name: dict[str, list[SeedResult]]) -> list[str]:
+    """The markdown table of one cell: a row per strategy, the default first if it was measured."""
+    full = by_name.get("full", [])
+    lines = [_line(list(COLUMNS)), "|" + "---|" * len(COLUMNS)]
+    caveats: list[str] = []
+    for name, runs in sorted(by_name.items(), key=lambda item: item[0] != "full"):
+        tests = [r.test for r in runs]
+        std = statistics.pstdev(tests) if len(tests) > 1 else 0.0
+        spent = f"{round(_mean([r.spent for r in runs])):,}"
+        paid = [r for r in runs if r.sessions is not None]
+        calls, proposals = (round(_mean([getattr(r, f) or 0 for r in paid])) for f in ("sessions", "proposals"))
+        sessions = f"{calls} ({proposals})" if paid else ""
+        near = sum(r.within_2pts for r in runs) / len(runs)
+        kept = sum(r.within_2pts_of_kept for r in runs) / len(runs)
+        row = [_label(name), f"{_mean(tests):.3f} ± {std:.3f}", "" if name == "full" else _minus(runs, full, True)]
+        if name in GEPA:  # no decisions of saddler's kind; its near-best figure is over the candidates it kept
+            row += [spent, sessions, "", "", f"{near:.2f} of its pool", ""]
+        else:
+            rejected, accepted = sum(r.rejected for r in runs), sum(r.accepted for r in runs)
+            mark = "†" if posthoc_caveat(name) else ""  # its post-hoc node tests are on another scale
+            caveats += [f"† {name}: {posthoc_caveat(name).strip()}"] if mark else []
+            row += [
+                f"{spent} ({round(_mean([r.evidence_rollouts for r in runs])):,})",
+                sessions,
+                _share(sum(r.ties_rejected for r in runs), rejected),
+                _share(sum(r.false_accepts for r in runs), accepted) + mark,
+                f"{near:.2f}{mark}",
+                f"{kept:.2f}{mark}",
+            ]
+        lines.append(_line(row))
+    return lines + (["", *caveats] if caveats else [])
+
+
+def summary_table(results: Results) -> list[str]:
+    """A column per cell: the default's mean test, then every other strategy minus the default (bold when above)."""
+    cells = list(results)
+    names = ["full"] + [n for by_name in results.values() for n in by_name if n != "full"]
+    names = list(dict.fromkeys(names))
+    lines = [_line(["strategy", *(c.replace(".", ", ") for c in cells)]), "|" + "---|" * (len(cells) + 1)]
+    for name in names:
+        row = [_label(name)]
+        for cell in cells:
+            runs, full = results[cell].get(name, []), results[cell].get("full", [])
+            if name == "full":
+                row.append(f"{_mean([r.test for r in runs]):.3f}" if runs else "")
+                continue
+            stats = paired_stats(runs, full)
+            text = _minus(runs, full, False)
+            row.append(f"**{text}**" if stats is not None and stats[0] > 1e-9 else text)
+        lines.append(_line(row))
+    return lines
+
+
+def markdown(results: Results) -> list[str]:
+    """Every cell's table under its name, then the summary."""
+    out: list[str] = []
+    for cell, by_name in results.items():
+        seeds = sorted({r.seed for runs in by_name.values() for r in runs})
+        out += [f"*{cell.replace('.', ', ')} ({len(seeds)} seeds):*", "", *cell_table(cell, by_name), ""]
+    return [*out, "*Summary (minus the default, paired, ± standard error):*", "", *summary_table(results)]
