@@ -90,6 +90,8 @@ def main() -> None:
     parser.add_argument("--record", type=Path, default=None, help="append each run's figures to this JSON-lines file")
     parser.add_argument("--from", dest="sources", type=Path, action="append", default=[],
                         help="report the records of this file (repeatable: shards) instead of running")  # fmt: skip
+    todo = "with --from: the runs the records lack of the seeds asked, and the shard commands that record them"
+    parser.add_argument("--todo", action="store_true", help=todo)
     parser.add_argument("--markdown", action="store_true", help="print the docs' tables instead of the grep-able lines")
     args = parser.parse_args()
     everything = [*STRATEGIES, *(GEPA if args.sources or _gepa_installed() else ())]  # reading records needs no GEPA
@@ -100,6 +102,18 @@ def main() -> None:
     cells = [(b, p) for b in args.benchmarks.split(",") if b for p in args.proposers.split(",") if p]
     say: Say = lambda line: print(line, flush=True)  # noqa: E731
     started = time.monotonic()
+    if args.todo and not args.sources:
+        parser.error("--todo reads records: give the records file with --from")
+    if args.todo:
+        try:
+            records = [r for r in strategy_records.load(args.sources) if r.strategy in names]
+            strategy_records.check_combinable(records, STRATEGIES, args.iterations)
+        except strategy_records.RecordsError as exc:
+            parser.exit(2, f"strategies: {exc}\n")
+        seeds = range(args.first_seed, args.first_seed + args.seeds)
+        for line in strategy_records.todo_lines(records, [f"{b}.{p}" for b, p in cells], names, seeds, args.sources[0]):
+            say(line)
+        return
     if args.sources:
         try:
             results = from_records(args.sources, [f"{b}.{p}" for b, p in cells], names, args.iterations)

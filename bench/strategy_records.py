@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from strategy_runs import SeedResult
+from strategy_table import GEPA
 
 MEASURING = ("strategy_runs.py", "gepa_strategy.py", "gepa_adapter.py")  # bench modules whose code shapes a figure
 VOLATILE = ("wall_s",)  # figures that differ between two executions of the same run
@@ -131,6 +132,59 @@ def check_combinable(records: list[Record], strategies: dict[str, dict[str, Any]
             )
         if record.iterations != iterations:
             raise RecordsError(f"{'/'.join(map(str, record.key))} ran {record.iterations} iterations, not {iterations}")
+
+
+def missing(records: list[Record], cells: list[str], names: list[str], seeds: Iterable[int]) -> dict[
+    tuple[str, str], list[int]
+]:  # fmt: skip
+    """Per (cell, strategy) of `cells` x `names`, the seeds of `seeds` no record holds (every pair, even if none)."""
+    have = {r.key for r in records}
+    wanted = list(seeds)
+    return {(c, n): [s for s in wanted if (c, n, s) not in have] for c in cells for n in names}
+
+
+def todo_lines(records: list[Record], cells: list[str], names: list[str], seeds: range, path: Path) -> list[str]:
+    """What the records of `path` lack of `cells` x `names` x `seeds`: a `todo` line per strategy with missing seeds,
+    the count, and one shard command per cell and span of seeds missing the same strategies (with `full` where a
+    GEPA strategy is missing, since GEPA's budget is the default's run of the same seed). A shard must run on the
+    code that made the records: the fingerprint line says whether this checkout is that code."""
+    gaps = missing(records, cells, names, seeds)
+    out = [f"todo {c} {n}: seeds {spans_of(gap)}" for (c, n), gap in gaps.items() if gap]
+    out.append(f"todo_runs: {sum(len(g) for g in gaps.values())}  (of {len(cells) * len(names) * len(seeds)} asked)")
+    for cell in cells:
+        bench, proposer = cell.split(".")
+        spans: list[tuple[list[int], list[str]]] = []
+        for seed in seeds:
+            lacking = [n for n in names if seed in gaps[(cell, n)]]
+            if any(n in GEPA for n in lacking) and "full" not in lacking:
+                lacking = ["full", *lacking]
+            if spans and spans[-1][1] == lacking and spans[-1][0][-1] == seed - 1:
+                spans[-1][0].append(seed)
+            elif lacking:
+                spans.append(([seed], lacking))
+        out += [
+            f"todo_command: python bench/strategies.py --benchmarks {bench} --proposers {proposer} --first-seed "
+            f"{span[0]} --seeds {len(span)} --only {','.join(lacking)} --jobs 2 --reuse --out DIR --record {path}"
+            for span, lacking in spans
+        ]
+    here = fingerprint()
+    for made in sorted({r.fingerprint for r in records}):
+        advice = (
+            "the same code" if made == here else "other code: run the shards in a worktree of the commit that made them"
+        )
+        out.append(f"todo_fingerprint: {made}  (this checkout: {here}, {advice})")
+    return out
+
+
+def spans_of(seeds: list[int]) -> str:
+    """`0-9, 12` for the seeds 0..9 and 12."""
+    spans: list[list[int]] = []
+    for seed in seeds:
+        if spans and seed == spans[-1][1] + 1:
+            spans[-1][1] = seed
+        else:
+            spans.append([seed, seed])
+    return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans)
 
 
 def _figures(record: Record) -> dict[str, Any]:

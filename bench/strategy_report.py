@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
+from strategy_records import spans_of
 from strategy_runs import SeedResult
 from strategy_table import KNOBS, STRATEGIES
 
@@ -159,20 +160,9 @@ def report_all(results: Results, say: Say) -> None:
     verdicts: list[bool] = []
     for cell, by_name in results.items():
         seeds = sorted({r.seed for runs in by_name.values() for r in runs})
-        say(f"# cell {cell}: {len(seeds)} seed(s) {_spans(seeds)}")
+        say(f"# cell {cell}: {len(seeds)} seed(s) {spans_of(seeds)}")
         for name, runs in by_name.items():
             report(cell, name, sorted(runs, key=lambda r: r.seed), say)
         verdicts += checks(cell, by_name, say)
     defaults_found(results, say)
     say(f"check_all: {'pass' if verdicts and all(verdicts) else 'FAIL'}  ({sum(verdicts)} of {len(verdicts)} bars met)")
-
-
-def _spans(seeds: list[int]) -> str:
-    """`0-9, 12` for the seeds 0..9 and 12."""
-    spans: list[list[int]] = []
-    for seed in seeds:
-        if spans and seed == spans[-1][1] + 1:
-            spans[-1][1] = seed
-        else:
-            spans.append([seed, seed])
-    return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans)

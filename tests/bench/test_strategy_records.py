@@ -108,3 +108,37 @@ def test_the_fingerprint_follows_every_byte_of_the_code_and_nothing_else(tmp_pat
     (pkg / "a.py").write_text("x = 2\n")
     assert strategy_records.code_digest([pkg], []) != first
     assert strategy_records.fingerprint() == strategy_records.fingerprint()
+
+
+def test_missing_lists_the_seeds_each_strategy_of_each_cell_lacks() -> None:
+    records = [_record("full", 0, 0.9), _record("full", 1, 0.9), _record("strict_mean", 1, 0.8)]
+    got = strategy_records.missing(records, [CELL, "repofix.neutral"], ["full", "strict_mean"], range(3))
+    assert got == {
+        (CELL, "full"): [2],
+        (CELL, "strict_mean"): [0, 2],
+        ("repofix.neutral", "full"): [0, 1, 2],
+        ("repofix.neutral", "strict_mean"): [0, 1, 2],
+    }
+
+
+def test_todo_prints_what_is_missing_and_the_shard_commands_that_record_it(tmp_path: Path) -> None:
+    path = _write(tmp_path / "r.jsonl", [_record("full", s, 0.9) for s in range(4)] + [_record("gepa", 0, 0.8)])
+    done = subprocess.run(
+        [sys.executable, "bench/strategies.py", "--from", str(path), "--todo", "--benchmarks", "opsdesk",
+         "--proposers", "neutral", "--only", "full,strict_mean,gepa", "--seeds", "4"],
+        cwd=REPO, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "todo opsdesk.neutral strict_mean: seeds 0-3" in lines
+    assert "todo opsdesk.neutral gepa: seeds 1-3" in lines
+    assert "todo_runs: 7  (of 12 asked)" in lines
+    commands = [line for line in lines if line.startswith("todo_command: ")]
+    # one shard per cell and seed span; GEPA's budget is the default's run of the same seed, so `full` goes with it
+    assert commands == [
+        f"todo_command: python bench/strategies.py --benchmarks opsdesk --proposers neutral --first-seed 0 --seeds 1 "
+        f"--only strict_mean --jobs 2 --reuse --out DIR --record {path}",
+        f"todo_command: python bench/strategies.py --benchmarks opsdesk --proposers neutral --first-seed 1 --seeds 3 "
+        f"--only full,strict_mean,gepa --jobs 2 --reuse --out DIR --record {path}",
+    ]
+    assert any(line.startswith("todo_fingerprint: ffffffffffffffff") for line in lines)
