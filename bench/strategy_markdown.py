@@ -64,7 +64,7 @@ def cell_table(cell: str, by_name: dict[str, list[SeedResult]]) -> list[str]:
         else:
             rejected, accepted = sum(r.rejected for r in runs), sum(r.accepted for r in runs)
             mark = "†" if posthoc_caveat(name) else ""  # its post-hoc node tests are on another scale
-            caveats += [f"† {name}: {posthoc_caveat(name).strip()}"] if mark else []
+            caveats += [f"† {name}: {posthoc_caveat(name).strip().strip('()')}"] if mark else []
             row += [
                 f"{spent} ({round(_mean([r.evidence_rollouts for r in runs])):,})",
                 sessions,
