@@ -2,10 +2,13 @@
 
 - diagnosis_patch reads failure symptoms out of the batch's train traces (the benchmark's symptom
   extractor) and applies the best-matching patch from the benchmark's patch bank that the phase allows,
-  that the lineage does not already hold and that is not excluded. It never invents a change: with no
-  matching patch it returns `no_patch` (the loop counts a stall). In exploration mode (plateau) it may
-  also try allowed patches whose symptoms were not seen. How it writes the chosen patch is `sessions.proposer`:
-  as meant (`neutral`), or as the paper measured LLM authors do (`calibrated`, see `saddler.sessions.proposer`).
+  that the lineage does not already hold and that is not excluded. Where that patch conflicts with a bank patch
+  the lineage holds (two edits of the same code, as `loop_retry_all` and `loop_retry_backoff`), it takes that one
+  back and writes its own in its place, as an author rewriting the code would (the hypothesis says which it
+  replaces). It never invents a change: with no matching patch it returns `no_patch` (the loop counts a stall).
+  In exploration mode (plateau) it may also try allowed patches whose symptoms were not seen. How it writes the
+  chosen patch is `sessions.proposer`: as meant (`neutral`), or as the paper measured LLM authors do
+  (`calibrated`, see `saddler.sessions.proposer`).
   A warm-started run (`saddler init --warm-start`) tries the other run's accepted edges first, in lineage order,
   as they were written (`warm_candidates`), while the phase allows them and the lineage lacks them.
 - reflection classifies each batch task as fixed / regressed / still failing / still passing and
@@ -21,6 +24,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from evodag.decisions import KEPT_DECISIONS
@@ -52,10 +56,12 @@ def _stats(started: float, outcome: str = "ok") -> SessionStats:
     )
 
 
-def _git_apply(worktree: Path, diff: str) -> str:
-    """Apply `diff` in the worktree with a 3-way merge; '' on success, else the error (worktree reset).
-    `git apply --3way` exits non-zero when a hunk conflicts, so a zero exit needs no check for unmerged paths."""
-    proc = git(["apply", "--3way", "--whitespace=nowarn", "-"], worktree, check=False, input=diff)
+def _git_apply(worktree: Path, diff: str, reverse: bool = False) -> str:
+    """Apply `diff` (or take it back, `reverse`) in the worktree with a 3-way merge; '' on success, else the error
+    (worktree reset). `git apply --3way` exits non-zero when a hunk conflicts, so a zero exit needs no check for
+    unmerged paths."""
+    flags = ["-R"] if reverse else []
+    proc = git(["apply", "--3way", *flags, "--whitespace=nowarn", "-"], worktree, check=False, input=diff)
     if proc.returncode == 0:
         return ""
     git(["reset", "-q", "--hard"], worktree, check=False)
@@ -63,22 +69,37 @@ def _git_apply(worktree: Path, diff: str) -> str:
     return (proc.stderr or proc.stdout or "conflict").strip().splitlines()[-1][:300]
 
 
-def _write(worktree: Path, proposal: Proposal) -> str:
-    """Write what the author proposes into the worktree; '' on success, else why not (the worktree reset). A side
-    edit that does not apply on top is left out."""
+def _apply(worktree: Path, patch: BankPatch, held: Sequence[BankPatch]) -> tuple[str, list[str]]:
+    """Write `patch`; where it conflicts with an edit the lineage holds (`held`, root first), write it in that
+    edit's place, as an author rewriting the same code would: take back one held patch of the same files (the
+    latest first) and apply. ('' or the first error, the ids of the held patches it replaced)."""
+    error = _git_apply(worktree, patch.diff)
+    if not error:
+        return "", []
+    for old in reversed(held):
+        if old.id == patch.id or not set(old.files) & set(patch.files):
+            continue
+        if _git_apply(worktree, old.diff, reverse=True) == "" and _git_apply(worktree, patch.diff) == "":
+            return "", [old.id]  # a failed step reset the worktree: the next one starts clean
+    return error, []
+
+
+def _write(worktree: Path, proposal: Proposal, held: Sequence[BankPatch] = ()) -> tuple[str, list[str]]:
+    """Write what the author proposes into the worktree (`_apply`); ('' or why not, the worktree reset; the held
+    patches it replaced). A side edit that does not apply on top is left out."""
     patch = proposal.patch
     if proposal.missed:
         target = worktree / (patch.files[0] if patch.files else "NOTES.md")
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("a", encoding="utf-8") as fh:
             fh.write(missed_edit(target.name))
-        return ""
-    error = _git_apply(worktree, patch.diff)
+        return "", []
+    error, replaced = _apply(worktree, patch, held)
     if error or proposal.side is None:
-        return error
+        return error, replaced
     if _git_apply(worktree, proposal.side.diff):  # reset the worktree: write the patch alone
-        return _git_apply(worktree, patch.diff)
-    return ""
+        return _apply(worktree, patch, held)
+    return "", replaced
 
 
 def warm_candidates(bank: list[BankPatch], warm: WarmStart | None) -> list[BankPatch]:
@@ -154,9 +175,11 @@ class OfflineBackend:
         label = f"{self.seed}:{request.iteration}:{request.attempt}"
         errors = []
         proposals = [Proposal(p) for p in warm] + self._proposer.choose(ranked, unmatched, request.allowed_kinds, label)
+        by_id = {p.id: p for p in self._bank}
+        held = [by_id[o.removeprefix("bank:")] for o in request.lineage_origins if o.removeprefix("bank:") in by_id]
         for proposal in proposals:
             patch = proposal.patch
-            error = _write(Path(request.worktree), proposal)
+            error, replaced = _write(Path(request.worktree), proposal, held)
             if error:
                 errors.append(f"bank:{patch.id}: {error}")
                 continue
@@ -172,6 +195,8 @@ class OfflineBackend:
             )
             if patch in warm:
                 seen = f"accepted in the warm start's run; {seen}"
+            if replaced:
+                seen += f"; replaces {', '.join(f'bank:{r}' for r in replaced)} (an edit of the same code)"
             hyp = Hypothesis(
                 target_tasks=targets,
                 diagnosis=seen,

@@ -294,3 +294,49 @@ def test_evolution_states_a_dev_score_as_every_other_output_does() -> None:
     nodes = [n.model_copy(update={"dev_mean": dev[n.node_id]}) if n.node_id in dev else n for n in NODES]
     result = _evolve(nodes, EDGES, current=3, best=2, lineage={3: [10, 11], 2: [10]}, failing={2: [], 3: []})
     assert result.action == "rebase" and "(dev 0.4167)" in result.rationale
+
+
+def _diff_of(repo: Path, path: str, text: str) -> str:
+    """The bank-style diff (full index) that turns `path` of HEAD into `text`, the worktree left as it was."""
+    before = (repo / path).read_text()
+    (repo / path).write_text(text)
+    diff = git_run(repo, "diff", "--full-index").stdout
+    (repo / path).write_text(before)
+    return diff
+
+
+def test_a_fix_that_conflicts_with_an_edit_the_lineage_holds_is_written_in_its_place(tmp_path: Path) -> None:
+    # an LLM asked for the better retry rewrites the retry code the lineage already holds; a bank diff against the
+    # baseline conflicts with it, so the offline author takes back that one edit and writes its own in its place
+    repo = _repo(tmp_path)
+    lines = ["RETRY = 0", "a", "b", "c", "d", "e", "LIMIT = 5"]
+    (repo / "tools.py").write_text("\n".join(lines) + "\n")
+    git(repo, "commit", "-qam", "baseline")
+    retry_all = _diff_of(repo, "tools.py", "\n".join(["RETRY = 'all'", *lines[1:]]) + "\n")
+    backoff = _diff_of(repo, "tools.py", "\n".join(["RETRY = 'backoff'", *lines[1:]]) + "\n")
+    (repo / "tools.py").write_text("\n".join(["RETRY = 'all'", *lines[1:-1], "LIMIT = 9"]) + "\n")
+    git(repo, "commit", "-qam", "retry_all, then an edit of another line")
+    backend = _backend(tmp_path)
+    backend._bank = [
+        BankPatch("retry_all", "capability", "loop", ("other",), "retry all", retry_all, ("tools.py",)),
+        BankPatch("backoff", "capability", "loop", ("pagination_truncated",), "back off", backoff, ("tools.py",)),
+    ]
+    request = _request(tmp_path, repo, [_evidence(tmp_path, "t1", ["pagination_truncated"])],
+                       lineage_origins=["baseline", "bank:retry_all"])  # fmt: skip
+    result = backend.diagnose_patch(request)
+    assert result.status == "patched" and result.hypothesis is not None
+    assert result.hypothesis.origin == "bank:backoff"
+    assert (repo / "tools.py").read_text() == "\n".join(["RETRY = 'backoff'", *lines[1:-1], "LIMIT = 9"]) + "\n"
+    assert "replaces bank:retry_all" in result.hypothesis.diagnosis
+
+
+def test_a_conflict_with_no_edit_of_the_lineage_is_still_refused(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    (repo / "tools.py").write_text("PAGES = 3\n")
+    git(repo, "commit", "-qam", "an edit that is no bank patch")
+    backend = _backend(tmp_path)
+    request = _request(tmp_path, repo, [_evidence(tmp_path, "t1", ["pagination_truncated"])],
+                       lineage_origins=["baseline", "session:1"])  # fmt: skip
+    result = backend.diagnose_patch(request)
+    assert result.status == "no_patch" and "bank:pages" in result.reason
+    assert (repo / "tools.py").read_text() == "PAGES = 3\n"

@@ -54,6 +54,6 @@ def test_a_missed_attempt_is_a_comment_in_the_patch_file(tmp_path: Path) -> None
     assert missed_edit("prompts/system.md") == f"<!-- {MISSED_NOTE} -->\n"
     assert missed_edit("tools/calendar.py") == f"# {MISSED_NOTE}\n"
     (tmp_path / "tool_fix.py").write_text("x = 1\n")
-    assert _write(tmp_path, Proposal(TOOL, missed=True)) == ""
+    assert _write(tmp_path, Proposal(TOOL, missed=True)) == ("", [])
     assert (tmp_path / "tool_fix.py").read_text() == f"x = 1\n# {MISSED_NOTE}\n"
     assert "verify" not in MISSED_NOTE.lower() and "retry" not in MISSED_NOTE.lower()
