@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from strategy_report import Results, paired_stats, posthoc_caveat
+from strategy_report import Results, paired_stats
 from strategy_runs import SeedResult
 from strategy_table import GEPA
 
@@ -48,7 +48,6 @@ def cell_table(cell: str, by_name: dict[str, list[SeedResult]]) -> list[str]:
     """The markdown table of one cell: a row per strategy, the default first if it was measured."""
     full = by_name.get("full", [])
     lines = [_line(list(COLUMNS)), "|" + "---|" * len(COLUMNS)]
-    caveats: list[str] = []
     for name, runs in sorted(by_name.items(), key=lambda item: item[0] != "full"):
         tests = [r.test for r in runs]
         std = statistics.pstdev(tests) if len(tests) > 1 else 0.0
@@ -63,18 +62,16 @@ def cell_table(cell: str, by_name: dict[str, list[SeedResult]]) -> list[str]:
             row += [spent, sessions, "", "", f"{near:.2f} of its pool", ""]
         else:
             rejected, accepted = sum(r.rejected for r in runs), sum(r.accepted for r in runs)
-            mark = "†" if posthoc_caveat(name) else ""  # its post-hoc node tests are on another scale
-            caveats += [f"† {name}: {posthoc_caveat(name).strip().strip('()')}"] if mark else []
             row += [
                 f"{spent} ({round(_mean([r.evidence_rollouts for r in runs])):,})",
                 sessions,
                 _share(sum(r.ties_rejected for r in runs), rejected),
-                _share(sum(r.false_accepts for r in runs), accepted) + mark,
-                f"{near:.2f}{mark}",
-                f"{kept:.2f}{mark}",
+                _share(sum(r.false_accepts for r in runs), accepted),
+                f"{near:.2f}",
+                f"{kept:.2f}",
             ]
         lines.append(_line(row))
-    return lines + (["", *caveats] if caveats else [])
+    return lines
 
 
 def summary_table(results: Results) -> list[str]:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from strategy_records import spans_of
 from strategy_runs import SeedResult
-from strategy_table import KNOBS, STRATEGIES
+from strategy_table import KNOBS
 
 Say = Callable[[str], None]
 Results = dict[str, dict[str, list[SeedResult]]]
@@ -22,19 +22,8 @@ def _share(part: float, whole: float) -> float:
     return part / whole if whole else 0.0
 
 
-def posthoc_caveat(name: str) -> str:
-    """What to add to a figure built on the bench's post-hoc test of every node, for strategy `name`: those tests
-    are scored in the run's own score kind (`evaluate_nodes`), so a strategy that scores by another kind than the
-    benchmarks' Pass@1 has them on another scale than its returned test (nothing to add for the others)."""
-    kind = STRATEGIES.get(name, {}).get("policies", {}).get("score", "pass_rate")
-    if kind == "pass_rate":
-        return ""
-    return f"  (post-hoc node tests scored as {kind}, its returned test as Pass@1: not comparable with the others)"
-
-
 def report(cell: str, name: str, runs: list[SeedResult], say: Say) -> None:
     """The strategy's figures in one cell, as grep-able lines."""
-    caveat = posthoc_caveat(name)
     tests = [r.test for r in runs]
     std = statistics.pstdev(tests) if len(tests) > 1 else 0.0
     reached = [r.reach for r in runs if r.reach is not None]
@@ -60,16 +49,14 @@ def report(cell: str, name: str, runs: list[SeedResult], say: Say) -> None:
         "(a tie the gathered evidence did not break: no task moved)")  # fmt: skip
     say(f"{p}_good_patches_rejected_share: {_share(sum(r.good_rejected for r in runs), rejected):.3f}  "
         "(rejected patches of the bank's best combination)")  # fmt: skip
-    say(f"{p}_false_accept_share: {_share(sum(r.false_accepts for r in runs), accepted):.3f}  (of {accepted})"
-        + caveat)  # fmt: skip
-    say(f"{p}_within_2pts_of_dag_best: {_share(sum(r.within_2pts for r in runs), len(runs)):.3f}" + caveat)
-    say(f"{p}_within_2pts_of_kept_best: {_share(sum(r.within_2pts_of_kept for r in runs), len(runs)):.3f}" + caveat)
+    say(f"{p}_false_accept_share: {_share(sum(r.false_accepts for r in runs), accepted):.3f}  (of {accepted})")
+    say(f"{p}_within_2pts_of_dag_best: {_share(sum(r.within_2pts for r in runs), len(runs)):.3f}")
+    say(f"{p}_within_2pts_of_kept_best: {_share(sum(r.within_2pts_of_kept for r in runs), len(runs)):.3f}")
     full_near = _share(sum(r.within_2pts_unminimized for r in runs), len(runs))
-    say(f"{p}_within_2pts_of_dag_best_unminimized: {full_near:.3f}  (the full best, before the minimization)"
-        + caveat)  # fmt: skip
+    say(f"{p}_within_2pts_of_dag_best_unminimized: {full_near:.3f}  (the full best, before the minimization)")
     kept = [r.dag_best_kept for r in runs if r.dag_best_kept is not None]
     say(f"{p}_dag_best_is_kept_share: {_share(sum(kept), len(kept)):.3f}  (of {len(kept)} seeds: the DAG's best on "
-        "test is a node the run's evidence kept, not a rejected one)" + caveat)  # fmt: skip
+        "test is a node the run's evidence kept, not a rejected one)")  # fmt: skip
     say(f"{p}_saturated_batches: {_mean([r.saturated for r in runs]):.2f}")
     say(f"{p}_blocked_iterations: {_mean([r.blocked for r in runs]):.2f}")
     say(f"{p}_capability_in_returned: {_mean([r.capability_in_returned for r in runs]):.2f}  (capability patches in "

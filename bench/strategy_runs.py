@@ -31,6 +31,7 @@ REACH = 0.9
 DIAGNOSIS = "diagnosis_patch"  # the role of a session that proposes a patch
 assert DIAGNOSIS in SESSION_ROLES
 POSTHOC = "bench-posthoc.json"
+PASS_RATE = "pass_rate"  # the scale of every test figure the bench reads
 
 
 @dataclass
@@ -117,20 +118,22 @@ def settled_at(search: list[RolloutRow], baseline: int | None) -> dict[int, int]
 
 
 def posthoc_tests(run_dir: Path, runs: int) -> dict[int, float]:
-    """Test Pass@1 of every valid node of the finished run (the bench's own evaluation, cached in POSTHOC)."""
+    """Test Pass@1 of every valid node of the finished run, whatever per-task score the run ranked on: the scale of
+    the returned node's test (the bench's own evaluation, cached in POSTHOC; a cache of another scale is redone)."""
     marker = run_dir / POSTHOC
     done = json.loads(marker.read_text()) if marker.exists() else {}
     with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
         first = done.get("first_rollout", store.last_rollout_id() + 1)
         nodes = [n.id for n in store.nodes() if n.status not in ("invalid", "pending")]
-    tests = {int(k): float(v) for k, v in done.get("test", {}).items()}
+    same_scale = done.get("score") == PASS_RATE
+    tests = {int(k): float(v) for k, v in done.get("test", {}).items()} if same_scale else {}
     if not marker.exists():  # where the run's own rows end, written before any post-hoc row is
-        marker.write_text(json.dumps({"first_rollout": first, "test": tests}))
+        marker.write_text(json.dumps({"first_rollout": first, "score": PASS_RATE, "test": tests}))
     missing = [n for n in nodes if n not in tests]
     if missing:
-        found = evaluate_nodes(run_dir, missing, "test", runs, quiet=True)
+        found = evaluate_nodes(run_dir, missing, "test", runs, quiet=True, score_kind=PASS_RATE)
         tests |= {nid: float(f["mean"]) for nid, f in found.items()}
-        marker.write_text(json.dumps({"first_rollout": first, "test": tests}))
+        marker.write_text(json.dumps({"first_rollout": first, "score": PASS_RATE, "test": tests}))
     return tests
 
 

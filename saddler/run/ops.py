@@ -22,9 +22,10 @@ def evaluate_node(run_dir: Path, node_id: int, split: str, runs: int, quiet: boo
 
 
 def evaluate_nodes(
-    run_dir: Path, node_ids: list[int], split: str, runs: int, quiet: bool = False
+    run_dir: Path, node_ids: list[int], split: str, runs: int, quiet: bool = False, score_kind: str | None = None
 ) -> dict[int, dict[str, Any]]:
-    """`evaluate_node` for several nodes with the run opened once: node id -> its figures."""
+    """`evaluate_node` for several nodes with the run opened once: node id -> its figures, scored by `score_kind`
+    (`pass_rate` or `mean_score`; None: the run's own)."""
     paths = RunPaths(Path(run_dir).resolve())
     cfg = load_run_config(paths.root)
     out: dict[int, dict[str, Any]] = {}
@@ -34,11 +35,12 @@ def evaluate_nodes(
             for node_id in node_ids:
                 node = store.get_node(node_id)
                 rows = ctx.evaluator.evaluate(node, ctx.tasks[split], split, split_seeds(cfg.seed, split, runs))
-                score = node_score(rows, ctx.score_kind)
+                kind = score_kind or ctx.score_kind
+                score = node_score(rows, kind)
                 out[node_id] = {
                     "node_id": node_id,
                     "split": split,
-                    "score": ctx.score_kind,
+                    "score": kind,
                     "mean": score.mean,
                     "std": score.std,
                     "runs": list(score.per_run),

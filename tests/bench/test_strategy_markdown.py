@@ -76,9 +76,3 @@ def test_markdown_from_records_prints_the_tables_instead_of_the_lines(tmp_path) 
     assert done.returncode == 0, done.stderr
     assert "| full (the default) | 0.650 ± 0.050 |" in done.stdout
     assert "repofix.calibrated.strategy_full_test" not in done.stdout
-
-
-def test_a_strategy_whose_post_hoc_tests_are_graded_is_marked_with_a_footnote() -> None:
-    lines = strategy_markdown.cell_table("c", {"full": [seed_result(0, 0.7)], "partial_credit": [seed_result(0, 0.7)]})
-    assert lines[3].endswith("| 0.000 of 4† | 1.00† | 1.00† |")
-    assert lines[-1].startswith("† partial_credit: post-hoc node tests scored as mean_score")
