@@ -4,9 +4,7 @@ column per cell (the default's test, then each strategy minus the default, paire
 
 from __future__ import annotations
 
-import statistics
-
-from strategy_report import Results, paired_stats
+from strategy_report import Results, mean_of, paired_stats, share_of, spread_of
 from strategy_runs import SeedResult
 from strategy_table import GEPA
 
@@ -28,12 +26,8 @@ def _signed(value: float) -> str:
     return f"{value:+.3f}".replace("-", "−")
 
 
-def _mean(values: list[float]) -> float:
-    return statistics.mean(values) if values else 0.0
-
-
 def _share(part: int, whole: int) -> str:
-    return f"{part / whole if whole else 0.0:.3f} of {whole}"
+    return f"{share_of(part, whole):.3f} of {whole}"
 
 
 def _minus(runs: list[SeedResult], full: list[SeedResult], counts: bool) -> str:
@@ -49,21 +43,26 @@ def cell_table(cell: str, by_name: dict[str, list[SeedResult]]) -> list[str]:
     full = by_name.get("full", [])
     lines = [_line(list(COLUMNS)), "|" + "---|" * len(COLUMNS)]
     for name, runs in sorted(by_name.items(), key=lambda item: item[0] != "full"):
-        tests = [r.test for r in runs]
-        std = statistics.pstdev(tests) if len(tests) > 1 else 0.0
-        spent = f"{round(_mean([r.spent for r in runs])):,}"
+        spent = f"{round(mean_of([r.spent for r in runs])):,}"
         paid = [r for r in runs if r.sessions is not None]
-        calls, proposals = (round(_mean([getattr(r, f) or 0 for r in paid])) for f in ("sessions", "proposals"))
+        calls, proposals = (
+            round(mean_of([r.sessions or 0 for r in paid])),
+            round(mean_of([r.proposals or 0 for r in paid])),
+        )
         sessions = f"{calls} ({proposals})" if paid else ""
         near = sum(r.within_2pts for r in runs) / len(runs)
         kept = sum(r.within_2pts_of_kept for r in runs) / len(runs)
-        row = [_label(name), f"{_mean(tests):.3f} ± {std:.3f}", "" if name == "full" else _minus(runs, full, True)]
+        row = [
+            _label(name),
+            f"{mean_of([r.test for r in runs]):.3f} ± {spread_of(runs):.3f}",
+            "" if name == "full" else _minus(runs, full, True),
+        ]
         if name in GEPA:  # no decisions of saddler's kind; its near-best figure is over the candidates it kept
             row += [spent, sessions, "", "", f"{near:.2f} of its pool", ""]
         else:
             rejected, accepted = sum(r.rejected for r in runs), sum(r.accepted for r in runs)
             row += [
-                f"{spent} ({round(_mean([r.evidence_rollouts for r in runs])):,})",
+                f"{spent} ({round(mean_of([r.evidence_rollouts for r in runs])):,})",
                 sessions,
                 _share(sum(r.ties_rejected for r in runs), rejected),
                 _share(sum(r.false_accepts for r in runs), accepted),
@@ -85,7 +84,7 @@ def summary_table(results: Results) -> list[str]:
         for cell in cells:
             runs, full = results[cell].get(name, []), results[cell].get("full", [])
             if name == "full":
-                row.append(f"{_mean([r.test for r in runs]):.3f}" if runs else "")
+                row.append(f"{mean_of([r.test for r in runs]):.3f}" if runs else "")
                 continue
             stats = paired_stats(runs, full)
             text = _minus(runs, full, False)

@@ -134,9 +134,10 @@ def check_combinable(records: list[Record], strategies: dict[str, dict[str, Any]
             raise RecordsError(f"{'/'.join(map(str, record.key))} ran {record.iterations} iterations, not {iterations}")
 
 
-def missing(records: list[Record], cells: list[str], names: list[str], seeds: Iterable[int]) -> dict[
-    tuple[str, str], list[int]
-]:  # fmt: skip
+Gaps = dict[tuple[str, str], list[int]]  # (cell, strategy) -> the seeds no record holds
+
+
+def missing(records: list[Record], cells: list[str], names: list[str], seeds: Iterable[int]) -> Gaps:
     """Per (cell, strategy) of `cells` x `names`, the seeds of `seeds` no record holds (every pair, even if none)."""
     have = {r.key for r in records}
     wanted = list(seeds)

@@ -14,52 +14,59 @@ Say = Callable[[str], None]
 Results = dict[str, dict[str, list[SeedResult]]]
 
 
-def _mean(xs: list[float]) -> float:
+def mean_of(xs: list[float]) -> float:
+    """The mean of `xs`, 0 for none."""
     return statistics.mean(xs) if xs else 0.0
 
 
-def _share(part: float, whole: float) -> float:
+def share_of(part: float, whole: float) -> float:
+    """`part` / `whole`, 0 when `whole` is."""
     return part / whole if whole else 0.0
+
+
+def spread_of(runs: list[SeedResult]) -> float:
+    """The population standard deviation of the runs' test scores across seeds (0 under two)."""
+    tests = [r.test for r in runs]
+    return statistics.pstdev(tests) if len(tests) > 1 else 0.0
 
 
 def report(cell: str, name: str, runs: list[SeedResult], say: Say) -> None:
     """The strategy's figures in one cell, as grep-able lines."""
     tests = [r.test for r in runs]
-    std = statistics.pstdev(tests) if len(tests) > 1 else 0.0
     reached = [r.reach for r in runs if r.reach is not None]
     median = statistics.median(reached) if reached else float("nan")
     p = f"{cell}.strategy_{name}"
     say(f"{p}_seeds: {len(runs)}")
-    say(f"{p}_rollouts_spent: {_mean([r.spent for r in runs]):.1f}")
-    say(f"{p}_evidence_rollouts: {_mean([r.evidence_rollouts for r in runs]):.1f}")
+    say(f"{p}_rollouts_spent: {mean_of([r.spent for r in runs]):.1f}")
+    say(f"{p}_evidence_rollouts: {mean_of([r.evidence_rollouts for r in runs]):.1f}")
     paid = [r for r in runs if r.sessions is not None]
-    say(f"{p}_llm_sessions: {_mean([r.sessions or 0 for r in paid]):.1f}  (proposals: "
-        f"{_mean([r.proposals or 0 for r in paid]):.1f}; with an LLM backend each is paid in tokens)")  # fmt: skip
-    say(f"{p}_test_rollouts: {_mean([r.test_spent for r in runs]):.1f}")
-    say(f"{p}_test: {_mean(tests):.4f}")
-    say(f"{p}_test_std: {std:.4f}")
-    say(f"{p}_gain: {_mean([r.test - r.baseline_test for r in runs]):.4f}")
-    say(f"{p}_returned_dev: {_mean([r.returned_dev for r in runs]):.4f}")
+    say(f"{p}_llm_sessions: {mean_of([r.sessions or 0 for r in paid]):.1f}  (proposals: "
+        f"{mean_of([r.proposals or 0 for r in paid]):.1f}; with an LLM backend each is paid in tokens)")  # fmt: skip
+    say(f"{p}_test_rollouts: {mean_of([r.test_spent for r in runs]):.1f}")
+    say(f"{p}_test: {mean_of(tests):.4f}")
+    say(f"{p}_test_std: {spread_of(runs):.4f}")
+    say(f"{p}_gain: {mean_of([r.test - r.baseline_test for r in runs]):.4f}")
+    say(f"{p}_returned_dev: {mean_of([r.returned_dev for r in runs]):.4f}")
     say(f"{p}_rollouts_to_90pct_own_dev: {median:.0f}  (median over the seeds that reach it)")
     say(f"{p}_never_90pct_own_dev: {len(runs) - len(reached)}  (seeds whose answer never reaches it)")
     rejected, accepted = sum(r.rejected for r in runs), sum(r.accepted for r in runs)
-    say(f"{p}_ties_rejected_share: {_share(sum(r.ties_rejected for r in runs), rejected):.3f}  (of {rejected} "
+    say(f"{p}_ties_rejected_share: {share_of(sum(r.ties_rejected for r in runs), rejected):.3f}  (of {rejected} "
         "rejections: decided by a tie of the batch alone)")  # fmt: skip
-    say(f"{p}_ties_after_evidence_share: {_share(sum(r.ties_after_evidence for r in runs), rejected):.3f}  "
+    say(f"{p}_ties_after_evidence_share: {share_of(sum(r.ties_after_evidence for r in runs), rejected):.3f}  "
         "(a tie the gathered evidence did not break: no task moved)")  # fmt: skip
-    say(f"{p}_good_patches_rejected_share: {_share(sum(r.good_rejected for r in runs), rejected):.3f}  "
+    say(f"{p}_good_patches_rejected_share: {share_of(sum(r.good_rejected for r in runs), rejected):.3f}  "
         "(rejected patches of the bank's best combination)")  # fmt: skip
-    say(f"{p}_false_accept_share: {_share(sum(r.false_accepts for r in runs), accepted):.3f}  (of {accepted})")
-    say(f"{p}_within_2pts_of_dag_best: {_share(sum(r.within_2pts for r in runs), len(runs)):.3f}")
-    say(f"{p}_within_2pts_of_kept_best: {_share(sum(r.within_2pts_of_kept for r in runs), len(runs)):.3f}")
-    full_near = _share(sum(r.within_2pts_unminimized for r in runs), len(runs))
+    say(f"{p}_false_accept_share: {share_of(sum(r.false_accepts for r in runs), accepted):.3f}  (of {accepted})")
+    say(f"{p}_within_2pts_of_dag_best: {share_of(sum(r.within_2pts for r in runs), len(runs)):.3f}")
+    say(f"{p}_within_2pts_of_kept_best: {share_of(sum(r.within_2pts_of_kept for r in runs), len(runs)):.3f}")
+    full_near = share_of(sum(r.within_2pts_unminimized for r in runs), len(runs))
     say(f"{p}_within_2pts_of_dag_best_unminimized: {full_near:.3f}  (the full best, before the minimization)")
     kept = [r.dag_best_kept for r in runs if r.dag_best_kept is not None]
-    say(f"{p}_dag_best_is_kept_share: {_share(sum(kept), len(kept)):.3f}  (of {len(kept)} seeds: the DAG's best on "
+    say(f"{p}_dag_best_is_kept_share: {share_of(sum(kept), len(kept)):.3f}  (of {len(kept)} seeds: the DAG's best on "
         "test is a node the run's evidence kept, not a rejected one)")  # fmt: skip
-    say(f"{p}_saturated_batches: {_mean([r.saturated for r in runs]):.2f}")
-    say(f"{p}_blocked_iterations: {_mean([r.blocked for r in runs]):.2f}")
-    say(f"{p}_capability_in_returned: {_mean([r.capability_in_returned for r in runs]):.2f}  (capability patches in "
+    say(f"{p}_saturated_batches: {mean_of([r.saturated for r in runs]):.2f}")
+    say(f"{p}_blocked_iterations: {mean_of([r.blocked for r in runs]):.2f}")
+    say(f"{p}_capability_in_returned: {mean_of([r.capability_in_returned for r in runs]):.2f}  (capability patches in "
         "the returned node's lineage)")  # fmt: skip
 
 
@@ -87,7 +94,7 @@ def checks(cell: str, results: dict[str, list[SeedResult]], say: Say) -> list[bo
     def proposed(name: str, ok: bool, detail: str) -> None:  # a bar the bench proposes: printed, not counted
         say(f"{cell}.proposed_check_{name}: {'pass' if ok else 'FAIL'}  ({detail}; proposed, not issue 19's bar)")
 
-    full_spent = _mean([r.spent for r in full])
+    full_spent = mean_of([r.spent for r in full])
     for name, runs in results.items():
         stats = None if name == "full" else paired_stats(runs, full)
         if stats is None:
@@ -99,9 +106,9 @@ def checks(cell: str, results: dict[str, list[SeedResult]], say: Say) -> list[bo
         if name == "full_batch" and not_above:
             check(name, True, f"{mean:+.4f} ± {se:.4f}: not above the default by one s.e., whatever it spends")
         elif name == "full_batch":  # above: allowed 2 points while the default spends at most 40 % of its rollouts
-            spent = _mean([r.spent for r in runs])
+            spent = mean_of([r.spent for r in runs])
             ok = mean <= 0.02 + 1e-9 and full_spent <= 0.4 * spent
-            share = _share(full_spent, spent)
+            share = share_of(full_spent, spent)
             check(name, ok, f"{mean:+.4f} (≤ +0.02 allowed), the default spends {share:.0%} of its rollouts")
         elif name == "gepa":
             check(name, mean <= -0.05 + 1e-9, f"default {-mean:+.4f} above GEPA (≥ +0.05 asked)")
@@ -115,13 +122,13 @@ def checks(cell: str, results: dict[str, list[SeedResult]], say: Say) -> list[bo
         else:
             check(name, not_above, f"{mean:+.4f} ± {se:.4f}: higher by less than one s.e. is allowed")
     rejected, accepted = sum(r.rejected for r in full), sum(r.accepted for r in full)
-    ties = _share(sum(r.ties_rejected for r in full), rejected)
+    ties = share_of(sum(r.ties_rejected for r in full), rejected)
     check("ties_rejected_share", ties <= 0.25, f"{ties:.3f} ≤ 0.25")
-    false = _share(sum(r.false_accepts for r in full), accepted)
+    false = share_of(sum(r.false_accepts for r in full), accepted)
     check("false_accept_share", false <= 0.08, f"{false:.3f} ≤ 0.08")
-    near = _share(sum(r.within_2pts for r in full), len(full))
+    near = share_of(sum(r.within_2pts for r in full), len(full))
     check("within_2pts_of_dag_best", near >= 0.9, f"{near:.3f} ≥ 0.90")
-    kept = _share(sum(r.within_2pts_of_kept for r in full), len(full))
+    kept = share_of(sum(r.within_2pts_of_kept for r in full), len(full))
     detail = f"{kept:.3f} ≥ 0.90: of the best node the run kept, the best its train or dev evidence could prefer"
     proposed("within_2pts_of_kept_best", kept >= 0.9, detail)
     return out
