@@ -285,11 +285,22 @@ def test_nothing_a_rollout_leaves_survives_in_its_sandbox(
     runner.close()
 
 
+def _environ_set_up(pid: int, timeout_s: float = 5.0) -> None:
+    """Wait until the kernel has written `pid`'s new environment: Popen returns once exec has closed the
+    close-on-exec pipe, which happens before the new image's environment is in place, so a /proc scan right after
+    can read it empty (seen on a loaded CI machine)."""
+    deadline = time.monotonic() + timeout_s
+    while not Path(f"/proc/{pid}/environ").read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_marked_pids_finds_exactly_the_marked_processes(tmp_path: Path) -> None:
     env = {"PATH": os.environ["PATH"], MARKER_VAR: "m1"}
     proc = subprocess.Popen(["sleep", "30"], env=env)
     other = subprocess.Popen(["sleep", "30"], env={**env, MARKER_VAR: "m12"})
     try:
+        for child in (proc, other):
+            _environ_set_up(child.pid)
         assert marked_pids("m1") == [proc.pid]
         assert sorted(marked_pids("m1", "m12")) == sorted([proc.pid, other.pid])
         kill_rollout(proc.pid, "m1", "m12", spare=(other.pid,))
