@@ -169,12 +169,13 @@ def sweep(args: argparse.Namespace, names: list[str], cells: list[tuple[str, str
         with cf.ProcessPoolExecutor(max_workers=max(1, args.jobs), mp_context=context) as pool:
             for cell, name, seed, r in pool.map(_job, jobs(wave)):
                 results.setdefault(cell, {}).setdefault(name, []).append(r)
+                wall = f"{r.wall_s:.1f} s"
                 if args.record:
                     overrides = overrides_of(name, cell.split(".")[1])
                     record = strategy_records.Record(print_, cell, name, overrides, args.iterations, r)
-                    strategy_records.append(args.record, record)
+                    wall += "" if strategy_records.append(args.record, record) else ", already recorded"
                 say(f"# {cell} {name} seed {seed}: test {r.test:.3f} search {r.spent} (evidence {r.evidence_rollouts}) "
-                    f"returned dev {r.returned_dev:.3f} dag best {r.dag_best_test:.3f} ({r.wall_s:.1f} s)")  # fmt: skip
+                    f"returned dev {r.returned_dev:.3f} dag best {r.dag_best_test:.3f} ({wall})")  # fmt: skip
     return results
 
 

@@ -84,12 +84,20 @@ def _counts(path: Path) -> bool:
     return path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
 
 
-def append(path: Path, record: Record) -> None:
-    """Add one record at the end of `path` (created with its folder), flushed before returning."""
+def append(path: Path, record: Record) -> bool:
+    """Add one record at the end of `path` (created with its folder), flushed before returning; True if written.
+    A run `path` already holds with the same figures (a `--reuse` sweep re-measuring it) adds no line and returns
+    False; with other figures it raises `RecordsError` at once, so a sweep stops on a determinism defect instead of
+    recording hours of runs the report will refuse."""
+    earlier = {r.key: r for r in load([path])} if path.exists() else {}
+    if record.key in earlier:
+        _same_run(earlier[record.key], record, f"{path}")
+        return False
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as out:
         out.write(record.to_json() + "\n")
         out.flush()
+    return True
 
 
 def load(paths: Iterable[Path]) -> list[Record]:
@@ -105,14 +113,19 @@ def load(paths: Iterable[Path]) -> list[Record]:
                 record = Record.from_json(line)
             except (ValueError, TypeError, KeyError) as exc:
                 raise RecordsError(f"{path}:{number}: not a strategies record ({exc})") from exc
-            earlier = seen.get(record.key)
-            if earlier is not None and _figures(earlier) != _figures(record):
-                raise RecordsError(
-                    f"{path}:{number}: {'/'.join(map(str, record.key))} was recorded before with other figures; "
-                    "the same seed and config must give the same run offline (a determinism defect to fix first)"
-                )
+            if record.key in seen:
+                _same_run(seen[record.key], record, f"{path}:{number}")
             seen.setdefault(record.key, record)
     return list(seen.values())
+
+
+def _same_run(earlier: Record, record: Record, where: str) -> None:
+    """Raise `RecordsError` unless two records of one run agree on every figure but the volatile ones."""
+    if _figures(earlier) != _figures(record):
+        raise RecordsError(
+            f"{where}: {'/'.join(map(str, record.key))} was recorded before with other figures; "
+            "the same seed and config must give the same run offline (a determinism defect to fix first)"
+        )
 
 
 def check_combinable(records: list[Record], strategies: dict[str, dict[str, Any]], iterations: int) -> None:

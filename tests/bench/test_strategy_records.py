@@ -71,11 +71,24 @@ def test_shards_report_as_one_sweep_paired_over_every_seed(tmp_path: Path) -> No
 
 
 def test_a_run_recorded_twice_counts_once_and_conflicting_figures_are_a_determinism_defect(tmp_path: Path) -> None:
-    same = _write(tmp_path / "same.jsonl", [_record("full", 0, 0.9), _record("full", 0, 0.9, wall_s=99.0)])
+    same = tmp_path / "same.jsonl"  # two shards concatenated by hand: the loader, not append, sees both lines
+    same.write_text(_record("full", 0, 0.9).to_json() + "\n" + _record("full", 0, 0.9, wall_s=99.0).to_json() + "\n")
     assert [r.result.seed for r in strategy_records.load([same])] == [0]
     other = _write(tmp_path / "other.jsonl", [_record("full", 0, 0.8)])
     with pytest.raises(RecordsError, match="recorded before with other figures"):
         strategy_records.load([same, other])
+
+
+def test_a_rerun_of_a_recorded_run_adds_no_line_and_other_figures_stop_the_sweep(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    assert strategy_records.append(path, _record("full", 0, 0.9)) is True
+    assert strategy_records.append(path, _record("full", 0, 0.9, wall_s=99.0)) is False  # --reuse re-measured it
+    assert strategy_records.append(path, _record("full", 1, 0.9)) is True
+    assert strategy_records.append(path, _record("full", 0, 0.9, cell="repofix.neutral")) is True
+    assert len(path.read_text().splitlines()) == 3
+    with pytest.raises(RecordsError, match="recorded before with other figures"):
+        strategy_records.append(path, _record("full", 0, 0.8))
+    assert len(path.read_text().splitlines()) == 3
 
 
 def test_records_of_other_code_or_other_strategy_definitions_are_not_mixed(tmp_path: Path) -> None:

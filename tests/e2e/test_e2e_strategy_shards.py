@@ -40,3 +40,9 @@ def test_a_recorded_sweep_reports_the_same_from_its_records(tmp_path: Path) -> N
     ):
         assert any(line.startswith(f"opsdesk.neutral.{name}: ") for line in live), name
     assert all(r.result.sessions and r.result.proposals == 2 for r in recorded)  # 2 iterations: one proposal each
+    lines = records.read_text()
+    again = subprocess.run([sys.executable, "bench/strategies.py", *SWEEP, "--seeds", "2", "--jobs", "1", "--reuse",
+                            "--out", str(tmp_path / "runs"), "--record", str(records)],
+                           cwd=REPO, capture_output=True, text=True, check=True)  # fmt: skip
+    assert records.read_text() == lines  # the re-measured runs are the recorded ones: no line added
+    assert again.stdout.count(", already recorded)") == 4
