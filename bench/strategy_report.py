@@ -121,6 +121,12 @@ def checks(cell: str, results: dict[str, list[SeedResult]], say: Say) -> list[bo
             proposed(name, mean <= 1e-9, detail)
         else:
             check(name, not_above, f"{mean:+.4f} ± {se:.4f}: higher by less than one s.e. is allowed")
+            if not not_above:  # above on exactly one seed, the paired mean IS its s.e.: "less than" cannot hold
+                one_seed = up == 1 and down == 0
+                lone = "above on one seed only, where the paired mean equals its s.e. whatever the size; "
+                lone = lone if one_seed else ""
+                detail = f"{mean:+.4f} ± {se:.4f}: {lone}at most one s.e. asked"
+                proposed(f"{name}_at_most_one_se", mean <= se * (1 + 1e-9), detail)
     rejected, accepted = sum(r.rejected for r in full), sum(r.accepted for r in full)
     ties = share_of(sum(r.ties_rejected for r in full), rejected)
     check("ties_rejected_share", ties <= 0.25, f"{ties:.3f} ≤ 0.25")

@@ -82,3 +82,25 @@ def test_full_batch_below_the_default_passes_whatever_it_spends() -> None:
     )
     assert verdicts["higher"].startswith("c.check_full_batch: FAIL  (+0.0160 (≤ +0.02 allowed), the default spends 50%")
     assert verdicts["cheap"].startswith("c.check_full_batch: pass  (+0.0160 (≤ +0.02 allowed), the default spends 32%")
+
+
+def test_a_variant_above_on_one_seed_only_fails_the_issues_bar_whatever_the_size_and_gets_a_proposed_one() -> None:
+    # one seed of ten differs by d: the paired mean is d/10 and so is its standard error, for any d
+    full = [seed_result(s, 0.9) for s in range(10)]
+    one_rollout = [seed_result(s, 0.9 + (1 / 120 if s == 5 else 0.0)) for s in range(10)]
+    two_seeds = [seed_result(s, 0.9 + (0.05 if s in (2, 5) else 0.0)) for s in range(10)]
+    _, said = _lines({"full": full, "full_coverage": one_rollout, "strict_mean": two_seeds})
+    got = [line for line in said if "full_coverage" in line or "strict_mean" in line]
+    assert got == [
+        "repofix.calibrated.strategy_full_coverage_minus_full_test: +0.0008  (± 0.0008 s.e., 10 seeds: better 1, "
+        "worse 0)",
+        "repofix.calibrated.check_full_coverage: FAIL  (+0.0008 ± 0.0008: higher by less than one s.e. is allowed)",
+        "repofix.calibrated.proposed_check_full_coverage_at_most_one_se: pass  (+0.0008 ± 0.0008: above on one seed "
+        "only, where the paired mean equals its s.e. whatever the size; at most one s.e. asked; proposed, not issue "
+        "19's bar)",
+        "repofix.calibrated.strategy_strict_mean_minus_full_test: +0.0100  (± 0.0067 s.e., 10 seeds: better 2, "
+        "worse 0)",
+        "repofix.calibrated.check_strict_mean: FAIL  (+0.0100 ± 0.0067: higher by less than one s.e. is allowed)",
+        "repofix.calibrated.proposed_check_strict_mean_at_most_one_se: FAIL  (+0.0100 ± 0.0067: at most one s.e. "
+        "asked; proposed, not issue 19's bar)",
+    ]
