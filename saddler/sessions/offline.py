@@ -102,6 +102,19 @@ def _write(worktree: Path, proposal: Proposal, held: Sequence[BankPatch] = ()) -
     return "", replaced
 
 
+BANK = "bank:"  # the origin of a node whose edit is a bank patch: `bank:<id>`
+
+
+def bank_origin(patch: BankPatch) -> str:
+    """The origin a node written from `patch` carries."""
+    return f"{BANK}{patch.id}"
+
+
+def held_bank_id(origin: str) -> str | None:
+    """The bank id an origin names (`bank:<id>`), or None for every other origin."""
+    return origin[len(BANK) :] if origin.startswith(BANK) else None
+
+
 def warm_candidates(bank: list[BankPatch], warm: WarmStart | None) -> list[BankPatch]:
     """The warm start's accepted edges as patches, oldest first: the bank's own patch for a `bank:<id>` origin,
     else the edge's diff as a patch `warm-<n>` (no symptoms)."""
@@ -110,7 +123,7 @@ def warm_candidates(bank: list[BankPatch], warm: WarmStart | None) -> list[BankP
     by_id = {p.id: p for p in bank}
     out: list[BankPatch] = []
     for n, edge in enumerate(warm.accepted):
-        known = by_id.get(edge.origin.removeprefix("bank:")) if edge.origin.startswith("bank:") else None
+        known = by_id.get(held_bank_id(edge.origin) or "")
         patch = known or BankPatch(f"warm-{n}", edge.kind, "warm", (), edge.plan or edge.origin, edge.diff)
         if patch not in out:
             out.append(patch)
@@ -155,12 +168,12 @@ class OfflineBackend:
                     files_by_code.setdefault(sym.code, set()).add(sym.file)
         done = set(request.lineage_origins) | set(request.excluded) | set(request.refused)  # a bank patch has one form
         allowed = [
-            p for p in self._bank if p.kind in request.allowed_kinds and f"bank:{p.id}" not in done and p.id not in done
+            p for p in self._bank if p.kind in request.allowed_kinds and bank_origin(p) not in done and p.id not in done
         ]
         rng = random.Random(f"{self.seed}:diagnosis:{request.iteration}:{request.attempt}")
         scored = [(sum(counts[c] for c in p.symptoms), rng.random(), p) for p in allowed]
         ranked = [p for n, _, p in sorted(scored, key=lambda s: (-s[0], s[1])) if n > 0 or request.exploration]
-        if not ranked and not any(p.kind in request.allowed_kinds and f"bank:{p.id}" not in done for p in self._warm):
+        if not ranked and not any(p.kind in request.allowed_kinds and bank_origin(p) not in done for p in self._warm):
             seen = ", ".join(f"{c}×{n}" for c, n in counts.most_common()) or "none"
             reason = (
                 f"no bank patch left for phase {request.phase} (allowed kinds {request.allowed_kinds}) "
@@ -168,7 +181,7 @@ class OfflineBackend:
             )
             return DiagnosisResult(status="no_patch", reason=reason, stats=_stats(started, "no_patch"))
         warm = [
-            p for p in self._warm if p.kind in request.allowed_kinds and f"bank:{p.id}" not in done and p.id not in done
+            p for p in self._warm if p.kind in request.allowed_kinds and bank_origin(p) not in done and p.id not in done
         ]  # a warm start's accepted edges come first, written as they were
         ranked = [p for p in ranked if p not in warm]
         unmatched = [p for p in allowed if p not in ranked and p not in warm]
@@ -176,12 +189,12 @@ class OfflineBackend:
         errors = []
         proposals = [Proposal(p) for p in warm] + self._proposer.choose(ranked, unmatched, request.allowed_kinds, label)
         by_id = {p.id: p for p in self._bank}
-        held = [by_id[o.removeprefix("bank:")] for o in request.lineage_origins if o.removeprefix("bank:") in by_id]
+        held = [by_id[i] for i in map(held_bank_id, request.lineage_origins) if i in by_id]
         for proposal in proposals:
             patch = proposal.patch
             error, replaced = _write(Path(request.worktree), proposal, held)
             if error:
-                errors.append(f"bank:{patch.id}: {error}")
+                errors.append(f"{bank_origin(patch)}: {error}")
                 continue
             matched = [c for c in patch.symptoms if counts[c]]
             targets = sorted(set().union(*(tasks_by_code.get(c, set()) for c in matched))) if matched else []
@@ -196,7 +209,7 @@ class OfflineBackend:
             if patch in warm:
                 seen = f"accepted in the warm start's run; {seen}"
             if replaced:
-                seen += f"; replaces {', '.join(f'bank:{r}' for r in replaced)} (an edit of the same code)"
+                seen += f"; replaces {', '.join(BANK + r for r in replaced)} (an edit of the same code)"
             hyp = Hypothesis(
                 target_tasks=targets,
                 diagnosis=seen,
@@ -204,7 +217,7 @@ class OfflineBackend:
                 patch_kind=patch.kind,
                 subtype=patch.subtype,
                 files=list(patch.files),
-                origin=f"bank:{patch.id}",
+                origin=bank_origin(patch),
                 symptoms=matched,
             )
             return DiagnosisResult(status="patched", hypothesis=hyp, reason="; ".join(errors), stats=_stats(started))

@@ -86,12 +86,12 @@ def test_majority_of_repetitions() -> None:
     assert outcome(True, True, False).passed and not outcome(True, False).passed
 
 
-def _node(i: int, status: str, dev: float | None, lines: int = 0) -> Node:
+def _node(i: int, status: str, dev: float | None, lines: int = 0, parent: int | None = None) -> Node:
     return Node(
         id=i,
         run_id=1,
         commit=f"c{i}",
-        parent_id=None,
+        parent_id=parent,
         iteration=i,
         phase="none",
         patch_kind="x",
@@ -113,6 +113,26 @@ def test_ranking_best_dev_ties_to_smaller_change() -> None:
     assert best is not None and best.id == 3
     no_dev = [_node(1, "baseline", None), _node(2, "accepted", None), _node(3, "rejected", None)]
     best = pick_best(no_dev)
+    assert best is not None and best.id == 2
+
+
+def test_ranking_best_dev_tie_goes_to_the_descendant_accepted_over_the_tied_node() -> None:
+    # the child was accepted over its parent (train strictly better, dev not worse): on a dev tie it is the better
+    # evidenced harness, however many lines it adds; a neutral child (no train gain) and an unrelated node do not
+    # outrank the smaller change
+    nodes = [
+        _node(1, "baseline", 0.4),
+        _node(2, "accepted", 0.7, 10, parent=1),
+        _node(3, "accepted", 0.7, 30, parent=2),
+        _node(4, "accepted", 0.7, 5, parent=1),
+    ]
+    best = pick_best(nodes)
+    assert best is not None and best.id == 4  # 2 is outranked by its accepted child 3; 4 is smaller than 3
+    deeper = [*nodes[:3], _node(4, "accepted", 0.6, 40, parent=3), _node(5, "accepted", 0.7, 50, parent=4)]
+    best = pick_best(deeper)
+    assert best is not None and best.id == 5  # an accepted descendant, through a lower-dev node, still outranks 2 and 3
+    neutral_child = [*nodes[:2], _node(3, "neutral", 0.7, 30, parent=2)]
+    best = pick_best(neutral_child)
     assert best is not None and best.id == 2
 
 
