@@ -251,8 +251,8 @@ def test_partial_run_has_no_test_figures(
     store, clock = open_store(tmp_path / "evodag.db")
     fx = build_run(store, clock, iterations=5, finish=False)
     r = build_report(store)
-    # the best recorded while the run went: the ranking policy picked N2 over N6 (both 0.75) for its smaller change
-    assert r["best"] == {"node": fx.ids["N2"], "commit": fx.fake_commit("N2"), "status": "accepted"}
+    # the best recorded while the run went: N6 over N2 (both 0.75), accepted on N2's line (via N5)
+    assert r["best"] == {"node": fx.ids["N6"], "commit": fx.fake_commit("N6"), "status": "accepted"}
     assert r["summary"]["test"] == {
         "baseline": {"mean": None, "std": None, "runs": 0},
         "final": {"mean": None, "std": None, "runs": 0},

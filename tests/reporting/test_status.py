@@ -75,8 +75,8 @@ def test_running_snapshot_reads_while_the_writer_keeps_writing(
     }  # fmt: skip
     decisions = [(d["iteration"], d["decision"]) for d in snap["last_decisions"]]
     assert decisions == [(2, "rejected"), (3, "invalid"), (4, "accepted"), (5, "accepted"), (6, None)]
-    # N2 and N6 both score 0.75 on dev: the recorded pick is N2 for its smaller change (14 vs 20 lines)
-    assert (snap["best_node"], snap["best_dev"], snap["termination_reason"]) == (ids["N2"], 0.75, None)
+    # N2 and N6 both score 0.75 on dev: the recorded pick is N6, accepted on N2's line (via N5), not N2's smaller change
+    assert (snap["best_node"], snap["best_dev"], snap["termination_reason"]) == (ids["N6"], 0.75, None)
     # it1 6 + it2 6 + it3 2 + it4 3 + it5 6 train; N1, N2, N5, N6 on dev
     assert (snap["rollouts"], snap["rollouts_by_split"]) == (39, {"train": 23, "dev": 16, "test": 0})
     assert "last decisions: 2 rejected, 3 invalid, 4 accepted, 5 accepted, 6 …" in render_status(snap)
