@@ -52,5 +52,7 @@ if [ -z "${SADDLER_TEST_HARBOR:-}" ]; then
   fi
   if [ -x "$HARBOR_VENV/bin/harbor" ]; then export SADDLER_TEST_HARBOR="$HARBOR_VENV/bin/harbor"; fi
 fi
-# Exit 5 (no tests collected) is non-zero: set -e makes it fail the run.
-python -m pytest "$@"
+# Exit 5 (no tests collected) is non-zero: set -e makes it fail the run. Two pytest-xdist workers, one per core of
+# the CI machine (the whole suite: 576 s against 764 s in one process on 2 cores); SADDLER_TEST_WORKERS=0 runs it in
+# one process.
+python -m pytest -n "${SADDLER_TEST_WORKERS:-2}" "$@"

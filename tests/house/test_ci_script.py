@@ -69,7 +69,7 @@ def test_every_check_runs_in_order_and_a_clean_run_passes(fake_venv: Path) -> No
         f"mypy {BENCH_FILES}",
         "lint-imports",
         "mkdocs build --strict",
-        "python -m pytest",
+        "python -m pytest -n 2",
     ]
 
 
@@ -93,7 +93,7 @@ def test_a_failing_check_fails_ci_before_pytest(fake_venv: Path, fail_when: str,
 @pytest.mark.parametrize("status", [1, 2, 5])
 def test_pytest_failures_and_no_tests_collected_fail_ci(fake_venv: Path, status: int) -> None:
     code, calls = run_ci(".ci/run", fake_venv, fail_when="python -m pytest*", fail_with=status)
-    assert (code, calls[-1]) == (status, "python -m pytest")
+    assert (code, calls[-1]) == (status, "python -m pytest -n 2")
 
 
 def test_ruff_format_check_exits_non_zero_on_a_formatting_difference(tmp_path: Path) -> None:
