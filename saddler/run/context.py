@@ -181,6 +181,7 @@ class RunContext:
         retry_reason: str = "",
         excluded_plans: dict[str, str] | None = None,
         refused: dict[str, str] | None = None,
+        no_effect: dict[str, str] | None = None,
     ) -> DiagnosisRequest:
         comp = self.space.config.components
         return DiagnosisRequest(
@@ -197,6 +198,7 @@ class RunContext:
             excluded=excluded,
             excluded_plans=excluded_plans or {},
             refused=refused or {},
+            no_effect=no_effect or {},
             attempt=attempt,
             retry_reason=retry_reason,
             check_command=self.cfg.sessions.check_command or self.space.config.check_command,

@@ -6,7 +6,9 @@ is retried up to `sessions.retries` times with its failure stated in `retry_reas
 validation is an `invalid` node, and the next attempt (up to `policies.max_patch_attempts` patches) is told which
 check failed: empty change, which protected path, the phase and what it allows, which structure rule. What was
 refused is that change (its tree), not its idea: a version of the same fix that passes the checks is evaluated.
-Ideas evaluated on this parent in earlier iterations are excluded (`Excluded`).
+Ideas evaluated on this parent in earlier iterations are excluded (`Excluded`), except one whose single change
+here moved no task of its batch: that is evidence against the change, not the idea, so the idea stays open once
+more with the diff that did nothing (an identical change is refused unevaluated).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from saddler.run.session_calls import failure_reason, worth_asking_again
 from saddler.sessions.schema import DiagnosisResult, Hypothesis
 
 Say = Callable[[str], None]
+NO_EFFECT_DIFF_CHARS = 4000
+"""How much of a no-effect change's diff a diagnosis sees (it is there to show what the change did not do)."""
 
 
 @dataclass
@@ -30,11 +34,15 @@ class Excluded:
     """What not to propose again on this parent. `plans`: ideas already evaluated here (origins in first-seen
     order, each with the plan its agent wrote, shown in the prompt as written). `refused`: changes that failed
     validation, by origin with the reason, and their trees: the change is excluded, not the idea — a version
-    of the same fix that passes the checks is welcome."""
+    of the same fix that passes the checks is welcome. `no_effect`: ideas whose one evaluated change here moved
+    no task of its batch, by origin with that change's diff (cut at `NO_EFFECT_DIFF_CHARS`): open once more, and
+    `no_effect_trees` refuses the same change again."""
 
     plans: dict[str, str] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
     refused_trees: dict[str, str] = field(default_factory=dict)  # tree sha -> origin
+    no_effect: dict[str, str] = field(default_factory=dict)
+    no_effect_trees: dict[str, str] = field(default_factory=dict)  # tree sha -> "origin (nN)"
 
     def add(self, origin: str, plan: str = "") -> None:
         if origin not in self.plans or (plan and not self.plans[origin]):
@@ -54,11 +62,24 @@ class Excluded:
         """What was tried on `parent` in earlier iterations (a resumed iteration must not see its own)."""
         found = cls()
         children = [n for n in ctx.store.children(parent.id) if n.iteration < before_iteration]
+        evaluated: dict[str, list[Node]] = {}
+        last_refused: dict[str, int] = {}
         for node in sorted(children, key=lambda n: n.origin):
             if node.status == "invalid":
                 found.refuse(node.origin, node.status_reason, ctx.space.tree_of(node.commit))
+                last_refused[node.origin] = max(node.iteration, last_refused.get(node.origin, 0))
             else:
-                found.add(node.origin, str((node.hypothesis or {}).get("plan", "")))
+                evaluated.setdefault(node.origin, []).append(node)
+        for origin, nodes in evaluated.items():
+            once = len(nodes) == 1 and nodes[0].status == "rejected"  # and its one more chance not taken since:
+            once = once and last_refused.get(origin, 0) <= nodes[0].iteration
+            edge = ctx.store.edge_into(nodes[0].id) if once else None
+            if edge is not None and not edge.fixed and not edge.regressed:
+                found.no_effect[origin] = ctx.space.diff(parent.commit, nodes[0].commit)[:NO_EFFECT_DIFF_CHARS]
+                found.no_effect_trees[ctx.space.tree_of(nodes[0].commit)] = f"{origin} (n{nodes[0].id})"
+                continue
+            for node in nodes:
+                found.add(origin, str((node.hypothesis or {}).get("plan", "")))
         return found
 
 
@@ -112,6 +133,8 @@ def patch(ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow]
         if tree in excluded.refused_trees:
             again = excluded.refused_trees[tree]
             problems.append(f"the same change as the refused {again} ({excluded.refused.get(again, 'refused')})")
+        if tree in excluded.no_effect_trees:
+            problems.append(f"the same change as {excluded.no_effect_trees[tree]}, which moved no task here")
         node = _candidate_node(ctx, it, parent, made.commit, hyp, problems)
         if made.suspect:
             audit.record(ctx, it, node, "diff", made.suspect)
@@ -141,8 +164,9 @@ def _attempt(
     try:
         plans = {o: p for o, p in excluded.plans.items() if p}
         request = ctx.diagnosis_request(
-            it, parent, worktree, before, attempt, excluded.origins, reason, plans, dict(excluded.refused)
-        )
+            it, parent, worktree, before, attempt, excluded.origins, reason, plans, dict(excluded.refused),
+            dict(excluded.no_effect),
+        )  # fmt: skip
         result, staged = ctx.calls.diagnose(request, parent.id)
         if result.status != "patched" or result.hypothesis is None:
             return _Attempt(result)

@@ -2,10 +2,13 @@
 
 - diagnosis_patch reads failure symptoms out of the batch's train traces (the benchmark's symptom
   extractor) and applies the best-matching patch from the benchmark's patch bank that the phase allows,
-  that the lineage does not already hold and that is not excluded. Where that patch conflicts with a bank patch
-  the lineage holds (two edits of the same code, as `loop_retry_all` and `loop_retry_backoff`), it takes that one
-  back and writes its own in its place, as an author rewriting the code would (the hypothesis says which it
-  replaces). It never invents a change: with no matching patch it returns `no_patch` (the loop counts a stall).
+  that the lineage does not already hold and that is not excluded. An idea whose one change on this parent moved
+  no task is open once more (`no_effect`): the author reads that change's diff and writes the patch again only
+  when the diff is its own unfinished draft (a missed attempt of `calibrated`), not a patch written in full.
+  Where that patch conflicts with a bank patch the lineage holds (two edits of the same code, as `loop_retry_all`
+  and `loop_retry_backoff`), it takes that one back and writes its own in its place, as an author rewriting the
+  code would (the hypothesis says which it replaces). It never invents a change: with no matching patch it
+  returns `no_patch` (the loop counts a stall).
   In exploration mode (plateau) it may also try allowed patches whose symptoms were not seen. How it writes the
   chosen patch is `sessions.proposer`: as meant (`neutral`), or as the paper measured LLM authors do
   (`calibrated`, see `saddler.sessions.proposer`).
@@ -32,7 +35,7 @@ from saddler.benchmark import BankPatch, Benchmark, RolloutResult
 from saddler.config import SessionConfig
 from saddler.harness.gitcmd import git
 from saddler.scoring import figure
-from saddler.sessions.proposer import Proposal, Proposer, missed_edit
+from saddler.sessions.proposer import MISSED_NOTE, Proposal, Proposer, missed_edit
 from saddler.sessions.schema import (
     DiagnosisRequest,
     DiagnosisResult,
@@ -166,7 +169,9 @@ class OfflineBackend:
                 tasks_by_code.setdefault(sym.code, set()).add(ev.task_id)
                 if sym.file:
                     files_by_code.setdefault(sym.code, set()).add(sym.file)
+        redo = {origin for origin, diff in request.no_effect.items() if MISSED_NOTE in diff}  # its draft did nothing
         done = set(request.lineage_origins) | set(request.excluded) | set(request.refused)  # a bank patch has one form
+        done |= set(request.no_effect) - redo
         allowed = [
             p for p in self._bank if p.kind in request.allowed_kinds and bank_origin(p) not in done and p.id not in done
         ]
@@ -208,6 +213,8 @@ class OfflineBackend:
             )
             if patch in warm:
                 seen = f"accepted in the warm start's run; {seen}"
+            if bank_origin(patch) in redo:
+                seen += "; written again: its change here moved no task, and its diff was an unfinished draft"
             if replaced:
                 seen += f"; replaces {', '.join(BANK + r for r in replaced)} (an edit of the same code)"
             hyp = Hypothesis(
