@@ -7,8 +7,9 @@ validation is an `invalid` node, and the next attempt (up to `policies.max_patch
 check failed: empty change, which protected path, the phase and what it allows, which structure rule. What was
 refused is that change (its tree), not its idea: a version of the same fix that passes the checks is evaluated.
 Ideas evaluated on this parent in earlier iterations are excluded (`Excluded`), except one whose single change
-here moved no task of its batch: that is evidence against the change, not the idea, so the idea stays open once
-more with the diff that did nothing (an identical change is refused unevaluated).
+here moved no task of its batch: that is evidence against the change, not the idea, so the idea stays open until
+a second change of it is evaluated there, shown with the diff that did nothing (an identical change is refused
+unevaluated, which is no evidence either way).
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ class Excluded:
     order, each with the plan its agent wrote, shown in the prompt as written). `refused`: changes that failed
     validation, by origin with the reason, and their trees: the change is excluded, not the idea — a version
     of the same fix that passes the checks is welcome. `no_effect`: ideas whose one evaluated change here moved
-    no task of its batch, by origin with that change's diff (cut at `NO_EFFECT_DIFF_CHARS`): open once more, and
-    `no_effect_trees` refuses the same change again."""
+    no task of its batch, by origin with that change's diff (cut at `NO_EFFECT_DIFF_CHARS`): open until a second
+    change of the idea is evaluated here, and `no_effect_trees` refuses the same change again (unevaluated)."""
 
     plans: dict[str, str] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
@@ -63,16 +64,13 @@ class Excluded:
         found = cls()
         children = [n for n in ctx.store.children(parent.id) if n.iteration < before_iteration]
         evaluated: dict[str, list[Node]] = {}
-        last_refused: dict[str, int] = {}
         for node in sorted(children, key=lambda n: n.origin):
-            if node.status == "invalid":
+            if node.status == "invalid":  # refused unevaluated: no evidence against the idea
                 found.refuse(node.origin, node.status_reason, ctx.space.tree_of(node.commit))
-                last_refused[node.origin] = max(node.iteration, last_refused.get(node.origin, 0))
             else:
                 evaluated.setdefault(node.origin, []).append(node)
         for origin, nodes in evaluated.items():
-            once = len(nodes) == 1 and nodes[0].status == "rejected"  # and its one more chance not taken since:
-            once = once and last_refused.get(origin, 0) <= nodes[0].iteration
+            once = len(nodes) == 1 and nodes[0].status == "rejected"
             edge = ctx.store.edge_into(nodes[0].id) if once else None
             if edge is not None and not edge.fixed and not edge.regressed:
                 found.no_effect[origin] = ctx.space.diff(parent.commit, nodes[0].commit)[:NO_EFFECT_DIFF_CHARS]

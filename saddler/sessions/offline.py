@@ -170,8 +170,8 @@ class OfflineBackend:
                 if sym.file:
                     files_by_code.setdefault(sym.code, set()).add(sym.file)
         redo = {origin for origin, diff in request.no_effect.items() if MISSED_NOTE in diff}  # its draft did nothing
-        done = set(request.lineage_origins) | set(request.excluded) | set(request.refused)  # a bank patch has one form
-        done |= set(request.no_effect) - redo
+        done = set(request.lineage_origins) | set(request.excluded)  # a bank patch has one form, except a draft:
+        done |= (set(request.refused) | set(request.no_effect)) - redo
         allowed = [
             p for p in self._bank if p.kind in request.allowed_kinds and bank_origin(p) not in done and p.id not in done
         ]

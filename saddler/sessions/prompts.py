@@ -224,7 +224,7 @@ def trace_format_line(described: str) -> str:
 def excluded_note(req: DiagnosisRequest) -> str:
     """The mutations not to try again, once each, as their agent wrote them (its plan) with their origin; then the
     changes refused by validation, each with why (their ideas stay open); then the ideas whose one change here
-    moved no task, each with its diff (open once more)."""
+    moved no task, each with its diff (open for one more evaluated change)."""
     out = ""
     if req.excluded:
         lines = []
@@ -242,7 +242,7 @@ def excluded_note(req: DiagnosisRequest) -> str:
         blocks = [f"- `{origin}`:\n```diff\n{diff.rstrip()}\n```" for origin, diff in req.no_effect.items()]
         out += (
             "\nTried here once and no task of its batch moved (evidence against that change, not yet against its "
-            "idea): if the diff does not do what the idea needs, a version that does is welcome once; the same "
+            "idea): if the diff does not do what the idea needs, one version that does is welcome; the same "
             "change is refused:\n" + "\n".join(blocks) + "\n"
         )
     return out

@@ -82,7 +82,7 @@ def test_an_unfinished_draft_that_moved_nothing_leaves_its_idea_open_and_the_fix
     request = next(r for r in DraftFirst.requests if r.iteration == again.iteration and r.attempt == 0)
     assert origin not in request.excluded and MISSED_NOTE in request.no_effect[origin]
     prompt = render("diagnosis_patch", request)
-    assert "a version that does is welcome once; the same change is refused" in prompt and MISSED_NOTE in prompt
+    assert "one version that does is welcome; the same change is refused" in prompt and MISSED_NOTE in prompt
     # a patch written in full that moved nothing (a placebo) is not written again on its parent: its diff says why
     with EvoDAG(run / "evodag.sqlite", readonly=True) as store:
         for node in store.nodes():
@@ -93,21 +93,24 @@ def test_an_unfinished_draft_that_moved_nothing_leaves_its_idea_open_and_the_fix
                 assert siblings == [node]
 
 
-def test_the_same_no_effect_change_is_refused_and_a_second_one_excludes_the_idea(
+def test_the_same_no_effect_change_is_refused_unevaluated_and_a_second_evaluated_one_closes_the_idea(
     tmp_path: Path, make_run: Callable[..., Path]
 ) -> None:
-    DraftFirst.drafts = 2  # the retry is the same draft: refused unevaluated; the attempt after it writes another
-    run = make_run(tmp_path / "run", seed=2, loop={"max_iterations": 4}, sessions={"backend": "DraftFirst"})
+    DraftFirst.drafts = 2  # the retry is the same draft: refused unevaluated, which leaves the idea open
+    run = make_run(tmp_path / "run", seed=2, loop={"max_iterations": 6}, sessions={"backend": "DraftFirst"})
     Optimizer(run, quiet=True).run()
     _, origin, _ = DraftFirst.written[0]
     with EvoDAG(run / "evodag.sqlite", readonly=True) as store:
         first = next(n for n in store.nodes() if n.origin == origin)
-        same = [n for n in store.nodes() if n.origin == origin and n.parent_id == first.parent_id and n is not first]
+        same = [n for n in store.nodes() if n.origin == origin and n.parent_id == first.parent_id and n != first]
     refused = [n for n in same if n.status == "invalid"]
+    evaluated = [n for n in same if n.status != "invalid"]
     assert (
-        refused and f"the same change as {origin} (n{first.id}), which moved no task here" in refused[0].status_reason
+        refused and refused[0].status_reason == f"the same change as {origin} (n{first.id}), which moved no task here"
     )
-    later = [
-        r for r in DraftFirst.requests if r.parent_node_id == first.parent_id and r.iteration > refused[0].iteration
-    ]
-    assert later and all(origin not in r.no_effect and origin in r.excluded for r in later)  # one more chance only
+    assert evaluated and evaluated[0].id > refused[0].id, "the idea written in full after the refusal"
+    on_parent = [r for r in DraftFirst.requests if r.parent_node_id == first.parent_id]
+    wrote = [r for r in on_parent if r.iteration == evaluated[0].iteration][-1]  # the request it answered
+    assert origin in wrote.no_effect and origin not in wrote.excluded
+    after = [r for r in on_parent if r.iteration > evaluated[0].iteration]
+    assert all(origin in r.excluded and origin not in r.no_effect for r in after)
