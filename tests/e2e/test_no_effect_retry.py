@@ -1,6 +1,6 @@
 """An idea whose one change on a parent moved no task stays open once more there, with that change's diff: the
 evaluation is evidence against the change, not yet against the idea (an LLM's unfinished draft of a right fix).
-The same change again is refused unevaluated, and a second change of the idea that moves nothing excludes it."""
+The same change again is refused unevaluated, and a second evaluated change of the idea closes it there."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from gitrepo import git
 
 from evodag.store import EvoDAG
 from saddler.run.loop import Optimizer
@@ -39,19 +40,12 @@ class DraftFirst(OfflineBackend):
         self.written.append((request.iteration, result.hypothesis.origin, draft))
         if draft:
             root = Path(request.worktree)
-            assert not _git(root, "stash", "--include-untracked")  # the patch out, as if never written
+            git(root, "stash", "--include-untracked")  # the patch out, as if never written (raises on failure)
             first = root / result.hypothesis.files[0]  # appended to, or made (a new file's patch), as offline does
             first.parent.mkdir(parents=True, exist_ok=True)
             with first.open("a", encoding="utf-8") as fh:
                 fh.write(missed_edit(first.name))
         return result
-
-
-def _git(root: Path, *args: str) -> str:
-    import subprocess
-
-    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
-    return "" if proc.returncode == 0 else proc.stderr
 
 
 @pytest.fixture(autouse=True)
