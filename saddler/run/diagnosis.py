@@ -162,8 +162,8 @@ def _attempt(
     try:
         plans = {o: p for o, p in excluded.plans.items() if p}
         request = ctx.diagnosis_request(
-            it, parent, worktree, before, attempt, excluded.origins, retry_reason=reason, excluded_plans=plans,
-            refused=dict(excluded.refused), no_effect=dict(excluded.no_effect),
+            it, parent, worktree, before, attempt, excluded.origins, reason, plans, dict(excluded.refused),
+            dict(excluded.no_effect),
         )  # fmt: skip
         result, staged = ctx.calls.diagnose(request, parent.id)
         if result.status != "patched" or result.hypothesis is None:
