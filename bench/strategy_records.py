@@ -23,7 +23,7 @@ from typing import Any
 from strategy_runs import SeedResult
 from strategy_table import GEPA
 
-MEASURING = ("strategy_runs.py", "gepa_strategy.py", "gepa_adapter.py")  # bench modules whose code shapes a figure
+MEASURING = ("strategy_runs.py", "gepa_strategy.py", "gepa_adapter.py", "inprocess.py")  # bench code shaping a figure
 VOLATILE = ("wall_s",)  # figures that differ between two executions of the same run
 
 

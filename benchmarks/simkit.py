@@ -26,7 +26,7 @@ TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fa
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from pathlib import Path
-    from types import ModuleType
+    from types import CodeType, ModuleType
     from typing import Any
 
     from benchmarks.simmodel import Grade
@@ -52,9 +52,14 @@ def harness_files(root: str, folder: str, suffix: str) -> list[str]:
     ]
 
 
+_CODE: dict[tuple[str, bytes], CodeType] = {}  # (path, source) -> code: one process loading a harness again
+_CODE_MAX = 1024
+
+
 def load_module(root: str, rel: str, prefix: str) -> ModuleType:
-    """Import `root/rel` under a name no other harness shares; never writes bytecode into the harness.
-    An exception carries the harness-relative path in `HARNESS_FILE_ATTR`."""
+    """Import `root/rel` under a name no other harness shares; never writes bytecode into the harness (the code
+    object is kept in this process instead, keyed by path and source: a file compiles once per process however
+    many rollouts load it). An exception carries the harness-relative path in `HARNESS_FILE_ATTR`."""
     try:
         path = os.path.join(root, rel)
         name = f"_{prefix}_harness_{next(_COUNTER)}_" + rel.replace("/", "_").removesuffix(".py")
@@ -62,11 +67,15 @@ def load_module(root: str, rel: str, prefix: str) -> ModuleType:
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot load {rel}")
         module = importlib.util.module_from_spec(spec)
-        saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # never litter the harness repo
-        try:
-            spec.loader.exec_module(module)
-        finally:
-            sys.dont_write_bytecode = saved
+        with open(path, "rb") as fh:
+            source = fh.read()
+        code = _CODE.get((path, source))
+        if code is None:
+            code = compile(source, path, "exec", dont_inherit=True)  # what the file loader's source_to_code does
+            if len(_CODE) >= _CODE_MAX:
+                _CODE.clear()
+            _CODE[(path, source)] = code
+        exec(code, module.__dict__)  # importing the harness is what a rollout does
         return module
     except Exception as exc:
         setattr(exc, HARNESS_FILE_ATTR, rel)

@@ -7,8 +7,8 @@ results with disposition `task_failure`; nothing here raises for them.
 
 from __future__ import annotations
 
-import copy
 import os
+import pickle
 import sys
 import time
 
@@ -28,6 +28,14 @@ if TYPE_CHECKING:
 
 
 PRICE_PER_CHAR = 0.75e-6  # simulated: ~$3 per million tokens at ~4 chars per token
+_WORLD: dict[str, bytes] = {}
+
+
+def _world_bytes(group_id: str) -> bytes:
+    """The group's data pickled once per process: unpickling copies it several times faster than `deepcopy`."""
+    if group_id not in _WORLD:
+        _WORLD[group_id] = pickle.dumps(group_world(group_id)[0], protocol=pickle.HIGHEST_PROTOCOL)
+    return _WORLD[group_id]
 
 
 def rollout_dict(
@@ -54,7 +62,7 @@ def rollout_dict(
             "prompt": spec.prompt,
         }
     )
-    data = copy.deepcopy(group_world(spec.group)[0])
+    data = pickle.loads(_world_bytes(spec.group))  # a fresh copy of the group's data, as deepcopy gave
     env = Env(
         data,
         transient=min(1.0, group.transient * noise),

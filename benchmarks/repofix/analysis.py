@@ -55,13 +55,14 @@ def functions(text: str) -> dict[str, str]:
     return out
 
 
-def imports(text: str) -> list[tuple[str, list[str], int]]:
-    """`from X import a, b` lines: (module, names, line number)."""
+@lru_cache(maxsize=4096)
+def imports(text: str) -> tuple[tuple[str, tuple[str, ...], int], ...]:
+    """`from X import a, b` lines: (module, names, line number). Cached: a read-only tuple."""
     out = []
     for match in IMPORT.finditer(text):
         line = text.count("\n", 0, match.start()) + 1
-        out.append((match.group(1), [n.strip() for n in match.group(2).split(",") if n.strip()], line))
-    return out
+        out.append((match.group(1), tuple(n.strip() for n in match.group(2).split(",") if n.strip()), line))
+    return tuple(out)
 
 
 def indent_unit(text: str) -> int:

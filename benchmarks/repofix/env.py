@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable
+from functools import lru_cache
 
 from benchmarks.repofix.analysis import indent_unit, style_violations, syntax_error
 from benchmarks.repofix.behaviour import Behaviour, is_source, module_name
@@ -263,7 +264,11 @@ class Workspace:
         out: dict[str, tuple[str, str]] = {}
         basenames: dict[str, str] = {}
         flaky_bug = spec.params.get("flaky_test", "")
-        for test_file in sorted({t.split("::")[0] for t in selected}):
+        sources = first_source_by_module(self.files)
+        by_file: dict[str, list[str]] = {}  # test file -> its selected ids, in selection order
+        for test_id in selected:
+            by_file.setdefault(test_id.split("::")[0], []).append(test_id)
+        for test_file in sorted(by_file):
             base = test_file.rsplit("/", 1)[-1]
             if root_run and repo.layout == "monorepo" and base in basenames:
                 out[test_file] = ("error", f"import file mismatch: imported module '{base[:-3]}' has this "
@@ -271,13 +276,13 @@ class Workspace:
                                   f"we want to collect: {test_file}")  # fmt: skip
                 continue
             basenames[base] = test_file
-            module = module_of_test(test_file, self.files)
+            module = module_of_test(test_file, self.files, sources)
             error = behaviour.load_error(module) if module else ""
             if error:
                 out[test_file] = ("error", error)
                 continue
             broken = set(behaviour.broken(module)) if module else set()
-            for test_id in (t for t in selected if t.split("::")[0] == test_file):
+            for test_id in by_file[test_file]:
                 name = test_id.split("::")[1]
                 if name == "test_flake8":
                     found = [v for p in behaviour.changed_sources() for v in self._style(p)]
@@ -320,20 +325,37 @@ def _select_tests(files: dict[str, str], paths: list[str] | None, cwd: str) -> l
     wanted = [p if not prefix or p.startswith(prefix) else prefix + p for p in paths] if paths else [prefix]
     out = []
     for path in sorted(p for p in files if _is_test_file(p)):
-        names = re.findall(r"^def (test_\w+)\(", files[path], re.M)
-        for name in names:
+        for name in _test_names(files[path]):
             test_id = f"{path}::{name}"
             if any(test_id == w or path == w or ((w.endswith("/") or not w) and path.startswith(w)) for w in wanted):
                 out.append(test_id)
     return out
 
 
-def module_of_test(test_file: str, files: dict[str, str]) -> str:
-    """The source module a test file imports its functions from ('' for none)."""
+@lru_cache(maxsize=4096)
+def _test_names(text: str) -> tuple[str, ...]:
+    """The test functions a test file defines, in file order."""
+    return tuple(re.findall(r"^def (test_\w+)\(", text, re.M))
+
+
+def module_of_test(test_file: str, files: dict[str, str], sources: dict[str, str] | None = None) -> str:
+    """The source module a test file imports its functions from ('' for none). `sources` is
+    `first_source_by_module(files)` when the caller has it already."""
     first = re.search(r"^from ([\w.]+) import", files.get(test_file, ""), re.M)
     if not first:
         return ""
-    return next((p for p in files if is_source(p) and module_name(p) == first.group(1)), "")
+    if sources is None:
+        return next((p for p in files if is_source(p) and module_name(p) == first.group(1)), "")
+    return sources.get(first.group(1), "")
+
+
+def first_source_by_module(files: dict[str, str]) -> dict[str, str]:
+    """Import name -> the first source file (in `files` order) of that name: what `module_of_test` finds."""
+    out: dict[str, str] = {}
+    for path in files:
+        if is_source(path):
+            out.setdefault(module_name(path), path)
+    return out
 
 
 def _test_edited(ws: Workspace, test_id: str) -> bool:

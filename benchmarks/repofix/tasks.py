@@ -271,8 +271,18 @@ def spec_by_id(task_id: str) -> TaskSpec:
     raise KeyError(task_id)
 
 
+_FILES: dict[str, dict[str, str]] = {}
+
+
 def task_files(spec: TaskSpec) -> dict[str, str]:
-    """The task's checkout: every file of the repository with the task's code planted (path -> text)."""
+    """The task's checkout: every file of the repository with the task's code planted (path -> text); a new dict
+    each call (built once per task and process)."""
+    if spec.id not in _FILES:
+        _FILES[spec.id] = _build_files(spec)
+    return dict(_FILES[spec.id])
+
+
+def _build_files(spec: TaskSpec) -> dict[str, str]:
     repo = REPO_BY_ID[spec.group]
     overlay = spec.params["overlay"]
     files: dict[str, str] = {}
