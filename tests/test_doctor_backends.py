@@ -55,6 +55,7 @@ def test_the_claude_preset_is_checked_flag_by_flag(outside: Path, fakes: Path) -
     assert "guard hook refuses" in str(checks["sandbox"]["detail"])
 
 
+@pytest.mark.skipif(not BWRAP_OK, reason="bubblewrap cannot run here")
 def test_the_codex_preset_names_its_own_sandbox(outside: Path, fakes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CODEX_HOME", str(outside / "codex-home"))
     code, checks = doctor_json(outside / "run", "codex")
