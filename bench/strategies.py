@@ -30,12 +30,12 @@ Usage: python bench/strategies.py [--benchmarks opsdesk,repofix] [--proposers ne
        python bench/strategies.py --from FILE [--from FILE ...] [--benchmarks ...] [--proposers ...] [--only ...]
        [--markdown]
 Rollouts run in the bench's own process (`bench/inprocess.py`: the offline proposer writes only bank patches, so
-nothing untrusted runs; a rollout gives the same result as in saddler's isolated children, 2.5 to 3 times cheaper
-in CPU); `--isolated` runs them as saddler does. All runs of a benchmark share one rollout cache, so a rollout identical across strategies executes once (it is
-still counted as spent by each run that stores it); `--reuse` measures the finished runs of an earlier `--out`
-and resumes its interrupted ones. A sweep too long for one sitting runs in shards of seeds: `--record` appends
-each run's figures to a JSON-lines file as it finishes, and `--from` reports several such files as one sweep,
-refusing records of other code (see `bench/strategy_records.py`).
+nothing untrusted runs; a rollout gives the same result as in saddler's isolated children for about a fifth of the
+CPU); `--isolated` runs them as saddler does. All runs of a benchmark share one rollout cache, so a rollout
+identical across strategies executes once (it is still counted as spent by each run that stores it); `--reuse`
+measures the finished runs of an earlier `--out` and resumes its interrupted ones. A sweep too long for one sitting
+runs in shards of seeds: `--record` appends each run's figures to a JSON-lines file as it finishes, and `--from`
+reports several such files as one sweep, refusing records of other code (see `bench/strategy_records.py`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,113 @@
+"""Is "within 2 points of the DAG's best" a gap or a winner's curse? Re-measure on fresh test seeds.
+
+The strategies bench evaluates every node of a finished run on test (the run's `test_runs` seeds) and calls the
+best of them the DAG's best. With 30 to 40 nodes, the maximum of noisy estimates is biased upward: the node that is
+best on those seeds is partly the one those seeds favoured. This script takes finished bench runs (folders with
+`bench-posthoc.json`, e.g. `DIR/repofix/neutral/full-s3` of a `bench/strategies.py --out DIR` sweep), and for each
+evaluates the returned node and the DAG's best again on `--fresh` test seeds the post-hoc evaluation did not use
+(seeds `test_runs` .. `test_runs + fresh - 1` of the run's test seed list). The folders are copied into `--work`
+first with a private rollout cache: the originals are never written.
+
+Prints per run `fresh_best <run>: returned nR post P fresh F, dag best nB post P fresh F`, then grep-able lines:
+`fresh_best_runs`, `fresh_best_within_2pts_posthoc` / `_fresh` (share of runs whose returned node is within 0.02 of
+the DAG's best on the post-hoc seeds / on the fresh ones) and `fresh_best_gap_posthoc` / `_fresh` (mean gap).
+Rollouts run in this process (`bench/inprocess.py`).
+
+Usage: python bench/fresh_best.py RUN [RUN ...] [--fresh 6] [--work DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import inprocess
+from strategy_runs import PASS_RATE, POSTHOC
+
+from evodag.store import EvoDAG
+from saddler.config import load_run_config
+from saddler.run.ops import evaluate_nodes
+
+NEAR = 0.02
+
+
+@dataclass(frozen=True)
+class Remeasured:
+    """One run: its returned node and its DAG's best, on the post-hoc seeds and on fresh ones."""
+
+    run: str
+    returned: int
+    best: int
+    returned_posthoc: float
+    best_posthoc: float
+    returned_fresh: float
+    best_fresh: float
+
+    def gap(self, fresh: bool) -> float:
+        return self.best_fresh - self.returned_fresh if fresh else self.best_posthoc - self.returned_posthoc
+
+
+def remeasure(run: Path, work: Path, fresh: int) -> Remeasured:
+    """Copy `run` into `work` (a private cache, no traces or worktrees) and evaluate its returned node and its
+    DAG's best (the first best on the post-hoc test) on `fresh` test seeds after the run's own."""
+    if not (run / POSTHOC).is_file() or not (run / "evodag.sqlite").is_file():
+        raise SystemExit(f"{run}: not a finished bench run (no {POSTHOC}): give a run bench/strategies.py measured")
+    copy = work / "-".join(run.resolve().parts[-3:])
+    if not copy.exists():
+        shutil.copytree(run, copy, ignore=shutil.ignore_patterns("worktrees", "traces"))
+    config = copy / "saddler.toml"
+    cache = (work / "cache.sqlite").as_posix()
+    config.write_text(re.sub(r'(?m)^cache = ".*"$', f'cache = "{cache}"', config.read_text()))
+    tests = {int(k): float(v) for k, v in json.loads((copy / POSTHOC).read_text())["test"].items()}
+    with EvoDAG(copy / "evodag.sqlite", readonly=True) as store:
+        returned = store.get_run().best_node_id
+    if returned is None or not tests:
+        raise SystemExit(f"{run}: no returned node or no post-hoc tests: measure the run with bench/strategies.py")
+    best = max(tests, key=lambda n: (tests[n], -n))
+    k = load_run_config(copy).loop.test_runs
+    found = evaluate_nodes(copy, sorted({returned, best}), "test", k + fresh, quiet=True, score_kind=PASS_RATE)
+    on_fresh = {n: sum(f["runs"][k:]) / fresh for n, f in found.items()}
+    return Remeasured(str(run), returned, best, tests[returned], tests[best], on_fresh[returned], on_fresh[best])
+
+
+def summary(rows: list[Remeasured]) -> list[str]:
+    """The grep-able lines over `rows`."""
+    n = len(rows)
+    out = [f"fresh_best_runs: {n}"]
+    for label, fresh in (("posthoc", False), ("fresh", True)):
+        near = sum(1 for r in rows if r.gap(fresh) <= NEAR + 1e-9) / n
+        out.append(f"fresh_best_within_2pts_{label}: {near:.3f}")
+    for label, fresh in (("posthoc", False), ("fresh", True)):
+        out.append(f"fresh_best_gap_{label}: {sum(r.gap(fresh) for r in rows) / n:.4f}")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--fresh", type=int, default=6, help="fresh test seeds per node")
+    parser.add_argument("--work", type=Path, default=None, help="where the copies go (default: a temporary folder)")
+    args = parser.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="saddler-fresh-best-"))
+    work.mkdir(parents=True, exist_ok=True)
+    inprocess.install()
+    rows = []
+    for run in args.runs:
+        r = remeasure(run, work, args.fresh)
+        rows.append(r)
+        print(f"fresh_best {run}: returned n{r.returned} post {r.returned_posthoc:.3f} fresh {r.returned_fresh:.3f}, "
+              f"dag best n{r.best} post {r.best_posthoc:.3f} fresh {r.best_fresh:.3f}", flush=True)  # fmt: skip
+    for line in summary(rows):
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
