@@ -30,6 +30,15 @@ def _share(part: int, whole: int) -> str:
     return f"{share_of(part, whole):.3f} of {whole}"
 
 
+def _cell_seeds(by_name: dict[str, list[SeedResult]]) -> int:
+    return len({r.seed for runs in by_name.values() for r in runs})
+
+
+def _partial(runs: list[SeedResult], seeds: int) -> str:
+    """ " (N of M seeds)" for a strategy measured on fewer seeds than its cell (a sweep not finished), else ""."""
+    return f" ({len(runs)} of {seeds} seeds)" if 0 < len(runs) < seeds else ""
+
+
 def _minus(runs: list[SeedResult], full: list[SeedResult], counts: bool) -> str:
     stats = paired_stats(runs, full)
     if stats is None:
@@ -40,7 +49,7 @@ def _minus(runs: list[SeedResult], full: list[SeedResult], counts: bool) -> str:
 
 def cell_table(cell: str, by_name: dict[str, list[SeedResult]]) -> list[str]:
     """The markdown table of one cell: a row per strategy, the default first if it was measured."""
-    full = by_name.get("full", [])
+    full, seeds = by_name.get("full", []), _cell_seeds(by_name)
     lines = [_line(list(COLUMNS)), "|" + "---|" * len(COLUMNS)]
     for name, runs in sorted(by_name.items(), key=lambda item: item[0] != "full"):
         spent = f"{round(mean_of([r.spent for r in runs])):,}"
@@ -53,7 +62,7 @@ def cell_table(cell: str, by_name: dict[str, list[SeedResult]]) -> list[str]:
         near = sum(r.within_2pts for r in runs) / len(runs)
         kept = sum(r.within_2pts_of_kept for r in runs) / len(runs)
         row = [
-            _label(name),
+            _label(name) + _partial(runs, seeds),
             f"{mean_of([r.test for r in runs]):.3f} ± {spread_of(runs):.3f}",
             "" if name == "full" else _minus(runs, full, True),
         ]
@@ -74,7 +83,8 @@ def cell_table(cell: str, by_name: dict[str, list[SeedResult]]) -> list[str]:
 
 
 def summary_table(results: Results) -> list[str]:
-    """A column per cell: the default's mean test, then every other strategy minus the default (bold when above)."""
+    """A column per cell: the default's mean test, then every other strategy minus the default (bold when above; a
+    strategy on fewer seeds than its cell says on how many)."""
     cells = list(results)
     names = ["full"] + [n for by_name in results.values() for n in by_name if n != "full"]
     names = list(dict.fromkeys(names))
@@ -87,7 +97,7 @@ def summary_table(results: Results) -> list[str]:
                 row.append(f"{mean_of([r.test for r in runs]):.3f}" if runs else "")
                 continue
             stats = paired_stats(runs, full)
-            text = _minus(runs, full, False)
+            text = _minus(runs, full, False) + _partial(runs, _cell_seeds(results[cell]))
             row.append(f"**{text}**" if stats is not None and stats[0] > 1e-9 else text)
         lines.append(_line(row))
     return lines
@@ -97,6 +107,5 @@ def markdown(results: Results) -> list[str]:
     """Every cell's table under its name, then the summary."""
     out: list[str] = []
     for cell, by_name in results.items():
-        seeds = sorted({r.seed for runs in by_name.values() for r in runs})
-        out += [f"*{cell.replace('.', ', ')} ({len(seeds)} seeds):*", "", *cell_table(cell, by_name), ""]
+        out += [f"*{cell.replace('.', ', ')} ({_cell_seeds(by_name)} seeds):*", "", *cell_table(cell, by_name), ""]
     return [*out, "*Summary (minus the default, paired, ± standard error):*", "", *summary_table(results)]

@@ -76,3 +76,12 @@ def test_markdown_from_records_prints_the_tables_instead_of_the_lines(tmp_path) 
     assert done.returncode == 0, done.stderr
     assert "| full (the default) | 0.650 ± 0.050 |" in done.stdout
     assert "repofix.calibrated.strategy_full_test" not in done.stdout
+
+
+def test_a_strategy_measured_on_fewer_seeds_than_its_cell_says_so_in_both_tables() -> None:
+    full = [seed_result(s, 0.8) for s in range(3)]
+    partial = [seed_result(0, 0.6), seed_result(1, 0.7)]  # a sweep cut short: 2 of the cell's 3 seeds
+    results = {"repofix.calibrated": {"full": full, "paper": partial}}
+    cell = strategy_markdown.cell_table("repofix.calibrated", results["repofix.calibrated"])
+    assert cell[3].startswith("| paper (2 of 3 seeds) | 0.650 ± 0.050 | −0.150 ± 0.050 (0 better, 2 worse) |")
+    assert strategy_markdown.summary_table(results)[3] == "| paper | −0.150 ± 0.050 (2 of 3 seeds) |"
