@@ -22,7 +22,8 @@ minimization), `_dag_best_is_kept_share`, `_seeds`, `_evidence_rollouts`, `_minu
 error), and `check_*` lines stating whether the default meets each bar of issue 19, with the figures;
 `proposed_check_*` lines are bars the bench proposes instead (GEPA at equal LLM sessions as well as at equal
 rollouts: the `_sessions` variants; within 2 points of the best node the run kept, beside the DAG's best), printed
-but not counted in `check_all`.
+but not counted in `check_all`. Reporting records (`--from`), `check_all` also fails while the sweep asked lacks
+seeds: an `unmeasured:` line names each strategy-cell short of its cell's seeds.
 
 Usage: python bench/strategies.py [--benchmarks opsdesk,repofix] [--proposers neutral,calibrated]
        [--first-seed 0] [--seeds 20] [--iterations 30] [--only full,paper] [--jobs 2] [--out DIR] [--reuse]
@@ -124,10 +125,14 @@ def main() -> None:
         return
     if args.sources:
         try:
-            results = from_records(args.sources, [f"{b}.{p}" for b, p in cells], names, args.iterations)
+            asked = [f"{b}.{p}" for b, p in cells]
+            results = from_records(args.sources, asked, names, args.iterations)
         except strategy_records.RecordsError as exc:
             parser.exit(2, f"strategies: {exc}\n")
-        (print_tables if args.markdown else report_all)(results, say)
+        if args.markdown:
+            print_tables(results, say)
+        else:
+            report_all(results, say, asked=(asked, names))
         return
     if any(n in GEPA for n in names) and "full" not in names:
         parser.error("GEPA's budget is the default's search rollouts: include `full` with a gepa strategy")

@@ -104,3 +104,22 @@ def test_a_variant_above_on_one_seed_only_fails_the_issues_bar_whatever_the_size
         "repofix.calibrated.proposed_check_strict_mean_at_most_one_se: FAIL  (+0.0100 ± 0.0067: at most one s.e. "
         "asked; proposed, not issue 19's bar)",
     ]
+
+
+def test_check_all_fails_while_the_sweep_asked_is_not_measured_on_every_seed() -> None:
+    full = [seed_result(s, 0.8) for s in range(3)]
+    worse = [seed_result(s, 0.7) for s in range(3)]
+    results = {"repofix.calibrated": {"full": full, "paper": worse[:2]}}
+    said: list[str] = []
+    strategy_report.report_all(
+        results, said.append, asked=(["repofix.calibrated", "repofix.neutral"], ["full", "paper"])
+    )
+    assert said[-2:] == [
+        "unmeasured: 3 of 4 strategy-cells asked lack seeds of their cell (repofix.calibrated paper: 2 of 3 seeds, "
+        "repofix.neutral full: 0 of 3 seeds, repofix.neutral paper: 0 of 3 seeds; --todo prints the commands)",
+        "check_all: FAIL  (4 of 4 bars met; the sweep asked is not complete)",
+    ]
+    said.clear()
+    results["repofix.calibrated"]["paper"] = worse
+    strategy_report.report_all(results, said.append, asked=(["repofix.calibrated"], ["full", "paper"]))
+    assert said[-1] == "check_all: pass  (4 of 4 bars met)"
