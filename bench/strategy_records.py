@@ -65,7 +65,11 @@ def fingerprint() -> str:
     import saddler
 
     bench = Path(__file__).resolve().parent
-    roots = [Path(m.__file__ or "").resolve().parent for m in (saddler, evodag, benchmarks)]
+    # a package seen as a namespace (no __file__: a test folder of the same name came first) is the bench's sibling
+    roots = [
+        Path(m.__file__).resolve().parent if m.__file__ else bench.parent / m.__name__
+        for m in (saddler, evodag, benchmarks)
+    ]
     return code_digest(roots, [bench / name for name in MEASURING])
 
 
