@@ -4,7 +4,7 @@ column per cell (the default's test, then each strategy minus the default, paire
 
 from __future__ import annotations
 
-from strategy_report import Results, mean_of, paired_stats, share_of, spread_of
+from strategy_report import Results, cell_seeds, mean_of, paired_stats, share_of, spread_of
 from strategy_runs import SeedResult
 from strategy_table import GEPA
 
@@ -30,10 +30,6 @@ def _share(part: int, whole: int) -> str:
     return f"{share_of(part, whole):.3f} of {whole}"
 
 
-def _cell_seeds(by_name: dict[str, list[SeedResult]]) -> int:
-    return len({r.seed for runs in by_name.values() for r in runs})
-
-
 def _partial(runs: list[SeedResult], seeds: int) -> str:
     """ " (N of M seeds)" for a strategy measured on fewer seeds than its cell (a sweep not finished), else ""."""
     return f" ({len(runs)} of {seeds} seeds)" if 0 < len(runs) < seeds else ""
@@ -49,7 +45,7 @@ def _minus(runs: list[SeedResult], full: list[SeedResult], counts: bool) -> str:
 
 def cell_table(cell: str, by_name: dict[str, list[SeedResult]]) -> list[str]:
     """The markdown table of one cell: a row per strategy, the default first if it was measured."""
-    full, seeds = by_name.get("full", []), _cell_seeds(by_name)
+    full, seeds = by_name.get("full", []), len(cell_seeds(by_name))
     lines = [_line(list(COLUMNS)), "|" + "---|" * len(COLUMNS)]
     for name, runs in sorted(by_name.items(), key=lambda item: item[0] != "full"):
         spent = f"{round(mean_of([r.spent for r in runs])):,}"
@@ -97,7 +93,7 @@ def summary_table(results: Results) -> list[str]:
                 row.append(f"{mean_of([r.test for r in runs]):.3f}" if runs else "")
                 continue
             stats = paired_stats(runs, full)
-            text = _minus(runs, full, False) + _partial(runs, _cell_seeds(results[cell]))
+            text = _minus(runs, full, False) + _partial(runs, len(cell_seeds(results[cell])))
             row.append(f"**{text}**" if stats is not None and stats[0] > 1e-9 else text)
         lines.append(_line(row))
     return lines
@@ -107,5 +103,5 @@ def markdown(results: Results) -> list[str]:
     """Every cell's table under its name, then the summary."""
     out: list[str] = []
     for cell, by_name in results.items():
-        out += [f"*{cell.replace('.', ', ')} ({_cell_seeds(by_name)} seeds):*", "", *cell_table(cell, by_name), ""]
+        out += [f"*{cell.replace('.', ', ')} ({len(cell_seeds(by_name))} seeds):*", "", *cell_table(cell, by_name), ""]
     return [*out, "*Summary (minus the default, paired, ± standard error):*", "", *summary_table(results)]

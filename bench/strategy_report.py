@@ -155,10 +155,15 @@ def defaults_found(results: dict[str, dict[str, list[SeedResult]]], say: Say) ->
         say(f"finding_default {knob}: ahead of `{alternative}` in {ahead} of {len(cells)} cell(s) ({figures})")
 
 
+def cell_seeds(by_name: dict[str, list[SeedResult]]) -> list[int]:
+    """The seeds any strategy of one cell was measured on, in order."""
+    return sorted({r.seed for runs in by_name.values() for r in runs})
+
+
 def unmeasured(results: Results, cells: list[str], names: list[str]) -> list[str]:
     """The (cell, strategy) pairs of `cells` x `names` measured on fewer seeds than the most any cell of `results`
     holds, as "<cell> <name>: N of M seeds"."""
-    seeds = max((len({r.seed for runs in by_name.values() for r in runs}) for by_name in results.values()), default=0)
+    seeds = max((len(cell_seeds(by_name)) for by_name in results.values()), default=0)
     counts = {(c, n): len(results.get(c, {}).get(n, [])) for c in cells for n in names}
     return [f"{c} {n}: {k} of {seeds} seeds" for (c, n), k in counts.items() if k < seeds]
 
@@ -168,16 +173,15 @@ def report_all(results: Results, say: Say, asked: tuple[list[str], list[str]] | 
     `asked` (cells, strategies) is the sweep the verdict is for: while any of it lacks seeds, `check_all` fails."""
     verdicts: list[bool] = []
     for cell, by_name in results.items():
-        seeds = sorted({r.seed for runs in by_name.values() for r in runs})
+        seeds = cell_seeds(by_name)
         say(f"# cell {cell}: {len(seeds)} seed(s) {spans_of(seeds)}")
         for name, runs in by_name.items():
             report(cell, name, sorted(runs, key=lambda r: r.seed), say)
         verdicts += checks(cell, by_name, say)
     defaults_found(results, say)
     missing = unmeasured(results, *asked) if asked else []
-    if missing:
-        pairs = len(asked[0]) * len(asked[1]) if asked else 0
-        which = ", ".join(missing)
+    if asked and missing:
+        pairs, which = len(asked[0]) * len(asked[1]), ", ".join(missing)
         say(f"unmeasured: {len(missing)} of {pairs} strategy-cells asked lack seeds of their cell ({which}; "
             "--todo prints the commands)")  # fmt: skip
     ok = bool(verdicts) and all(verdicts) and not missing
