@@ -124,7 +124,10 @@ def editable_under_tmp(under_tmp: Path, outside: Path, fakes: Path) -> Callable[
     for entry in site.iterdir():
         if entry.name.split("-")[0] not in OWN_PACKAGES and not entry.name.startswith("__editable__"):
             (deps / entry.name).symlink_to(entry)
-    Path(purelib, "__editable__.saddler.pth").write_text(f"{source}\n{deps}\n")
+    # This venv under /tmp too (a clone there): the links in `deps` point where the sandbox shows an empty /tmp, so
+    # the .pth names `site` after them, as hidden as the checkout is without saddler's binds.
+    hidden_site = [site] if site.resolve().is_relative_to("/tmp") else []
+    Path(purelib, "__editable__.saddler.pth").write_text("".join(f"{p}\n" for p in (source, deps, *hidden_site)))
     evo_dag = venv / "bin" / "evo-dag"
     evo_dag.write_text(f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom evodag.cli import app\nsys.exit(app())\n")
     evo_dag.chmod(0o755)
