@@ -4,7 +4,9 @@ column per cell (the default's test, then each strategy minus the default, paire
 
 from __future__ import annotations
 
-from strategy_report import Results, cell_seeds, mean_of, paired_stats, share_of, spread_of
+from collections.abc import Callable
+
+from strategy_report import Bars, Results, cell_seeds, default_bars, mean_of, paired_stats, share_of, spread_of
 from strategy_runs import SeedResult
 from strategy_table import GEPA
 
@@ -99,9 +101,35 @@ def summary_table(results: Results) -> list[str]:
     return lines
 
 
+def bars_table(results: Results) -> list[str]:
+    """A column per cell: the default's figures that issue 19's other bars (and the bench's proposed one) read, as
+    `strategy_report.checks` computes them; "not run" where the cell lacks the default or a GEPA strategy."""
+    cells = list(results)
+    bars = [default_bars(results[cell]) for cell in cells]
+
+    def row(label: str, text: Callable[[Bars], str]) -> str:
+        return _line([label, *("not run" if b is None else text(b) for b in bars)])
+
+    def over(value: float | None) -> str:
+        return "not run" if value is None else _signed(value)
+
+    return [
+        _line(["bar", *(c.replace(".", ", ") for c in cells)]),
+        "|" + "---|" * (len(cells) + 1),
+        row("ties rejected on the batch alone (≤ 0.25)", lambda b: f"{b.ties:.3f} of {b.rejected}"),
+        row("false accepts (≤ 0.08)", lambda b: f"{b.false_accepts:.3f} of {b.accepted}"),
+        row("within 2 points of the DAG's best (≥ 0.90)", lambda b: f"{b.near:.2f}"),
+        row("within 2 points of the best kept node (proposed, ≥ 0.90)", lambda b: f"{b.kept:.2f}"),
+        row("minus GEPA (≥ +0.05)", lambda b: over(b.over_gepa)),
+        row("minus GEPA with saddler's phases (≥ 0)", lambda b: over(b.over_gepa_phases)),
+        row("search rollouts", lambda b: f"{round(b.spent):,}"),
+    ]
+
+
 def markdown(results: Results) -> list[str]:
-    """Every cell's table under its name, then the summary."""
+    """Every cell's table under its name, then the summary and the default's other bars."""
     out: list[str] = []
     for cell, by_name in results.items():
         out += [f"*{cell.replace('.', ', ')} ({len(cell_seeds(by_name))} seeds):*", "", *cell_table(cell, by_name), ""]
-    return [*out, "*Summary (minus the default, paired, ± standard error):*", "", *summary_table(results)]
+    out += ["*Summary (minus the default, paired, ± standard error):*", "", *summary_table(results), ""]
+    return [*out, "*The default's other bars:*", "", *bars_table(results)]

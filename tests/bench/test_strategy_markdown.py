@@ -85,3 +85,19 @@ def test_a_strategy_measured_on_fewer_seeds_than_its_cell_says_so_in_both_tables
     cell = strategy_markdown.cell_table("repofix.calibrated", results["repofix.calibrated"])
     assert cell[3].startswith("| paper (2 of 3 seeds) | 0.650 ± 0.050 | −0.150 ± 0.050 (0 better, 2 worse) |")
     assert strategy_markdown.summary_table(results)[3] == "| paper | −0.150 ± 0.050 (2 of 3 seeds) |"
+
+
+def test_the_bars_table_has_the_defaults_bars_a_column_per_cell_as_the_check_lines_compute_them() -> None:
+    results = _results() | {"opsdesk.neutral": {"full": [seed_result(0, 0.9), seed_result(1, 0.8)]}}
+    lines = strategy_markdown.bars_table(results)
+    assert lines == [
+        "| bar | repofix, calibrated | opsdesk, neutral |",
+        "|---|---|---|",
+        "| ties rejected on the batch alone (≤ 0.25) | 0.000 of 12 | 0.000 of 12 |",
+        "| false accepts (≤ 0.08) | 0.125 of 8 | 0.000 of 8 |",
+        "| within 2 points of the DAG's best (≥ 0.90) | 1.00 | 1.00 |",
+        "| within 2 points of the best kept node (proposed, ≥ 0.90) | 1.00 | 1.00 |",
+        "| minus GEPA (≥ +0.05) | +0.015 | not run |",
+        "| minus GEPA with saddler's phases (≥ 0) | not run | not run |",
+        "| search rollouts | 1,250 | 600 |",
+    ]
