@@ -103,12 +103,17 @@ def summary_table(results: Results) -> list[str]:
 
 def bars_table(results: Results) -> list[str]:
     """A column per cell: the default's figures that issue 19's other bars (and the bench's proposed one) read, as
-    `strategy_report.checks` computes them; "not run" where the cell lacks the default or a GEPA strategy."""
+    `strategy_report.checks` computes them; "not run" where the cell lacks the default or a GEPA strategy, "(N of M
+    seeds)" after a GEPA figure paired on fewer seeds than its cell."""
     cells = list(results)
     bars = [default_bars(results[cell]) for cell in cells]
 
-    def row(label: str, text: Callable[[Bars], str]) -> str:
-        return _line([label, *("not run" if b is None else text(b) for b in bars)])
+    def row(label: str, text: Callable[[Bars], str], gepa: str = "") -> str:
+        texts = []
+        for cell, b in zip(cells, bars, strict=True):
+            partial = _partial(results[cell].get(gepa, []), len(cell_seeds(results[cell]))) if gepa else ""
+            texts.append("not run" if b is None else text(b) + partial)
+        return _line([label, *texts])
 
     def over(value: float | None) -> str:
         return "not run" if value is None else _signed(value)
@@ -120,8 +125,8 @@ def bars_table(results: Results) -> list[str]:
         row("false accepts (≤ 0.08)", lambda b: f"{b.false_accepts:.3f} of {b.accepted}"),
         row("within 2 points of the DAG's best (≥ 0.90)", lambda b: f"{b.near:.2f}"),
         row("within 2 points of the best kept node (proposed, ≥ 0.90)", lambda b: f"{b.kept:.2f}"),
-        row("minus GEPA (≥ +0.05)", lambda b: over(b.over_gepa)),
-        row("minus GEPA with saddler's phases (≥ 0)", lambda b: over(b.over_gepa_phases)),
+        row("minus GEPA (≥ +0.05)", lambda b: over(b.over_gepa), gepa="gepa"),
+        row("minus GEPA with saddler's phases (≥ 0)", lambda b: over(b.over_gepa_phases), gepa="gepa_phases"),
         row("search rollouts", lambda b: f"{round(b.spent):,}"),
     ]
 

@@ -101,3 +101,10 @@ def test_the_bars_table_has_the_defaults_bars_a_column_per_cell_as_the_check_lin
         "| minus GEPA with saddler's phases (≥ 0) | not run | not run |",
         "| search rollouts | 1,250 | 600 |",
     ]
+
+
+def test_a_gepa_bar_measured_on_fewer_seeds_than_its_cell_says_on_how_many() -> None:
+    by_name = _results()["repofix.calibrated"]
+    by_name["full"].append(seed_result(2, 0.7))
+    lines = strategy_markdown.bars_table({"repofix.calibrated": by_name})
+    assert lines[6] == "| minus GEPA (≥ +0.05) | +0.015 (2 of 3 seeds) |"
