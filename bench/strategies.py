@@ -192,13 +192,16 @@ def sweep(args: argparse.Namespace, names: list[str], cells: list[tuple[str, str
     return results
 
 
-def from_records(sources: list[Path], cells: list[str], names: list[str], iterations: int) -> Results:
+def from_records(
+    sources: list[Path], cells: list[str], names: list[str], iterations: int, definitions: dict[str, Any] | None = None
+) -> Results:
     """The results of the recorded runs of `cells` and `names`, in that order as a live sweep reports them (shards
-    combined; see `strategy_records`)."""
+    combined; see `strategy_records`). Each strategy must have been recorded as `definitions` define it (default:
+    as the bench defines it today)."""
     records = [r for r in strategy_records.load(sources) if r.cell in cells and r.strategy in names]
     if not records:
         raise strategy_records.RecordsError("no record of the cells and strategies asked for in those files")
-    strategy_records.check_combinable(records, STRATEGIES, iterations)
+    strategy_records.check_combinable(records, STRATEGIES if definitions is None else definitions, iterations)
     results: Results = {}
     for record in sorted(records, key=lambda r: (cells.index(r.cell), names.index(r.strategy), r.result.seed)):
         results.setdefault(record.cell, {}).setdefault(record.strategy, []).append(record.result)

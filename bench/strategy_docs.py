@@ -43,13 +43,23 @@ class DocsError(Exception):
 
 
 def tables(records: Path, part: str, iterations: int = 30) -> list[str]:
-    """The lines `part` of the tables of `records`, every cell and strategy the bench knows, in its order."""
+    """The lines `part` of the tables of `records`: every cell, and every strategy the records hold (the bench's
+    today in its order, then any it no longer has), each as it was defined when recorded. A records file is the
+    history of one code version, so a strategy redefined since keeps its row on the page of that sweep; a strategy
+    recorded with two definitions in one file is refused."""
     if part not in PARTS:
         raise DocsError(f"unknown part {part!r}; choose from {', '.join(PARTS)}")
     cells = [f"{b}.{p}" for b in BENCHMARKS for p in PROPOSERS]
-    names = [*STRATEGIES, *GEPA]
     try:
-        results = from_records([records], cells, names, iterations)
+        recorded = strategy_records.load([records])
+        definitions: dict[str, dict[str, object]] = {}
+        for record in recorded:
+            defined = {k: v for k, v in record.overrides.items() if k != "sessions"}
+            if definitions.setdefault(record.strategy, defined) != defined:
+                raise DocsError(f"{records}: {record.strategy} was recorded with two definitions")
+        names = [*STRATEGIES, *GEPA]
+        names += sorted(n for n in definitions if n not in names)
+        results = from_records([records], cells, names, iterations, definitions)
     except strategy_records.RecordsError as exc:
         raise DocsError(str(exc)) from exc
     if part == "summary":

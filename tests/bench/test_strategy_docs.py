@@ -76,3 +76,22 @@ def test_the_repository_pages_state_what_their_records_print() -> None:
         text = (REPO / page).read_text(encoding="utf-8")
         assert "<!-- strategy-tables: " in text, page
         assert strategy_docs.rewrite(text, page) == text, f"{page}: run python bench/strategy_docs.py"
+
+
+def test_a_page_renders_its_sweep_as_recorded_after_a_strategy_is_redefined(tmp_path: Path) -> None:
+    # records are history: a strategy defined otherwise today (or gone) keeps its row on the page of its sweep
+    path = _records(tmp_path)
+    sessions = {"sessions": {"proposer": "neutral"}}
+    for name, overrides in [("greedy", {"policies": {"phases": "old"}}), ("retired", {"policies": {"x": 1}})]:
+        record = strategy_records.Record(
+            "f" * 16, "opsdesk.neutral", name, overrides | sessions, 30, seed_result(0, 0.7)
+        )
+        strategy_records.append(path, record)
+    lines = strategy_docs.tables(path, "summary")
+    assert lines[-2:] == ["| greedy |  (1 of 2 seeds) |", "| retired |  (1 of 2 seeds) |"]  # one seed: no s.e.
+    twice = strategy_records.Record(
+        "f" * 16, "opsdesk.neutral", "greedy", {"policies": {"phases": "new"}} | sessions, 30, seed_result(1, 0.7)
+    )
+    strategy_records.append(path, twice)
+    with pytest.raises(DocsError, match="greedy was recorded with two definitions"):
+        strategy_docs.tables(path, "summary")
