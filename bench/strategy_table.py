@@ -9,9 +9,16 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "full": {},  # the default
     # AutoSaddler as published: strict-mean acceptance, the fixed phase schedule, the epoch sampler
     "paper": {
-        "policies": {"acceptance": "strict_mean", "phase_moves": "fixed", "sampler": "epoch", "dev_guard": False}
+        "policies": {
+            "acceptance": "strict_mean",
+            "phase_moves": "fixed",
+            "sampler": "epoch",
+            "dev_guard": False,
+            "exclude_worse_on_lineage": False,
+        }
     },
     "no_dev_guard": {"policies": {"dev_guard": False}},
+    "no_lineage_exclusion": {"policies": {"exclude_worse_on_lineage": False}},  # a clear loss excludes on its parent
     "unsure_dev_guard": {"policies": {"dev_guard_unsure": 0.5}},  # dev decides train's unsure accepts too
     "strict_mean": {"policies": {"acceptance": "strict_mean"}},  # no close-call evidence
     "fixed_phases": {"policies": {"phase_moves": "fixed"}},  # no phase moves on evidence
@@ -30,6 +37,7 @@ KNOBS: dict[str, str] = {  # a default chosen by issue 19 -> the strategy that d
     "policies.phase_moves = evidence": "fixed_phases",
     "policies.sampler = curriculum": "epoch_sampler",
     "policies.dev_guard = true": "no_dev_guard",
+    "policies.exclude_worse_on_lineage = true": "no_lineage_exclusion",
 }
 # real GEPA driven by the same proposer, without and with saddler's phases, at the default's rollouts (and, the
 # `_sessions` pair, at the default's LLM sessions too: see bench/gepa_strategy.py)

@@ -97,6 +97,11 @@ class PolicyConfig(_Strict):
         description="with dev_guard: a candidate accepted on train without reaching acceptance_confidence (the "
         "evidence ran out) is not kept when its dev P(better) is below this; 0 = off",
     )
+    exclude_worse_on_lineage: bool = Field(
+        True,
+        description="an idea whose change made an ancestor of the parent clearly worse (rejected at P(better) <= "
+        "1 - acceptance_confidence) is excluded on the ancestor's descendants too, as on the parent it was tried on",
+    )
     ranking: Literal["best_dev", "latest_kept"] = Field("best_dev", description="which node is the answer")
     phases: Literal["capability_then_steering", "none"] = "capability_then_steering"
     capability_epochs: float = Field(1.0, ge=0, le=1000)

@@ -182,6 +182,7 @@ class RunContext:
         excluded_plans: dict[str, str] | None = None,
         refused: dict[str, str] | None = None,
         no_effect: dict[str, str] | None = None,
+        worse_on_lineage: dict[str, str] | None = None,
     ) -> DiagnosisRequest:
         comp = self.space.config.components
         return DiagnosisRequest(
@@ -199,6 +200,7 @@ class RunContext:
             excluded_plans=excluded_plans or {},
             refused=refused or {},
             no_effect=no_effect or {},
+            worse_on_lineage=worse_on_lineage or {},
             attempt=attempt,
             retry_reason=retry_reason,
             check_command=self.cfg.sessions.check_command or self.space.config.check_command,

@@ -9,7 +9,9 @@ refused is that change (its tree), not its idea: a version of the same fix that 
 Ideas evaluated on this parent in earlier iterations are excluded (`Excluded`), except one whose single change
 here moved no task of its batch: that is evidence against the change, not the idea, so the idea stays open until
 a second change of it is evaluated there, shown with the diff that did nothing (an identical change is refused
-unevaluated, which is no evidence either way).
+unevaluated, which is no evidence either way). With `policies.exclude_worse_on_lineage`, an idea whose change made
+an ancestor of the parent clearly worse (rejected at P(better) <= 1 - the acceptance's confidence) is excluded on
+its descendants too: the lineage carries the lesson, so an author who writes it again spends no iteration on it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class Excluded:
     refused_trees: dict[str, str] = field(default_factory=dict)  # tree sha -> origin
     no_effect: dict[str, str] = field(default_factory=dict)
     no_effect_trees: dict[str, str] = field(default_factory=dict)  # tree sha -> "origin (nN)"
+    worse_on_lineage: dict[str, str] = field(default_factory=dict)  # origin -> where it made an ancestor worse
 
     def add(self, origin: str, plan: str = "") -> None:
         if origin not in self.plans or (plan and not self.plans[origin]):
@@ -56,7 +59,14 @@ class Excluded:
 
     @property
     def origins(self) -> list[str]:
-        return list(self.plans)
+        """Every idea not to write here: those evaluated on this parent, then those worse on its lineage."""
+        return [*self.plans, *(o for o in self.worse_on_lineage if o not in self.plans)]
+
+    def excluded_why(self, origin: str) -> str:
+        """Why `origin` may not be written here ("" when it may)."""
+        if origin in self.plans:
+            return f"{origin} was already tried"
+        return f"{origin} {self.worse_on_lineage[origin]}" if origin in self.worse_on_lineage else ""
 
     @classmethod
     def of_parent(cls, ctx: RunContext, parent: Node, before_iteration: int) -> Excluded:
@@ -78,7 +88,33 @@ class Excluded:
                 continue
             for node in nodes:
                 found.add(origin, str((node.hypothesis or {}).get("plan", "")))
+        if ctx.cfg.policies.exclude_worse_on_lineage:
+            found.worse_on_lineage = worse_on_lineage(ctx, parent, before_iteration)
         return found
+
+
+def worse_on_lineage(ctx: RunContext, parent: Node, before_iteration: int) -> dict[str, str]:
+    """Ideas whose change on a strict ancestor of `parent` (in iterations before `before_iteration`) was rejected
+    as clearly worse than that ancestor: P(better) of its decision at or below 1 - the acceptance's confidence.
+    Only the decision's aggregates are read (the iteration's stored evidence), never a task of dev or test."""
+    worse_at = 1.0 - ctx.acceptance.confidence
+    decided = {
+        i.candidate_id: i.evidence or {}
+        for i in ctx.store.iterations(ctx.run_id)
+        if i.number < before_iteration and i.candidate_id is not None
+    }
+    found: dict[str, str] = {}
+    for ancestor in ctx.store.lineage(parent.id)[:-1]:
+        for node in ctx.store.children(ancestor.id):
+            confidence = decided.get(node.id, {}).get("confidence")
+            if node.status != "rejected" or confidence is None or node.origin in found:
+                continue
+            if float(confidence) <= worse_at:
+                found[node.origin] = (
+                    f"made n{node.id} clearly worse than its parent n{ancestor.id}, an ancestor of this parent "
+                    f"(P(better) {float(confidence):.2f})"
+                )
+    return found
 
 
 @dataclass
@@ -115,7 +151,7 @@ def patch(ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow]
             return node
         patches += 1
         hyp = result.hypothesis
-        tried = hyp.origin in excluded.plans
+        tried = excluded.excluded_why(hyp.origin)
         if made.commit is None:
             store.log_event("diagnosis.empty", {"iteration": it.number, "origin": hyp.origin}, run_id=ctx.run_id)
             excluded.refuse(hyp.origin, "empty change", None)
@@ -127,7 +163,7 @@ def patch(ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow]
         tree = ctx.space.tree_of(made.commit)
         problems = list(made.problems)
         if tried:
-            problems.append(f"excluded mutation: {hyp.origin} was already tried")
+            problems.append(f"excluded mutation: {tried}")
         if tree in excluded.refused_trees:
             again = excluded.refused_trees[tree]
             problems.append(f"the same change as the refused {again} ({excluded.refused.get(again, 'refused')})")
@@ -163,7 +199,7 @@ def _attempt(
         plans = {o: p for o, p in excluded.plans.items() if p}
         request = ctx.diagnosis_request(
             it, parent, worktree, before, attempt, excluded.origins, reason, plans, dict(excluded.refused),
-            dict(excluded.no_effect),
+            dict(excluded.no_effect), dict(excluded.worse_on_lineage),
         )  # fmt: skip
         result, staged = ctx.calls.diagnose(request, parent.id)
         if result.status != "patched" or result.hypothesis is None:

@@ -224,14 +224,23 @@ def trace_format_line(described: str) -> str:
 def excluded_note(req: DiagnosisRequest) -> str:
     """The mutations not to try again, once each, as their agent wrote them (its plan) with their origin; then the
     changes refused by validation, each with why (their ideas stay open); then the ideas whose one change here
-    moved no task, each with its diff (open for one more evaluated change)."""
+    moved no task, each with its diff (open for one more evaluated change). Ideas that made an ancestor clearly
+    worse are listed apart, each with where."""
     out = ""
-    if req.excluded:
+    here = [o for o in dict.fromkeys(req.excluded) if o not in req.worse_on_lineage]
+    if here:
         lines = []
-        for origin in dict.fromkeys(req.excluded):
+        for origin in here:
             plan = req.excluded_plans.get(origin, "").strip()
             lines.append(f"- {plan} (`{origin}`)" if plan else f"- `{origin}`")
         out += "\nExcluded here (already tried on this parent; do not try again):\n" + "\n".join(lines) + "\n"
+    if req.worse_on_lineage:
+        lines = [f"- `{origin}`: {why}" for origin, why in req.worse_on_lineage.items()]
+        out += (
+            "\nExcluded on this lineage (the idea made an ancestor clearly worse; do not try it again):\n"
+            + "\n".join(lines)
+            + "\n"
+        )
     if req.refused:
         lines = [f"- `{origin}`: {why}" for origin, why in req.refused.items()]
         out += (
