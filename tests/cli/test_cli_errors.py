@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli_output import said
 from typer.testing import CliRunner
 
 from evodag.cli import app as evodag_app
@@ -117,6 +118,4 @@ def test_ctrl_c_prints_one_line_saying_how_to_resume(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "saddler", "run", str(run), "--quiet"], env=env, capture_output=True,
                           text=True, timeout=600, preexec_fn=sigint_default)  # fmt: skip
     assert proc.returncode == 130
-    # one line, besides the start's warnings (on a machine without bubblewrap: the sandbox fallback's)
-    said = [line for line in proc.stderr.splitlines() if not line.startswith("warning: ")]
-    assert said == [f"interrupted; `saddler run {run}` resumes where it stopped"]
+    assert said(proc.stderr) == [f"interrupted; `saddler run {run}` resumes where it stopped"]

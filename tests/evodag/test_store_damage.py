@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli_output import said
 from typer.testing import CliRunner
 
 from evodag.cli import app as evodag_app
@@ -168,7 +169,7 @@ def test_saddler_run_refuses_a_damaged_store_before_running_anything(tmp_path: P
     (run / "evodag.sqlite").touch()
     result = runner.invoke(saddler_app, ["run", str(run), "--quiet"])
     assert result.exit_code == 1, result.output
-    assert result.output.count("\n") == 1 and "is empty (0 bytes)" in result.output
+    assert len(said(result.output)) == 1 and "is empty (0 bytes)" in result.output
     assert (run / "evodag.sqlite").stat().st_size == 0
     assert not (run / "traces").exists() or not any((run / "traces").iterdir())
 
@@ -178,7 +179,7 @@ def test_saddler_run_refuses_a_damaged_store_before_running_anything(tmp_path: P
     before = _digest(run / "evodag.sqlite")
     result = runner.invoke(saddler_app, ["run", str(run), "--quiet"])
     assert result.exit_code == 1
-    assert result.output.count("\n") == 1 and "runs row 1, column config: invalid JSON" in result.output
+    assert len(said(result.output)) == 1 and "runs row 1, column config: invalid JSON" in result.output
     assert _digest(run / "evodag.sqlite") == before
     status = runner.invoke(saddler_app, ["status", str(run)])
     assert status.exit_code == 1 and "runs row 1, column config" in status.output

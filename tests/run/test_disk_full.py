@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_output import said
 
 from evodag.errors import StoreFullError
 from evodag.store import EvoDAG
@@ -48,8 +49,9 @@ def _saddler_run(run_dir: Path, fault: str | None = None) -> subprocess.Complete
 
 def _assert_one_line_disk_full(proc: subprocess.CompletedProcess[str], context: str) -> None:
     assert proc.returncode == 1, f"{context}: exit {proc.returncode}\n{proc.stderr[-3000:]}"
-    assert proc.stderr.count("\n") == 1, f"{context}: not one line:\n{proc.stderr[-3000:]}"
-    assert proc.stderr.startswith("error: disk full: ") and "free space and run again" in proc.stderr, proc.stderr
+    lines = said(proc.stderr)
+    assert len(lines) == 1, f"{context}: not one line:\n{proc.stderr[-3000:]}"
+    assert lines[0].startswith("error: disk full: ") and "free space and run again" in proc.stderr, proc.stderr
 
 
 @pytest.mark.slow
@@ -147,7 +149,7 @@ def test_a_real_run_on_a_tiny_filesystem_stops_cleanly_and_resumes(
     subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], check=True, timeout=900)
     first = (out / "first.err").read_text()
     assert (out / "first.rc").read_text().strip() == "1", first[-3000:]
-    assert first.count("\n") == 1 and first.startswith("error: disk full: "), first[-3000:]
+    assert len(said(first)) == 1 and said(first)[0].startswith("error: disk full: "), first[-3000:]
     assert "free space and run again" in first
     assert (out / "second.rc").read_text().strip() == "0", (out / "second.err").read_text()[-3000:]
     assert dag_signature(out / "run") == dag_signature(reference)
