@@ -198,7 +198,18 @@ def from_records(
     """The results of the recorded runs of `cells` and `names`, in that order as a live sweep reports them (shards
     combined; see `strategy_records`). Each strategy must have been recorded as `definitions` define it (default:
     as the bench defines it today)."""
-    records = [r for r in strategy_records.load(sources) if r.cell in cells and r.strategy in names]
+    return results_of(strategy_records.load(sources), cells, names, iterations, definitions)
+
+
+def results_of(
+    loaded: list[strategy_records.Record],
+    cells: list[str],
+    names: list[str],
+    iterations: int,
+    definitions: dict[str, Any] | None = None,
+) -> Results:
+    """`from_records` of records already loaded."""
+    records = [r for r in loaded if r.cell in cells and r.strategy in names]
     if not records:
         raise strategy_records.RecordsError("no record of the cells and strategies asked for in those files")
     strategy_records.check_combinable(records, STRATEGIES if definitions is None else definitions, iterations)

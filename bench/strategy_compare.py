@@ -20,9 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import strategy_records
-from strategy_report import paired_stats, share_of
+from strategy_report import Bars, default_bars, paired_stats
 from strategy_runs import SeedResult
-from strategy_table import BENCHMARKS, PROPOSERS
+from strategy_table import CELLS
 
 
 def _by_cell(path: Path, strategy: str) -> dict[str, dict[int, SeedResult]]:
@@ -37,9 +37,8 @@ def compare_lines(base: Path, candidate: Path, strategy: str = "full") -> list[s
     """The grep-able lines comparing `strategy` of `candidate` with that of `base`, cell by cell in the bench's
     order. Raises `RecordsError` when no cell has the strategy on a seed both files hold."""
     before, after = _by_cell(base, strategy), _by_cell(candidate, strategy)
-    cells = [f"{b}.{p}" for b in BENCHMARKS for p in PROPOSERS]
     lines: list[str] = []
-    for cell in cells:
+    for cell in CELLS:
         seeds = sorted(set(before.get(cell, {})) & set(after.get(cell, {})))
         if not seeds:
             continue
@@ -57,28 +56,28 @@ def _cell_lines(cell: str, old: list[SeedResult], new: list[SeedResult]) -> list
     def mean(runs: list[SeedResult], figure: str) -> float:
         return statistics.mean(float(getattr(r, figure) or 0) for r in runs)
 
-    def near(runs: list[SeedResult]) -> float:
-        return share_of(sum(r.within_2pts for r in runs), len(runs))
+    def bars(runs: list[SeedResult]) -> Bars:  # the bar figures as the bench's checks compute them
+        found = default_bars({"full": runs})
+        assert found is not None  # runs is never empty here
+        return found
 
-    def false(runs: list[SeedResult]) -> tuple[float, int, int]:
-        wrong, kept = sum(r.false_accepts for r in runs), sum(r.accepted for r in runs)
-        return share_of(wrong, kept), wrong, kept
-
+    b_old, b_new = bars(old), bars(new)
+    w_old, w_new = sum(r.false_accepts for r in old), sum(r.false_accepts for r in new)
     stats = paired_stats(new, old)
     paired = "n/a  (one seed: no standard error)"
     if stats is not None:
         diff, se, up, down, _ = stats
         paired = f"{diff:+.4f} ± {se:.4f}  ({up} better, {down} worse)"
-    (fa_old, w_old, k_old), (fa_new, w_new, k_new) = false(old), false(new)
-    spent_old, spent_new = mean(old, "spent"), mean(new, "spent")
+    spent_old, spent_new = b_old.spent, b_new.spent
     growth = f"{100 * (spent_new / spent_old - 1):+.1f} %" if spent_old else "n/a"
     moved = [f"{n.seed} {n.test - o.test:+.3f}" for o, n in zip(old, new, strict=True) if abs(n.test - o.test) > 1e-9]
     return [
         f"{cell}.compare_seeds: {len(old)}",
         f"{cell}.compare_test: {mean(old, 'test'):.4f} -> {mean(new, 'test'):.4f}",
         f"{cell}.compare_minus_base_test: {paired}",
-        f"{cell}.compare_within_2pts_of_dag_best: {near(old):.2f} -> {near(new):.2f}",
-        f"{cell}.compare_false_accept_share: {fa_old:.3f} -> {fa_new:.3f}  ({w_old} of {k_old} -> {w_new} of {k_new})",
+        f"{cell}.compare_within_2pts_of_dag_best: {b_old.near:.2f} -> {b_new.near:.2f}",
+        f"{cell}.compare_false_accept_share: {b_old.false_accepts:.3f} -> {b_new.false_accepts:.3f}  "
+        f"({w_old} of {b_old.accepted} -> {w_new} of {b_new.accepted})",
         f"{cell}.compare_rollouts_spent: {spent_old:.0f} -> {spent_new:.0f}  ({growth})",
         f"{cell}.compare_llm_sessions: {mean(old, 'sessions'):.1f} -> {mean(new, 'sessions'):.1f}",
         f"{cell}.compare_moved: {', '.join(moved) or 'none'}",

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import strategy_markdown
 import strategy_records
-from strategies import from_records
-from strategy_table import BENCHMARKS, GEPA, PROPOSERS, STRATEGIES
+from strategies import results_of
+from strategy_table import CELLS, GEPA, STRATEGIES
 
 REPO = Path(__file__).resolve().parent.parent
 PAGES = ("README.md", "docs/strategies.md")
@@ -49,7 +49,6 @@ def tables(records: Path, part: str, iterations: int = 30) -> list[str]:
     recorded with two definitions in one file is refused."""
     if part not in PARTS:
         raise DocsError(f"unknown part {part!r}; choose from {', '.join(PARTS)}")
-    cells = [f"{b}.{p}" for b in BENCHMARKS for p in PROPOSERS]
     try:
         recorded = strategy_records.load([records])
         definitions: dict[str, dict[str, object]] = {}
@@ -59,7 +58,7 @@ def tables(records: Path, part: str, iterations: int = 30) -> list[str]:
                 raise DocsError(f"{records}: {record.strategy} was recorded with two definitions")
         names = [*STRATEGIES, *GEPA]
         names += sorted(n for n in definitions if n not in names)
-        results = from_records([records], cells, names, iterations, definitions)
+        results = results_of(recorded, list(CELLS), names, iterations, definitions)
     except strategy_records.RecordsError as exc:
         raise DocsError(str(exc)) from exc
     if part == "summary":

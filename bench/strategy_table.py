@@ -44,6 +44,7 @@ KNOBS: dict[str, str] = {  # a default chosen by issue 19 -> the strategy that d
 GEPA = ("gepa", "gepa_phases", "gepa_sessions", "gepa_phases_sessions")
 BENCHMARKS = ("opsdesk", "repofix")
 PROPOSERS = ("neutral", "calibrated")
+CELLS = tuple(f"{b}.{p}" for b in BENCHMARKS for p in PROPOSERS)  # every cell, in the bench's order
 
 
 def overrides_of(name: str, proposer: str) -> dict[str, Any]:
