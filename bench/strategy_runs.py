@@ -2,10 +2,10 @@
 every other strategy. Used by `bench/strategies.py`; see its docstring for what each figure means.
 
 After a run the bench (never the run itself) evaluates every valid node of the DAG on test, k = the run's
-`test_runs` seeds, through the shared rollout cache: that gives the false accepts (an accepted candidate whose
-test is below its parent's) and whether the node the strategy returned is within 2 points of its DAG's best. The
-rows it adds come after the run's own (`bench-posthoc.json` records where they start), so they are never counted
-as the run's spending.
+`test_runs` seeds, through the shared rollout cache: that gives the false accepts (a kept candidate, accepted or
+kept as a stepping stone, whose test is below its parent's) and whether the node the strategy returned is within 2
+points of its DAG's best. The rows it adds come after the run's own (`bench-posthoc.json` records where they
+start), so they are never counted as the run's spending.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evodag.decisions import KEPT_DECISIONS, REJECTED
 from evodag.decisions import KEPT_STATUSES as KEPT
 from evodag.models import Node, RolloutRow
 from evodag.recording import SESSION_ROLES
@@ -174,15 +175,15 @@ def measure(run_dir: Path, dev_runs: int, test_runs: int) -> SeedResult:
     test, baseline_test = (pass_at_1(r for r in test_rows if r.node_id == n.id).mean for n in (nodes[returned], base))
     tests = posthoc_tests(run_dir, test_runs)
     dag_best = max(tests, key=lambda n: (tests[n], -n)) if tests else None  # the first of the best on test
-    decided = [it for it in iterations if it.candidate_id is not None and it.decision in ("accepted", "rejected")]
-    rejected = [it for it in decided if it.decision == "rejected"]
+    decided = [it for it in iterations if it.candidate_id is not None and it.decision in (*KEPT_DECISIONS, REJECTED)]
+    rejected = [it for it in decided if it.decision == REJECTED]
     ties = [it for it in rejected if _tied(it.evidence, nodes[it.candidate_id or 0]) and not _dev_vetoed(it.evidence)]
     on_batch_alone = [it for it in ties if not (it.evidence or {}).get("rounds_run")]
     good = set(best_combination(run_dir))
     false_accepts = sum(
         1
         for it in decided
-        if it.decision == "accepted"
+        if it.decision in KEPT_DECISIONS
         and it.parent_id in tests
         and it.candidate_id in tests
         and tests[it.candidate_id or 0] < tests[it.parent_id or 0] - 1e-9
@@ -199,7 +200,7 @@ def measure(run_dir: Path, dev_runs: int, test_runs: int) -> SeedResult:
         capability_in_returned=sum(1 for n in lineage if n.patch_kind == "capability"),
         saturated=sum(1 for it in iterations if it.decision == "no_training_failures"),
         blocked=sum(1 for it in iterations if it.decision == "no_patch" and it.parent_id is not None),
-        accepted=sum(1 for it in decided if it.decision == "accepted"),
+        accepted=sum(1 for it in decided if it.decision in KEPT_DECISIONS),
         rejected=len(rejected),
         ties_rejected=len(on_batch_alone),
         ties_after_evidence=len(ties) - len(on_batch_alone),

@@ -15,10 +15,12 @@ STRATEGIES: dict[str, dict[str, Any]] = {
             "sampler": "epoch",
             "dev_guard": False,
             "exclude_worse_on_lineage": False,
+            "keep_stepping_stones": False,
         }
     },
     "no_dev_guard": {"policies": {"dev_guard": False}},
     "no_lineage_exclusion": {"policies": {"exclude_worse_on_lineage": False}},  # a clear loss excludes on its parent
+    "no_stepping_stones": {"policies": {"keep_stepping_stones": False}},  # a tie is rejected whatever moved
     "unsure_dev_guard": {"policies": {"dev_guard_unsure": 0.5}},  # dev decides train's unsure accepts too
     "strict_mean": {"policies": {"acceptance": "strict_mean"}},  # no close-call evidence
     "fixed_phases": {"policies": {"phase_moves": "fixed"}},  # no phase moves on evidence
@@ -38,6 +40,7 @@ KNOBS: dict[str, str] = {  # a default chosen by issue 19 -> the strategy that d
     "policies.sampler = curriculum": "epoch_sampler",
     "policies.dev_guard = true": "no_dev_guard",
     "policies.exclude_worse_on_lineage = true": "no_lineage_exclusion",
+    "policies.keep_stepping_stones = true": "no_stepping_stones",
 }
 # real GEPA driven by the same proposer, without and with saddler's phases, at the default's rollouts (and, the
 # `_sessions` pair, at the default's LLM sessions too: see bench/gepa_strategy.py)

@@ -102,6 +102,11 @@ class PolicyConfig(_Strict):
         description="an idea whose change made an ancestor of the parent clearly worse (rejected at P(better) <= "
         "1 - acceptance_confidence) is excluded on the ancestor's descendants too, as on the parent it was tried on",
     )
+    keep_stepping_stones: bool = Field(
+        True,
+        description="a candidate that ties its parent on every train task compared, and on whose targeted tasks the "
+        "parent's failure now fails elsewhere, is kept as neutral (see saddler.run.stepping_stone)",
+    )
     ranking: Literal["best_dev", "latest_kept"] = Field("best_dev", description="which node is the answer")
     phases: Literal["capability_then_steering", "none"] = "capability_then_steering"
     capability_epochs: float = Field(1.0, ge=0, le=1000)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from evodag.decisions import KEPT_DECISIONS, NO_TRAINING_FAILURES, stall_after, trailing_stalls
+from evodag.decisions import KEPT_DECISIONS, NEUTRAL, NO_TRAINING_FAILURES, stall_after, trailing_stalls
 from evodag.models import Iteration, Node
 from evodag.store import EvoDAG
 from saddler.config import load_run_config
@@ -19,7 +19,7 @@ from saddler.harness.gitcmd import logical_commit_time
 from saddler.policies.stopping import LoopState
 from saddler.ports import Progress
 from saddler.reporting.progress import make_progress
-from saddler.run import audit, closecall, diagnosis, inputs, reflection
+from saddler.run import audit, closecall, diagnosis, inputs, reflection, stepping_stone
 from saddler.run.context import RunContext, open_context
 from saddler.run.evolution_step import evolve
 from saddler.run.finish import RunOutcome, finish_run, finished_outcome
@@ -204,6 +204,12 @@ class Optimizer:
             self._finish_iteration(ctx, it, "invalid", cand, stalls)
             return
         verdict, before, after = closecall.decide(ctx, it, parent, cand, before, after)
+        verdict, movement = stepping_stone.keep_moved_tie(
+            cfg.policies.keep_stepping_stones, parent, cand, verdict, before, after
+        )
+        if movement is not None:  # what became of the targeted failures, and whether the tie is kept for it
+            moved = {"moved": movement.moved, "stuck": movement.stuck, "stone": verdict.verdict == NEUTRAL}
+            closecall.note(ctx, it, "targeted_failures", moved)
         cand = store.update_node(cand.id, batch_before=verdict.before, batch_after=verdict.after)
         dev_policy = cfg.policies.dev_eval
         if dev_policy == "always" or (dev_policy == "on_accept" and verdict.verdict in KEPT_DECISIONS):

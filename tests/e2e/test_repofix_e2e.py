@@ -33,7 +33,8 @@ def test_init_and_run_the_repofix_template(tmp_path: Path) -> None:
     with EvoDAG(run / "evodag.sqlite", readonly=True) as store:
         assert len(store.iterations()) == 6 and store.get_run().status == "finished"
         tried = [n.origin.removeprefix("bank:") for n in store.nodes() if n.origin.startswith("bank:")]
+        patched_in = {it.phase for it in store.iterations() if it.candidate_id is not None}
     assert tried and set(tried) <= set(bank)  # the offline diagnosis read repofix symptoms and patched from its bank
-    assert {bank[pid]["kind"] for pid in tried} == {"capability", "steering"}  # both phases of work found patches
+    assert "capability" in patched_in and patched_in & {"steering", "mixed"}  # both phases of work found patches
     for name in ("report.md", "results.tsv", "best/EXPORT.json"):
         assert (run / name).is_file(), name
