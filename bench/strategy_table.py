@@ -19,6 +19,7 @@ STRATEGIES: dict[str, dict[str, Any]] = {
         }
     },
     "no_dev_guard": {"policies": {"dev_guard": False}},
+    "dev_guard_one_pass": {"policies": {"dev_guard_evidence": False}},  # the guard vetoes on one pass of dev
     "no_lineage_exclusion": {"policies": {"exclude_worse_on_lineage": False}},  # a clear loss excludes on its parent
     "no_stepping_stones": {"policies": {"keep_stepping_stones": False}},  # a tie is rejected whatever moved
     "unsure_dev_guard": {"policies": {"dev_guard_unsure": 0.5}},  # dev decides train's unsure accepts too
@@ -39,6 +40,7 @@ KNOBS: dict[str, str] = {  # a default chosen by issue 19 -> the strategy that d
     "policies.phase_moves = evidence": "fixed_phases",
     "policies.sampler = curriculum": "epoch_sampler",
     "policies.dev_guard = true": "no_dev_guard",
+    "policies.dev_guard_evidence = true": "dev_guard_one_pass",
     "policies.exclude_worse_on_lineage = true": "no_lineage_exclusion",
     "policies.keep_stepping_stones = true": "no_stepping_stones",
 }

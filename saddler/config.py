@@ -97,6 +97,11 @@ class PolicyConfig(_Strict):
         description="with dev_guard: a candidate accepted on train without reaching acceptance_confidence (the "
         "evidence ran out) is not kept when its dev P(better) is below this; 0 = off",
     )
+    dev_guard_evidence: bool = Field(
+        True,
+        description="with dev_guard: before a veto, both nodes run one more repetition of dev and the guard decides "
+        "on both passes (a veto is never decided on one pass)",
+    )
     exclude_worse_on_lineage: bool = Field(
         True,
         description="an idea whose change made an ancestor of the parent clearly worse (rejected at P(better) <= "

@@ -218,9 +218,3 @@ def _store(
         "stopped": stopped,
     }
     ctx.store.update_iteration(it.id, evidence=evidence)
-
-
-def note(ctx: RunContext, it: Iteration, key: str, value: Any) -> None:
-    """Add `key` to the evidence stored on iteration `it` (after the decision stored it)."""
-    stored = ctx.store.get_iteration(it.id).evidence or {}
-    ctx.store.update_iteration(it.id, evidence={**stored, key: value})

@@ -109,25 +109,46 @@ class RunContext:
 
     def guard_on_dev(self, it: Iteration, parent: Node, cand: Node, verdict: AcceptanceDecision) -> AcceptanceDecision:
         """`verdict`, or a rejection when the paired comparison with its parent over the dev tasks vetoes a kept
-        candidate (`policies.dev_guard`, `dev_guard_unsure`: `acceptance.dev_guard_vetoes`). Only aggregates go into
-        the reason and the iteration's evidence (sessions read both)."""
+        candidate (`policies.dev_guard`, `dev_guard_unsure`: `acceptance.dev_guard_vetoes`). With
+        `policies.dev_guard_evidence`, a veto is never decided on one pass: both nodes first run one more
+        repetition of dev (the next dev seed) and the guard decides on both passes; `dev_mean` stays the score
+        of the run's own dev repetitions. Only aggregates go into the reason and the iteration's evidence
+        (sessions read both)."""
         if not self.cfg.policies.dev_guard or verdict.verdict not in KEPT_DECISIONS:
             return verdict
         if cand.dev_mean is None or parent.dev_mean is None:
             return verdict
-        rows = {n.id: self.store.rollouts(run_id=self.run_id, node_id=n.id, split="dev") for n in (parent, cand)}
-        dev = self.acceptance.decide(task_outcomes(rows[parent.id]), task_outcomes(rows[cand.id]), final=False)
-        stored = self.store.get_iteration(it.id).evidence or {}  # the decision's, written after `it` was read
-        evidence = {**stored, "dev_guard": {"confidence": dev.confidence, "tasks": len(dev.compared)}}
-        self.store.update_iteration(it.id, evidence=evidence)
+        dev = self._compare_on_dev(parent, cand)
         veto = dev_guard_vetoes(verdict, dev, self.acceptance.confidence, self.cfg.policies.dev_guard_unsure)
+        passes = len(self.dev_seeds)
+        if veto and self.cfg.policies.dev_guard_evidence:  # one pass leaned against it: one more decides
+            passes += 1
+            seed = split_seeds(self.cfg.seed, "dev", passes)[-1]
+            for node in (parent, cand):
+                self.evaluator.evaluate(node, self.tasks["dev"], "dev", [seed], first_repetition=passes - 1)
+            dev = self._compare_on_dev(parent, cand)
+            veto = dev_guard_vetoes(verdict, dev, self.acceptance.confidence, self.cfg.policies.dev_guard_unsure)
+        guard = {"confidence": dev.confidence, "tasks": len(dev.compared), "repetitions": passes}
+        self.note_evidence(it, "dev_guard", guard)
         if not veto:
             return verdict
         why = (
             f"{verdict.reason}; not kept: {veto} ({parent.dev_mean:.3f} -> {cand.dev_mean:.3f}, "
-            f"P(better) {dev.confidence:.2f} over {len(dev.compared)} dev task(s))"
+            f"P(better) {dev.confidence:.2f} over {len(dev.compared)} dev task(s)"
+            + (f", {passes} repetitions" if passes > 1 else "")
+            + ")"
         )
         return replace(verdict, verdict="rejected", reason=why)
+
+    def _compare_on_dev(self, parent: Node, cand: Node) -> AcceptanceDecision:
+        """The acceptance's paired comparison of `cand` with `parent` over every dev rollout both have."""
+        rows = {n.id: self.store.rollouts(run_id=self.run_id, node_id=n.id, split="dev") for n in (parent, cand)}
+        return self.acceptance.decide(task_outcomes(rows[parent.id]), task_outcomes(rows[cand.id]), final=False)
+
+    def note_evidence(self, it: Iteration, key: str, value: Any) -> None:
+        """Add `key` to the evidence stored on iteration `it` (read afresh: the decision wrote it after `it`)."""
+        stored = self.store.get_iteration(it.id).evidence or {}
+        self.store.update_iteration(it.id, evidence={**stored, key: value})
 
     def best(self) -> Node:
         """The run's best node as the loop last recorded it (`runs.best_node_id`); a pure read."""

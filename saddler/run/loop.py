@@ -194,7 +194,7 @@ class Optimizer:
         if it.candidate_id is None:
             it = store.update_iteration(it.id, candidate_id=cand.id, step="validated")
         # 6. the candidate on the same batch with the same seeds; a close call gathers evidence until it is clear;
-        # only an accepted candidate goes to dev
+        # only a kept candidate goes to dev
         after = ctx.eval_batch(cand, batch)
         suspect = audit.trace_suspect(ctx, after)  # the cheat audit of what the task agent read
         if suspect:
@@ -209,7 +209,7 @@ class Optimizer:
         )
         if movement is not None:  # what became of the targeted failures, and whether the tie is kept for it
             moved = {"moved": movement.moved, "stuck": movement.stuck, "stone": verdict.verdict == NEUTRAL}
-            closecall.note(ctx, it, "targeted_failures", moved)
+            ctx.note_evidence(it, "targeted_failures", moved)
         cand = store.update_node(cand.id, batch_before=verdict.before, batch_after=verdict.after)
         dev_policy = cfg.policies.dev_eval
         if dev_policy == "always" or (dev_policy == "on_accept" and verdict.verdict in KEPT_DECISIONS):
