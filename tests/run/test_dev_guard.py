@@ -1,0 +1,132 @@
+"""The dev guard (`RunContext.guard_on_dev`) on a real run folder and EvoDAG, with a fake dev evaluator: a veto
+is never decided on one pass of dev (`policies.dev_guard_evidence`); a loss one more repetition does not confirm
+keeps the candidate, one it confirms still vetoes it, and the node's `dev_mean` stays the run's own dev score."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from evodag.models import Node, RolloutRow
+from evodag.store import EvoDAG
+from saddler.benchmark import Task
+from saddler.config import load_run_config
+from saddler.policies.acceptance import AcceptanceDecision
+from saddler.reporting.progress import make_progress
+from saddler.run.context import RunContext, open_context
+from saddler.run.folder import RunPaths, init_run
+from saddler.run.loop import Optimizer
+from saddler.scoring import node_score
+
+ACCEPTED = AcceptanceDecision("accepted", "strict improvement", 0.5, 0.75, confidence=0.9, wins=3.0)
+
+
+@dataclass
+class FakeDev:
+    """Every dev task passes, except that at repetition r the candidate (node `cand`) fails the first `fails[r]`
+    dev tasks and its parent the last `parent_fails[r]` (missing: 0): noise that goes both ways when both are
+    set. `calls` lists (node id, first repetition, seeds) of every evaluation."""
+
+    ctx: RunContext
+    cand: int = -1
+    fails: tuple[int, ...] = ()
+    parent_fails: tuple[int, ...] = ()
+    calls: list[tuple[int, int, tuple[int, ...]]] = field(default_factory=list)
+
+    def evaluate(
+        self, node: Node, tasks: list[Task], split: str, seeds: list[int], first_repetition: int = 0
+    ) -> list[RolloutRow]:
+        self.calls.append((node.id, first_repetition, tuple(seeds)))
+        out = []
+        for i, task in enumerate(tasks):
+            for offset, seed in enumerate(seeds):
+                rep = first_repetition + offset
+                counts = self.fails if node.id == self.cand else self.parent_fails
+                failing = counts[rep] if rep < len(counts) else 0
+                passed = i >= failing if node.id == self.cand else i < len(tasks) - failing
+                out.append(
+                    self.ctx.store.add_rollout(
+                        run_id=self.ctx.run_id, node_id=node.id, task_id=task.id, split=split, seed=seed,
+                        repetition=rep, score=float(passed), passed=passed,
+                        disposition="success" if passed else "task_failure", cache_key=f"{node.id}:{task.id}:{seed}",
+                    )
+                )  # fmt: skip
+        return out
+
+
+@pytest.fixture
+def guarded(tmp_path: Path) -> Iterator[tuple[RunContext, FakeDev, Node, Node]]:
+    """An opsdesk run with its baseline and one candidate on the same commit, both still without a dev score."""
+    run_dir = tmp_path / "run"
+    init_run(run_dir, template="opsdesk", seed=0)
+    paths = RunPaths(run_dir.resolve())
+    with EvoDAG(paths.db) as store:
+        ctx = open_context(paths, load_run_config(run_dir), store, make_progress(True))
+        fake = FakeDev(ctx)
+        ctx.evaluator = fake  # type: ignore[assignment]
+        try:
+            base = Optimizer._baseline_node(ctx)
+            cand = store.add_node(ctx.run_id, base.commit, base.id, 1, "capability", "capability", "patch")
+            fake.cand = cand.id
+            yield ctx, fake, base, cand
+        finally:
+            ctx.executor.close()
+            ctx.space.close()
+
+
+def _guard(ctx: RunContext, base: Node, cand: Node) -> tuple[AcceptanceDecision, dict[str, object]]:
+    it = ctx.store.start_iteration(ctx.run_id, 1, 0, ["t1"], parent_id=base.id)
+    ctx.store.update_iteration(it.id, evidence={"verdict": "accepted"})  # the decision's own, kept
+    base, cand = ctx.eval_dev(base), ctx.eval_dev(cand)
+    verdict = ctx.guard_on_dev(it, base, cand, ACCEPTED)
+    return verdict, ctx.store.get_iteration(it.id).evidence or {}
+
+
+def test_a_loss_on_one_pass_of_dev_that_the_next_repetition_does_not_confirm_is_kept(
+    guarded: tuple[RunContext, FakeDev, Node, Node],
+) -> None:
+    ctx, fake, base, cand = guarded
+    fake.fails = (3, 0)  # three dev tasks lost on the run's dev pass: P(better) 0.06, alone a veto
+    fake.parent_fails = (0, 3)  # the next pass loses three others on the parent: noise, both ways
+    verdict, evidence = _guard(ctx, base, cand)
+    assert verdict == ACCEPTED
+    guard = evidence["dev_guard"]
+    assert evidence["verdict"] == "accepted" and guard["repetitions"] == 2 and guard["confidence"] > 0.2  # type: ignore[index]
+    extra = [(node, rep) for node, rep, _ in fake.calls if rep == 1]
+    assert extra == [(base.id, 1), (cand.id, 1)]  # one more repetition of dev, on both nodes
+    dev = ctx.tasks["dev"]
+    rows = ctx.store.rollouts(run_id=ctx.run_id, node_id=cand.id, split="dev")
+    assert ctx.store.get_node(cand.id).dev_mean == node_score([r for r in rows if r.repetition == 0], "pass_rate").mean
+    assert ctx.store.get_node(cand.id).dev_mean == pytest.approx((len(dev) - 3) / len(dev))
+
+
+def test_a_loss_the_next_repetition_confirms_is_vetoed_with_both_passes_in_the_reason(
+    guarded: tuple[RunContext, FakeDev, Node, Node],
+) -> None:
+    ctx, fake, base, cand = guarded
+    fake.fails = (3, 3)
+    verdict, evidence = _guard(ctx, base, cand)
+    assert verdict.verdict == "rejected"
+    assert "not kept: worse than its parent on dev" in verdict.reason and "2 repetitions" in verdict.reason
+    assert evidence["dev_guard"]["repetitions"] == 2 and evidence["dev_guard"]["confidence"] <= 0.2  # type: ignore[index]
+
+
+def test_no_loss_on_dev_costs_no_second_pass(guarded: tuple[RunContext, FakeDev, Node, Node]) -> None:
+    ctx, fake, base, cand = guarded
+    verdict, evidence = _guard(ctx, base, cand)
+    assert verdict == ACCEPTED and evidence["dev_guard"]["repetitions"] == 1  # type: ignore[index]
+    assert all(rep == 0 for _, rep, _ in fake.calls)
+
+
+def test_without_dev_guard_evidence_one_pass_vetoes(guarded: tuple[RunContext, FakeDev, Node, Node]) -> None:
+    ctx, fake, base, cand = guarded
+    policies = ctx.cfg.policies.model_copy(update={"dev_guard_evidence": False})
+    ctx.cfg = ctx.cfg.model_copy(update={"policies": policies})
+    fake.fails, fake.parent_fails = (3, 0), (0, 3)
+    verdict, evidence = _guard(ctx, base, cand)
+    assert verdict.verdict == "rejected" and "repetitions" not in verdict.reason
+    assert evidence["dev_guard"]["repetitions"] == 1  # type: ignore[index]
+    assert all(rep == 0 for _, rep, _ in fake.calls)
