@@ -16,7 +16,7 @@ ANTHROPIC_KEYS = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")
 # The shared fixtures, one plugin module per kind of thing they build. Tests request them by name and import
 # nothing from these modules but types, for annotations (under TYPE_CHECKING).
 pytest_plugins = [
-    "plugins.runs",  # make_run, dag_signature, run_git: opsdesk run folders
+    "plugins.runs",  # make_run, dag_signature, run_git, open_run_context: run folders, opened
     "plugins.repos",  # source_repo, harness_files, git_in, write_files, skill_repo: git repositories
     "plugins.banks",  # template_repo, apply_patches, git_check: the simulated benchmarks' patch banks
     "plugins.stores",  # fixture_dag, counting_clock: a small deterministic EvoDAG

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,10 @@ import pytest
 from gitrepo import git_run
 
 from evodag.store import EvoDAG
-from saddler.run.folder import init_run
+from saddler.config import load_run_config
+from saddler.reporting.progress import make_progress
+from saddler.run.context import RunContext, open_context
+from saddler.run.folder import RunPaths, init_run
 
 SMALL: dict[str, Any] = {"loop": {"max_iterations": 6, "batch_size": 6, "test_runs": 2}, "executor": {"workers": 2}}
 """The small run every loop test starts from: 6 iterations, batches of 6, 2 test runs, 2 workers."""
@@ -81,3 +85,23 @@ def _run_git(run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def run_git() -> Callable[..., subprocess.CompletedProcess[str]]:
     """`run_git(run_dir, *args)`: git in the run's harness clone (not checked: the test reads the result)."""
     return _run_git
+
+
+@pytest.fixture
+def open_run_context() -> Iterator[Callable[..., RunContext]]:
+    """`open_run_context(run_dir, template, evaluator)`: a new run folder of the bundled `template` (seed 0) at
+    `run_dir`, opened as a `RunContext` on its real EvoDAG, its evaluator replaced by `evaluator(ctx)` (a test's
+    fake); store, executor and harness space are closed when the test ends."""
+    with ExitStack() as stack:
+
+        def open_one(run_dir: Path, template: str, evaluator: Callable[[RunContext], Any]) -> RunContext:
+            init_run(run_dir, template=template, seed=0)
+            paths = RunPaths(run_dir.resolve())
+            store = stack.enter_context(EvoDAG(paths.db))
+            ctx = open_context(paths, load_run_config(run_dir), store, make_progress(True))
+            stack.callback(ctx.space.close)
+            stack.callback(ctx.executor.close)
+            ctx.evaluator = evaluator(ctx)
+            return ctx
+
+        yield open_one

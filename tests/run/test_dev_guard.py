@@ -4,20 +4,16 @@ keeps the candidate, one it confirms still vetoes it, and the node's `dev_mean` 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from evodag.models import Node, RolloutRow
-from evodag.store import EvoDAG
 from saddler.benchmark import Task
-from saddler.config import load_run_config
 from saddler.policies.acceptance import AcceptanceDecision
-from saddler.reporting.progress import make_progress
-from saddler.run.context import RunContext, open_context
-from saddler.run.folder import RunPaths, init_run
+from saddler.run.context import RunContext
 from saddler.run.loop import Optimizer
 from saddler.scoring import node_score
 
@@ -58,23 +54,16 @@ class FakeDev:
 
 
 @pytest.fixture
-def guarded(tmp_path: Path) -> Iterator[tuple[RunContext, FakeDev, Node, Node]]:
+def guarded(
+    tmp_path: Path, open_run_context: Callable[..., RunContext]
+) -> Iterator[tuple[RunContext, FakeDev, Node, Node]]:
     """An opsdesk run with its baseline and one candidate on the same commit, both still without a dev score."""
-    run_dir = tmp_path / "run"
-    init_run(run_dir, template="opsdesk", seed=0)
-    paths = RunPaths(run_dir.resolve())
-    with EvoDAG(paths.db) as store:
-        ctx = open_context(paths, load_run_config(run_dir), store, make_progress(True))
-        fake = FakeDev(ctx)
-        ctx.evaluator = fake  # type: ignore[assignment]
-        try:
-            base = Optimizer._baseline_node(ctx)
-            cand = store.add_node(ctx.run_id, base.commit, base.id, 1, "capability", "capability", "patch")
-            fake.cand = cand.id
-            yield ctx, fake, base, cand
-        finally:
-            ctx.executor.close()
-            ctx.space.close()
+    ctx = open_run_context(tmp_path / "run", "opsdesk", FakeDev)
+    fake: FakeDev = ctx.evaluator  # type: ignore[assignment]
+    base = Optimizer._baseline_node(ctx)
+    cand = ctx.store.add_node(ctx.run_id, base.commit, base.id, 1, "capability", "capability", "patch")
+    fake.cand = cand.id
+    yield ctx, fake, base, cand
 
 
 def _guard(ctx: RunContext, base: Node, cand: Node) -> tuple[AcceptanceDecision, dict[str, object]]:

@@ -4,7 +4,7 @@ candidate is a real commit and node, and a minimization stopped midway resumes p
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,17 +12,13 @@ import pytest
 
 from evodag.decisions import NEUTRAL
 from evodag.models import Node, RolloutRow
-from evodag.store import EvoDAG
 from saddler.benchmark import Task
-from saddler.config import load_run_config
 from saddler.harness.hunks import Hunk, split_hunks
 from saddler.minimized import ORIGIN, STEP_EVENT, contributions, minimization
 from saddler.reporting.figures import build_report
 from saddler.reporting.markdown import render_report
-from saddler.reporting.progress import make_progress
 from saddler.reporting.status import render_status, status_snapshot
-from saddler.run.context import RunContext, open_context
-from saddler.run.folder import RunPaths, init_run
+from saddler.run.context import RunContext
 from saddler.run.loop import Optimizer
 from saddler.run.minimize import minimize, source_edges
 
@@ -117,27 +113,20 @@ def _commit(ctx: RunContext, parent: Node, edits: dict[str, tuple[str, str]], na
 
 
 @pytest.fixture(params=["opsdesk", "repofix"])
-def lineage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[RunContext, FakeDev, Node]]:
+def lineage(
+    request: pytest.FixtureRequest, tmp_path: Path, open_run_context: Callable[..., RunContext]
+) -> Iterator[tuple[RunContext, FakeDev, Node]]:
     """A run whose best node is baseline + A (dead) + B,C (a pair, one edge) + D (dead), E (carries) in one file."""
     template = request.param
-    run_dir = tmp_path / "run"
-    init_run(run_dir, template=template, seed=0)
-    paths = RunPaths(run_dir.resolve())
-    with EvoDAG(paths.db) as store:
-        ctx = open_context(paths, load_run_config(run_dir), store, make_progress(True))
-        fake = FakeDev(ctx)
-        ctx.evaluator = fake  # type: ignore[assignment]
-        try:
-            base = Optimizer._baseline_node(ctx)
-            one, two, three, four = FILES[template]
-            n1 = _commit(ctx, base, {one: ("", "MARK_A: say hello first")}, "a")
-            n2 = _commit(ctx, n1, {two: ("", "# MARK_B"), three: ("", "# MARK_C")}, "bc")
-            best = _commit(ctx, n2, {four: ("# MARK_D", "# MARK_E")}, "de")
-            store.update_run(ctx.run_id, best_node_id=best.id)
-            yield ctx, fake, best
-        finally:
-            ctx.executor.close()
-            ctx.space.close()
+    ctx = open_run_context(tmp_path / "run", template, FakeDev)
+    fake: FakeDev = ctx.evaluator  # type: ignore[assignment]
+    base = Optimizer._baseline_node(ctx)
+    one, two, three, four = FILES[template]
+    n1 = _commit(ctx, base, {one: ("", "MARK_A: say hello first")}, "a")
+    n2 = _commit(ctx, n1, {two: ("", "# MARK_B"), three: ("", "# MARK_C")}, "bc")
+    best = _commit(ctx, n2, {four: ("# MARK_D", "# MARK_E")}, "de")
+    ctx.store.update_run(ctx.run_id, best_node_id=best.id)
+    yield ctx, fake, best
 
 
 def _said() -> tuple[list[str], object]:
