@@ -118,15 +118,15 @@ class RunContext:
             return verdict
         if cand.dev_mean is None or parent.dev_mean is None:
             return verdict
-        dev = self._compare_on_dev(parent, cand)
-        veto = dev_guard_vetoes(verdict, dev, self.acceptance.confidence, self.cfg.policies.dev_guard_unsure)
         passes = len(self.dev_seeds)
+        dev = self._compare_on_dev(parent, cand, passes)
+        veto = dev_guard_vetoes(verdict, dev, self.acceptance.confidence, self.cfg.policies.dev_guard_unsure)
         if veto and self.cfg.policies.dev_guard_evidence:  # one pass leaned against it: one more decides
             passes += 1
             seed = split_seeds(self.cfg.seed, "dev", passes)[-1]
             for node in (parent, cand):
                 self.evaluator.evaluate(node, self.tasks["dev"], "dev", [seed], first_repetition=passes - 1)
-            dev = self._compare_on_dev(parent, cand)
+            dev = self._compare_on_dev(parent, cand, passes)
             veto = dev_guard_vetoes(verdict, dev, self.acceptance.confidence, self.cfg.policies.dev_guard_unsure)
         guard = {"confidence": dev.confidence, "tasks": len(dev.compared), "repetitions": passes}
         self.note_evidence(it, "dev_guard", guard)
@@ -140,9 +140,15 @@ class RunContext:
         )
         return replace(verdict, verdict="rejected", reason=why)
 
-    def _compare_on_dev(self, parent: Node, cand: Node) -> AcceptanceDecision:
-        """The acceptance's paired comparison of `cand` with `parent` over every dev rollout both have."""
-        rows = {n.id: self.store.rollouts(run_id=self.run_id, node_id=n.id, split="dev") for n in (parent, cand)}
+    def _compare_on_dev(self, parent: Node, cand: Node, passes: int) -> AcceptanceDecision:
+        """The acceptance's paired comparison of `cand` with `parent` over dev repetitions 0..`passes`-1 (a node
+        may hold more: a second pass an earlier child's guard ran on it, which this pair has not)."""
+        rows = {
+            n.id: [
+                r for r in self.store.rollouts(run_id=self.run_id, node_id=n.id, split="dev") if r.repetition < passes
+            ]
+            for n in (parent, cand)
+        }
         return self.acceptance.decide(task_outcomes(rows[parent.id]), task_outcomes(rows[cand.id]), final=False)
 
     def note_evidence(self, it: Iteration, key: str, value: Any) -> None:

@@ -12,9 +12,10 @@ import pytest
 
 from evodag.models import Node, RolloutRow
 from saddler.benchmark import Task
-from saddler.policies.acceptance import AcceptanceDecision
+from saddler.policies.acceptance import AcceptanceDecision, better_confidence
 from saddler.run.context import RunContext
 from saddler.run.loop import Optimizer
+from saddler.run.outcomes import split_seeds
 from saddler.scoring import node_score
 
 ACCEPTED = AcceptanceDecision("accepted", "strict improvement", 0.5, 0.75, confidence=0.9, wins=3.0)
@@ -119,3 +120,15 @@ def test_without_dev_guard_evidence_one_pass_vetoes(guarded: tuple[RunContext, F
     assert verdict.verdict == "rejected" and "repetitions" not in verdict.reason
     assert evidence["dev_guard"]["repetitions"] == 1  # type: ignore[index]
     assert all(rep == 0 for _, rep, _ in fake.calls)
+
+
+def test_a_first_pass_is_paired_by_repetition_even_when_the_parent_already_has_a_second(
+    guarded: tuple[RunContext, FakeDev, Node, Node],
+) -> None:
+    ctx, fake, base, cand = guarded
+    fake.parent_fails = (3, 0)  # the parent fails three dev tasks on the run's pass, none on its second
+    second = split_seeds(ctx.cfg.seed, "dev", 2)[1]
+    ctx.evaluator.evaluate(base, ctx.tasks["dev"], "dev", [second], first_repetition=1)  # an earlier child's guard
+    verdict, evidence = _guard(ctx, base, cand)
+    assert verdict == ACCEPTED and evidence["dev_guard"]["repetitions"] == 1  # type: ignore[index]
+    assert evidence["dev_guard"]["confidence"] == better_confidence(3.0, 0.0)  # type: ignore[index]
