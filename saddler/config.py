@@ -100,7 +100,7 @@ class PolicyConfig(_Strict):
     dev_guard_evidence: bool = Field(
         True,
         description="with dev_guard: before a veto, both nodes run one more repetition of dev and the guard decides "
-        "on both passes (a veto is never decided on one pass)",
+        "on both passes, unless the first pass is already clear (P(better) <= (1 - acceptance_confidence)^2)",
     )
     exclude_worse_on_lineage: bool = Field(
         True,

@@ -225,6 +225,13 @@ def dev_guard_vetoes(train: AcceptanceDecision, dev: AcceptanceDecision, confide
     return ""
 
 
+def dev_guard_clear(dev: AcceptanceDecision, confidence: float) -> bool:
+    """Whether one pass of dev already vetoes clearly enough to stop there (`policies.dev_guard_evidence`): its
+    P(better) is at or below the veto's line squared, (1 - `confidence`)^2 (0.04 at the default 0.8), a stricter
+    line for stopping early, as a sequential test draws one. Above it, a veto waits for one more pass."""
+    return dev.confidence <= (1.0 - confidence) ** 2
+
+
 def _count(value: float) -> str:
     return f"{value:.0f}" if abs(value - round(value)) < 1e-9 else f"{value:.2f}"
 

@@ -36,7 +36,7 @@ from saddler.policies import (
     make_ranking,
     make_sampler,
 )
-from saddler.policies.acceptance import dev_guard_vetoes, task_outcomes
+from saddler.policies.acceptance import dev_guard_clear, dev_guard_vetoes, task_outcomes
 from saddler.ports import Executor, Progress, SessionBackend
 from saddler.run import evolution_request, warmstart
 from saddler.run.evaluate import BatchSettings, Evaluator
@@ -110,10 +110,10 @@ class RunContext:
     def guard_on_dev(self, it: Iteration, parent: Node, cand: Node, verdict: AcceptanceDecision) -> AcceptanceDecision:
         """`verdict`, or a rejection when the paired comparison with its parent over the dev tasks vetoes a kept
         candidate (`policies.dev_guard`, `dev_guard_unsure`: `acceptance.dev_guard_vetoes`). With
-        `policies.dev_guard_evidence`, a veto is never decided on one pass: both nodes first run one more
-        repetition of dev (the next dev seed) and the guard decides on both passes; `dev_mean` stays the score
-        of the run's own dev repetitions. Only aggregates go into the reason and the iteration's evidence
-        (sessions read both)."""
+        `policies.dev_guard_evidence`, a veto is decided on one pass only when that pass is already clear
+        (`acceptance.dev_guard_clear`); otherwise both nodes first run one more repetition of dev (the next dev
+        seed) and the guard decides on both passes; `dev_mean` stays the score of the run's own dev repetitions.
+        Only aggregates go into the reason and the iteration's evidence (sessions read both)."""
         if not self.cfg.policies.dev_guard or verdict.verdict not in KEPT_DECISIONS:
             return verdict
         if cand.dev_mean is None or parent.dev_mean is None:
@@ -121,7 +121,8 @@ class RunContext:
         passes = len(self.dev_seeds)
         dev = self._compare_on_dev(parent, cand, passes)
         veto = dev_guard_vetoes(verdict, dev, self.acceptance.confidence, self.cfg.policies.dev_guard_unsure)
-        if veto and self.cfg.policies.dev_guard_evidence:  # one pass leaned against it: one more decides
+        evidence = self.cfg.policies.dev_guard_evidence and not dev_guard_clear(dev, self.acceptance.confidence)
+        if veto and evidence:  # one pass leaned against it, not clearly: one more decides
             passes += 1
             seed = split_seeds(self.cfg.seed, "dev", passes)[-1]
             for node in (parent, cand):

@@ -1,11 +1,12 @@
 """The dev guard (`RunContext.guard_on_dev`) on a real run folder and EvoDAG, with a fake dev evaluator: a veto
-is never decided on one pass of dev (`policies.dev_guard_evidence`); a loss one more repetition does not confirm
-keeps the candidate, one it confirms still vetoes it, and the node's `dev_mean` stays the run's own dev score."""
+is decided on one pass of dev only when that pass is already clear (`policies.dev_guard_evidence`,
+`acceptance.dev_guard_clear`); a loss one more repetition does not confirm keeps the candidate, one it confirms
+still vetoes it, and the node's `dev_mean` stays the run's own dev score."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,26 @@ def test_a_first_pass_is_paired_by_repetition_even_when_the_parent_already_has_a
     verdict, evidence = _guard(ctx, base, cand)
     assert verdict == ACCEPTED and evidence["dev_guard"]["repetitions"] == 1  # type: ignore[index]
     assert evidence["dev_guard"]["confidence"] == better_confidence(3.0, 0.0)  # type: ignore[index]
+
+
+def test_a_first_pass_already_clear_at_the_early_line_vetoes_without_a_second(
+    guarded: tuple[RunContext, FakeDev, Node, Node],
+) -> None:
+    ctx, fake, base, cand = guarded
+    fake.fails = (6, 0)  # six dev tasks lost, none won: P(better) 1/128, below (1 - 0.8)^2
+    verdict, evidence = _guard(ctx, base, cand)
+    assert verdict.verdict == "rejected" and "not kept: worse than its parent on dev" in verdict.reason
+    assert "repetitions" not in verdict.reason
+    clear = {"confidence": better_confidence(0.0, 6.0), "tasks": len(ctx.tasks["dev"]), "repetitions": 1}
+    assert evidence["dev_guard"] == clear
+    assert all(rep == 0 for _, rep, _ in fake.calls)
+
+
+def test_the_early_line_is_the_veto_line_squared(guarded: tuple[RunContext, FakeDev, Node, Node]) -> None:
+    ctx, fake, base, cand = guarded
+    policies = ctx.cfg.policies.model_copy(update={"acceptance_confidence": 0.85})
+    ctx.cfg = ctx.cfg.model_copy(update={"policies": policies})
+    ctx.acceptance = replace(ctx.acceptance, confidence=0.85)
+    fake.fails = (4, 4)  # P(better) 1/32 on the first pass: below (1 - 0.8)^2 = 0.04, above (1 - 0.85)^2 = 0.0225
+    verdict, evidence = _guard(ctx, base, cand)
+    assert verdict.verdict == "rejected" and evidence["dev_guard"]["repetitions"] == 2  # type: ignore[index]
