@@ -16,12 +16,14 @@ STRATEGIES: dict[str, dict[str, Any]] = {
             "dev_guard": False,
             "exclude_worse_on_lineage": False,
             "keep_stepping_stones": False,
+            "unseen_tie_on_dev": False,
         }
     },
     "no_dev_guard": {"policies": {"dev_guard": False}},
     "dev_guard_one_pass": {"policies": {"dev_guard_evidence": False}},  # the guard vetoes on one pass of dev
     "no_lineage_exclusion": {"policies": {"exclude_worse_on_lineage": False}},  # a clear loss excludes on its parent
     "no_stepping_stones": {"policies": {"keep_stepping_stones": False}},  # a tie is rejected whatever moved
+    "no_unseen_tie": {"policies": {"unseen_tie_on_dev": False}},  # a tie train could not show is rejected
     "unsure_dev_guard": {"policies": {"dev_guard_unsure": 0.5}},  # dev decides train's unsure accepts too
     "strict_mean": {"policies": {"acceptance": "strict_mean"}},  # no close-call evidence
     "fixed_phases": {"policies": {"phase_moves": "fixed"}},  # no phase moves on evidence
@@ -43,6 +45,7 @@ KNOBS: dict[str, str] = {  # a default chosen by issue 19 -> the strategy that d
     "policies.dev_guard_evidence = true": "dev_guard_one_pass",
     "policies.exclude_worse_on_lineage = true": "no_lineage_exclusion",
     "policies.keep_stepping_stones = true": "no_stepping_stones",
+    "policies.unseen_tie_on_dev = true": "no_unseen_tie",
 }
 # real GEPA driven by the same proposer, without and with saddler's phases, at the default's rollouts (and, the
 # `_sessions` pair, at the default's LLM sessions too: see bench/gepa_strategy.py)

@@ -112,6 +112,12 @@ class PolicyConfig(_Strict):
         description="a candidate that ties its parent on every train task compared, and on whose targeted tasks the "
         "parent's failure now fails elsewhere, is kept as neutral (see saddler.run.stepping_stone)",
     )
+    unseen_tie_on_dev: bool = Field(
+        True,
+        description="a candidate that ties its parent on every train task compared, where no task it targets failed "
+        "in any compared rollout (train could not show it), goes to dev and is kept when it is better there "
+        "(P(better) >= acceptance_confidence, paired over the dev tasks; see saddler.run.unseen_tie)",
+    )
     ranking: Literal["best_dev", "latest_kept"] = Field("best_dev", description="which node is the answer")
     phases: Literal["capability_then_steering", "none"] = "capability_then_steering"
     capability_epochs: float = Field(1.0, ge=0, le=1000)

@@ -119,7 +119,7 @@ class RunContext:
         if cand.dev_mean is None or parent.dev_mean is None:
             return verdict
         passes = len(self.dev_seeds)
-        dev = self._compare_on_dev(parent, cand, passes)
+        dev = self.compare_on_dev(parent, cand, passes)
         veto = dev_guard_vetoes(verdict, dev, self.acceptance.confidence, self.cfg.policies.dev_guard_unsure)
         evidence = self.cfg.policies.dev_guard_evidence and not dev_guard_clear(dev, self.acceptance.confidence)
         if veto and evidence:  # one pass leaned against it, not clearly: one more decides
@@ -127,7 +127,7 @@ class RunContext:
             seed = split_seeds(self.cfg.seed, "dev", passes)[-1]
             for node in (parent, cand):
                 self.evaluator.evaluate(node, self.tasks["dev"], "dev", [seed], first_repetition=passes - 1)
-            dev = self._compare_on_dev(parent, cand, passes)
+            dev = self.compare_on_dev(parent, cand, passes)
             veto = dev_guard_vetoes(verdict, dev, self.acceptance.confidence, self.cfg.policies.dev_guard_unsure)
         guard = {"confidence": dev.confidence, "tasks": len(dev.compared), "repetitions": passes}
         self.note_evidence(it, "dev_guard", guard)
@@ -141,7 +141,7 @@ class RunContext:
         )
         return replace(verdict, verdict="rejected", reason=why)
 
-    def _compare_on_dev(self, parent: Node, cand: Node, passes: int) -> AcceptanceDecision:
+    def compare_on_dev(self, parent: Node, cand: Node, passes: int) -> AcceptanceDecision:
         """The acceptance's paired comparison of `cand` with `parent` over dev repetitions 0..`passes`-1 (a node
         may hold more: a second pass an earlier child's guard ran on it, which this pair has not)."""
         rows = {

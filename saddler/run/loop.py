@@ -19,7 +19,7 @@ from saddler.harness.gitcmd import logical_commit_time
 from saddler.policies.stopping import LoopState
 from saddler.ports import Progress
 from saddler.reporting.progress import make_progress
-from saddler.run import audit, closecall, diagnosis, inputs, reflection, stepping_stone
+from saddler.run import audit, closecall, diagnosis, inputs, reflection, stepping_stone, unseen_tie
 from saddler.run.context import RunContext, open_context
 from saddler.run.evolution_step import evolve
 from saddler.run.finish import RunOutcome, finish_run, finished_outcome
@@ -194,7 +194,7 @@ class Optimizer:
         if it.candidate_id is None:
             it = store.update_iteration(it.id, candidate_id=cand.id, step="validated")
         # 6. the candidate on the same batch with the same seeds; a close call gathers evidence until it is clear;
-        # only a kept candidate goes to dev
+        # only a kept candidate, or a tie train could not show, goes to dev
         after = ctx.eval_batch(cand, batch)
         suspect = audit.trace_suspect(ctx, after)  # the cheat audit of what the task agent read
         if suspect:
@@ -212,8 +212,11 @@ class Optimizer:
             ctx.note_evidence(it, "targeted_failures", moved)
         cand = store.update_node(cand.id, batch_before=verdict.before, batch_after=verdict.after)
         dev_policy = cfg.policies.dev_eval
-        if dev_policy == "always" or (dev_policy == "on_accept" and verdict.verdict in KEPT_DECISIONS):
+        unseen = unseen_tie.goes_to_dev(cfg.policies, cand, verdict, before)  # a tie train could not show
+        if dev_policy == "always" or (dev_policy == "on_accept" and (verdict.verdict in KEPT_DECISIONS or unseen)):
             cand = ctx.eval_dev(cand)
+        if unseen:
+            verdict = unseen_tie.decide_on_dev(ctx, it, parent, cand, verdict)
         verdict = ctx.guard_on_dev(it, parent, cand, verdict)  # accepted on train, clearly worse on dev: not kept
         status = verdict.verdict
         cand = store.update_node(cand.id, status=status, status_reason=audit.marked(ctx, cand, verdict.reason))

@@ -6,13 +6,13 @@ still vetoes it, and the node's `dev_mean` stays the run's own dev score."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fake_dev import FakeDev
 
-from evodag.models import Node, RolloutRow
-from saddler.benchmark import Task
+from evodag.models import Node
 from saddler.policies.acceptance import AcceptanceDecision, better_confidence
 from saddler.run.context import RunContext
 from saddler.run.loop import Optimizer
@@ -20,39 +20,6 @@ from saddler.run.outcomes import split_seeds
 from saddler.scoring import node_score
 
 ACCEPTED = AcceptanceDecision("accepted", "strict improvement", 0.5, 0.75, confidence=0.9, wins=3.0)
-
-
-@dataclass
-class FakeDev:
-    """Every dev task passes, except that at repetition r the candidate (node `cand`) fails the first `fails[r]`
-    dev tasks and its parent the last `parent_fails[r]` (missing: 0): noise that goes both ways when both are
-    set. `calls` lists (node id, first repetition, seeds) of every evaluation."""
-
-    ctx: RunContext
-    cand: int = -1
-    fails: tuple[int, ...] = ()
-    parent_fails: tuple[int, ...] = ()
-    calls: list[tuple[int, int, tuple[int, ...]]] = field(default_factory=list)
-
-    def evaluate(
-        self, node: Node, tasks: list[Task], split: str, seeds: list[int], first_repetition: int = 0
-    ) -> list[RolloutRow]:
-        self.calls.append((node.id, first_repetition, tuple(seeds)))
-        out = []
-        for i, task in enumerate(tasks):
-            for offset, seed in enumerate(seeds):
-                rep = first_repetition + offset
-                counts = self.fails if node.id == self.cand else self.parent_fails
-                failing = counts[rep] if rep < len(counts) else 0
-                passed = i >= failing if node.id == self.cand else i < len(tasks) - failing
-                out.append(
-                    self.ctx.store.add_rollout(
-                        run_id=self.ctx.run_id, node_id=node.id, task_id=task.id, split=split, seed=seed,
-                        repetition=rep, score=float(passed), passed=passed,
-                        disposition="success" if passed else "task_failure", cache_key=f"{node.id}:{task.id}:{seed}",
-                    )
-                )  # fmt: skip
-        return out
 
 
 @pytest.fixture
