@@ -5,7 +5,9 @@ For each (task, repetition) the `Evaluator` reuses, in order: the node's own row
 the run's store with that key (`find_rollout`); the run's own `rollout_cache` table (`saddler fork` fills it
 with its source's other rollouts); the shared cross-run cache (`cache_store.cache_get`). A reused row is copied
 for this node with cost 0 (nothing was spent) and the original trace path. Misses run through the executor;
-each result is inserted the moment it arrives (a crash loses nothing finished).
+each result is inserted the moment it arrives (a crash loses nothing finished). A row of another node or run whose
+trace no longer exists (its run folder was deleted) is a miss too: diagnosis reads traces, and a reused failure without
+its trace would change the search the same seed makes.
 
 Every executed rollout gets its own trace folder, `traces/n<node>/train/<task>-r<rep>-s<seed>/` for train and
 `heldout/n<node>/<split>/...` for dev and test (`rollout_trace_dir`; sessions never see `heldout/`), so parallel
@@ -180,6 +182,8 @@ class Evaluator:
         else:
             fields = {name: found[name] for name in _COPIED if name in found}
             fields.setdefault("trace_path", None)
+        if fields["trace_path"] and not Path(fields["trace_path"]).exists():
+            return None  # the run that wrote its trace was deleted since: diagnosis would read nothing, run it again
         return self.store.add_rollout(**self._identity(node, split, item), **fields, cost=0.0)
 
     def _identity(self, node: Node, split: str, item: _Planned) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -134,6 +135,32 @@ def test_shared_cache_is_reused_across_runs(tmp_path: Path, fakes_importable: No
             (r.score, r.passed, r.cache_key) for r in rows_one
         ]
         for world in (one, two):
+            world.executor.close()
+            world.store.close()
+
+
+def test_a_cached_rollout_whose_trace_is_gone_runs_again(tmp_path: Path, fakes_importable: None) -> None:
+    """Diagnosis reads a rollout's trace: a row reused from a run whose folder was deleted since would hand the
+    next run a failure without its symptoms (a different search from the same seed), so it is executed again."""
+    with EvoDAG(tmp_path / "shared-cache.db") as cache:
+        one = World(tmp_path, "one.db", cache=cache)
+        tasks = one.bench.tasks("train")
+        rows_one = one.evaluator.evaluate(one.baseline, tasks, "train", [3])
+        one.executor.close()
+        one.store.close()
+        shutil.rmtree(one.root / "traces")
+        two = World(tmp_path, "two.db", cache=cache)
+        rows_two = two.evaluator.evaluate(two.baseline, tasks, "train", [3])
+        assert two.evaluator.executed_count == len(tasks)
+        assert all(r.trace_path and Path(r.trace_path).is_relative_to(two.root) for r in rows_two)
+        assert all(Path(r.trace_path or "").is_file() for r in rows_two)
+        assert [(r.score, r.passed, r.cache_key) for r in rows_two] == [
+            (r.score, r.passed, r.cache_key) for r in rows_one
+        ]
+        three = World(tmp_path, "three.db", cache=cache)  # the cache now points at run two's traces, which exist
+        three.evaluator.evaluate(three.baseline, tasks, "train", [3])
+        assert three.evaluator.executed_count == 0
+        for world in (two, three):
             world.executor.close()
             world.store.close()
 
