@@ -47,6 +47,11 @@ class Movement:
         return self.moved > 0 and self.moved > self.stuck
 
 
+def target_tasks(cand: Node) -> list[str]:
+    """The tasks `cand`'s hypothesis targets (none for an exploration hypothesis)."""
+    return list((cand.hypothesis or {}).get("target_tasks") or [])
+
+
 def targeted_movement(targets: Iterable[str], before: list[RolloutRow], after: list[RolloutRow]) -> Movement:
     """Pair the parent's (`before`) and the candidate's (`after`) rollouts by task and repetition, and count, over
     the targeted tasks the parent failed and the candidate fails too, whose failure signature changed."""
@@ -87,7 +92,7 @@ def keep_moved_tie(
     the targeted failures' movement when the rule looked at them (None when the decision was no tie)."""
     if not enabled or verdict.verdict != REJECTED or verdict.wins or verdict.losses or is_stone(parent):
         return verdict, None
-    movement = targeted_movement((cand.hypothesis or {}).get("target_tasks") or [], before, after)
+    movement = targeted_movement(target_tasks(cand), before, after)
     if not movement.carries:
         return verdict, movement
     why = (

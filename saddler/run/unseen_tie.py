@@ -29,6 +29,7 @@ from evodag.models import Iteration, Node, RolloutRow
 from saddler.config import PolicyConfig
 from saddler.policies.acceptance import AcceptanceDecision
 from saddler.run.context import RunContext
+from saddler.run.stepping_stone import target_tasks
 
 UNSEEN_MARK = "a tie train could not show"
 """The words the decision reason of a tie sent to dev carries."""
@@ -36,7 +37,7 @@ UNSEEN_MARK = "a tie train could not show"
 
 def train_saw_target(cand: Node, before: list[RolloutRow]) -> bool:
     """Whether the parent (`before`: its compared rollouts) failed some task `cand`'s hypothesis targets."""
-    targets = set((cand.hypothesis or {}).get("target_tasks") or [])
+    targets = set(target_tasks(cand))
     return any(r.task_id in targets and not r.passed for r in before)
 
 
