@@ -14,7 +14,7 @@ from saddler.benchmark import BENCHMARKS
 from saddler.cli.app import app
 from saddler.config import HarnessConfig, RunConfig, load_harness_config, load_run_config
 from saddler.errors import ConfigError
-from saddler.run.preflight import check_harness
+from saddler.run.harness_check import check_harness
 from saddler.sessions.registry import BACKENDS
 
 runner = CliRunner()

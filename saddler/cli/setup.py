@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check the config, the benchmark and the harness without spending anything; exit 2 and list every
         error (by file and dotted path) if anything would fail."""
-        from saddler.run.preflight import check_folder
+        from saddler.run.folder_check import check_folder
 
         report = check_folder(folder)
         if as_json:

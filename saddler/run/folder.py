@@ -30,7 +30,7 @@ from saddler.harness.gitcmd import logical_commit_time
 from saddler.runlock import run_lock
 
 if TYPE_CHECKING:
-    from saddler.run.preflight import HarnessSource
+    from saddler.run.harness_check import HarnessSource
 
 __all__ = ["RunPaths", "init_run", "merge_overrides", "render_run_toml", "run_lock"]
 
@@ -265,7 +265,7 @@ def init_run(
             f"committed as the baseline of the run's clone {paths.harness()}; {source} itself is not changed"
         )
     if dirty and say is not None:
-        from saddler.run.preflight import listing
+        from saddler.run.harness_check import listing
 
         say(f"included {len(dirty)} uncommitted file(s) of {source} in the run's baseline commit: {listing(dirty)}")
     for note in notes:
@@ -302,7 +302,7 @@ def _benchmark_settings(run: dict[str, Any]) -> list[str]:
 
 
 def _source_state(source: Path, run_root: Path) -> HarnessSource:
-    from saddler.run.preflight import harness_source
+    from saddler.run.harness_check import harness_source
 
     return harness_source(source, exclude=run_root)
 
@@ -324,7 +324,8 @@ def _check_new_run(
     from pydantic import ValidationError
 
     from saddler.config import RunConfig, format_validation_error, parse_saddler_file, read_toml
-    from saddler.run.preflight import check_harness, check_run, harness_files
+    from saddler.run.harness_check import check_harness, harness_files
+    from saddler.run.preflight import check_run
 
     try:
         cfg = RunConfig.model_validate(run)

@@ -24,9 +24,9 @@ from saddler.run.context import RunContext, open_context
 from saddler.run.evolution_step import evolve
 from saddler.run.finish import RunOutcome, finish_run, finished_outcome
 from saddler.run.folder import RunPaths, run_lock
+from saddler.run.folder_check import require_ok
 from saddler.run.minimize import minimize
 from saddler.run.outcomes import nothing_to_fix
-from saddler.run.preflight import require_ok
 from saddler.run.recovery import recover_after_crash
 from saddler.run.sampling import sampler_state
 from saddler.scoring import figure
