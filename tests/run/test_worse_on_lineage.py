@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from evodag.store import EvoDAG
 from saddler.run.diagnosis import Excluded, worse_on_lineage
-from saddler.sessions.prompts import excluded_note
+from saddler.sessions.diagnosis_prompt import excluded_note
 from saddler.sessions.schema import DiagnosisRequest
 
 
