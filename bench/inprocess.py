@@ -3,7 +3,7 @@
 The product runs every rollout in an isolated child (harness code is untrusted: an LLM wrote it). In the bench the
 proposer is the offline backend, whose harnesses are the bundled templates plus bank patches (code shipped with
 the benchmark), and the benchmarks are pure-Python simulations that load each harness's modules under names no
-other harness shares (`benchmarks.simkit.load_module`). There a child per rollout buys nothing but its cost: a
+other harness shares (`benchmarks.simharness.load_module`). There a child per rollout buys nothing but its cost: a
 fork, a copy of the harness, a compile in a fresh interpreter, a result file (about 10 ms against the simulation's
 few ms). `install()` makes `saddler.run.context` build `InProcessExecutor` instead; a rollout gives the same result
 either way (same benchmark code, harness tree, task and seed), which `tests/bench/test_inprocess.py` checks against

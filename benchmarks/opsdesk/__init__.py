@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH_SOURCES = (
     "env.py", "world.py", "tasks.py", "grader.py", "session.py", "runner.py", "sdk.py", "../simkit.py",
-    "../simmodel.py",
+    "../simharness.py", "../simwatch.py", "../simmodel.py",
 )  # fmt: skip
 MODEL_SOURCES = ("agent.py", "plans.py", "../simmodel.py")
 

@@ -20,7 +20,9 @@ from benchmarks.opsdesk.session import Session, load_harness
 from benchmarks.opsdesk.symptoms import extract_raw
 from benchmarks.opsdesk.tasks import TaskSpec, group_world, spec_by_id
 from benchmarks.opsdesk.world import GROUP_BY_ID
-from benchmarks.simkit import WatchReads, harness_failure, result_fields, runner_main, write_trace
+from benchmarks.simharness import harness_failure
+from benchmarks.simkit import result_fields, runner_main, write_trace
+from benchmarks.simwatch import WatchReads
 
 TYPE_CHECKING = False  # the CLI path avoids `typing`, `pathlib` and `dataclasses`: children must start fast
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 from benchmarks.opsdesk import env as env_module
 from benchmarks.opsdesk.env import ApiError, Env
-from benchmarks.simkit import Harness
-from benchmarks.simkit import load_harness as load_sim_harness
+from benchmarks.simharness import Harness
+from benchmarks.simharness import load_harness as load_sim_harness
 
 TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ MAX_MODEL_STEPS = 80  # a runaway harness loop is cut off here
 
 
 def load_harness(root: str | os.PathLike[str]) -> Harness:
-    """Read prompts and import tools, middleware, hooks and the loop (`simkit.load_harness`)."""
+    """Read prompts and import tools, middleware, hooks and the loop (`simharness.load_harness`)."""
     return load_sim_harness(root, "opsdesk", "_opsdesk_tool", ("before_finish", "after_tool"))
 
 

@@ -1,7 +1,8 @@
 """repofix: the second bundled offline benchmark — a SIMULATED coding agent fixing bugs in twelve repositories.
 
 `RepofixBenchmark` implements `saddler.benchmark.Benchmark`. Rollouts import only the stdlib,
-`benchmarks.repofix`, `benchmarks.simkit` and `saddler.benchmark`, so a child process starts fast.
+`benchmarks.repofix`, `benchmarks.simkit`, `benchmarks.simharness`, `benchmarks.simwatch` and `saddler.benchmark`,
+so a child process starts fast.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH_SOURCES = (
     "repos.py", "bugs.py", "tasks.py", "analysis.py", "behaviour.py", "env.py", "tests_log.py", "scripts.py",
-    "grader.py", "session.py", "runner.py", "sdk.py", "../simkit.py", "../simmodel.py",
+    "grader.py", "session.py", "runner.py", "sdk.py", "../simkit.py", "../simharness.py", "../simwatch.py",
+    "../simmodel.py",
 )  # fmt: skip
 MODEL_SOURCES = ("agent.py", "plans.py", "verify.py", "../simmodel.py")
 

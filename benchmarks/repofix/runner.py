@@ -22,7 +22,9 @@ from benchmarks.repofix.session import Session, load_harness
 from benchmarks.repofix.symptoms import extract_raw
 from benchmarks.repofix.tasks import TaskSpec, spec_by_id, task_files
 from benchmarks.repofix.verify import review
-from benchmarks.simkit import WatchReads, harness_failure, result_fields, runner_main, write_trace
+from benchmarks.simharness import harness_failure
+from benchmarks.simkit import result_fields, runner_main, write_trace
+from benchmarks.simwatch import WatchReads
 
 TYPE_CHECKING = False  # the CLI path avoids `typing`, `pathlib` and `dataclasses`: children must start fast
 if TYPE_CHECKING:

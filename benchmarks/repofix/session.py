@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 from benchmarks.repofix import env as env_module
 from benchmarks.repofix.env import ContextWindowExceeded, ToolError, Workspace
-from benchmarks.simkit import Harness
-from benchmarks.simkit import load_harness as load_sim_harness
+from benchmarks.simharness import Harness
+from benchmarks.simharness import load_harness as load_sim_harness
 
 TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ SUMMARY_CHARS = 100  # what a condensed observation still takes
 
 
 def load_harness(root: str | os.PathLike[str]) -> Harness:
-    """Read prompts and import tools, middleware, hooks and the loop (`simkit.load_harness`)."""
+    """Read prompts and import tools, middleware, hooks and the loop (`simharness.load_harness`)."""
     return load_sim_harness(root, "repofix", "_repofix_tool", ("before_submit", "after_tool"))
 
 

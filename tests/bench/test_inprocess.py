@@ -1,6 +1,6 @@
 """The strategies bench's in-process rollouts (bench/inprocess.py) give what saddler's isolated executor gives: the
 same result fields and the same symptoms for the same (harness, task, seed), on both simulations, for a baseline,
-a patched and a broken harness; and a harness file changed in place is loaded anew (simkit's code cache)."""
+a patched and a broken harness; and a harness file changed in place is loaded anew (simharness's code cache)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from repo_paths import REPO
 
-from benchmarks.simkit import load_module
+from benchmarks.simharness import load_module
 from saddler.benchmark import RolloutResult, Task, load_benchmark
 from saddler.config import ExecutorConfig
 from saddler.executor.base import RolloutJob

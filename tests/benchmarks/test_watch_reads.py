@@ -1,4 +1,4 @@
-"""`simkit.WatchReads`, the trace side of the cheat audit: harness code that opens a benchmark file is logged,
+"""`simwatch.WatchReads`, the trace side of the cheat audit: harness code that opens a benchmark file is logged,
 whichever way the path reaches it (a symlinked file, a symlinked folder), and nothing else is."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.simkit import WatchReads
+from benchmarks.simwatch import WatchReads
 
 
 def _harness_module(harness: Path) -> Any:
