@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH_SOURCES = (
-    "env.py", "world.py", "tasks.py", "grader.py", "session.py", "runner.py", "sdk.py", "../simkit.py",
-    "../simharness.py", "../simwatch.py", "../simmodel.py",
+    "env.py", "world.py", "world_data.py", "tasks.py", "grader.py", "session.py", "runner.py", "sdk.py",
+    "../simkit.py", "../simharness.py", "../simwatch.py", "../simmodel.py",
 )  # fmt: skip
 MODEL_SOURCES = ("agent.py", "plans.py", "../simmodel.py")
 

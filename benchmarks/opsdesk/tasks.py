@@ -9,7 +9,8 @@ from __future__ import annotations
 import random
 from functools import cache
 
-from benchmarks.opsdesk.world import GROUP_BY_ID, GROUPS, TOPICS, WEEK, Group, build_data, utc_of_local
+from benchmarks.opsdesk.world import GROUP_BY_ID, GROUPS, Group
+from benchmarks.opsdesk.world_data import TOPICS, WEEK, build_data, utc_of_local
 from benchmarks.simmodel import TaskSpec
 
 TYPE_CHECKING = False  # no `typing` at run time: rollout children must start fast

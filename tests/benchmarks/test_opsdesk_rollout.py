@@ -108,7 +108,7 @@ def test_symptoms_from_known_failing_traces(tmp_path: Path) -> None:
 
 def test_environment_and_grader_live_outside_the_harness() -> None:
     harness_files = {p.name for p in TEMPLATE_DIR.rglob("*") if p.is_file()}
-    for name in ("env.py", "tasks.py", "grader.py", "world.py", "agent.py", "runner.py"):
+    for name in ("env.py", "tasks.py", "grader.py", "world.py", "world_data.py", "agent.py", "runner.py"):
         assert (REPO / "benchmarks" / "opsdesk" / name).is_file()
         assert name not in harness_files
     assert not (REPO / "benchmarks" / "opsdesk").resolve().is_relative_to(TEMPLATE_DIR.resolve())
