@@ -6,7 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from strategy_report import Bars, Results, cell_seeds, default_bars, mean_of, paired_stats, share_of, spread_of
+from strategy_report import (
+    Bars,
+    Results,
+    cell_seeds,
+    default_bars,
+    mean_of,
+    paired_diffs,
+    paired_stats,
+    share_of,
+    spread_of,
+)
 from strategy_runs import SeedResult
 from strategy_table import GEPA
 
@@ -39,8 +49,12 @@ def _partial(runs: list[SeedResult], seeds: int) -> str:
 
 def _minus(runs: list[SeedResult], full: list[SeedResult], counts: bool) -> str:
     stats = paired_stats(runs, full)
-    if stats is None:
-        return ""
+    if stats is None:  # under two paired seeds: one difference is still a figure, without a standard error
+        diffs = paired_diffs(runs, full)
+        if len(diffs) != 1:
+            return ""
+        up, down = int(diffs[0] > 1e-9), int(diffs[0] < -1e-9)
+        return f"{_signed(diffs[0])}, one seed: no s.e." + (f" ({up} better, {down} worse)" if counts else "")
     mean, se, up, down, _ = stats
     return f"{_signed(mean)} ± {se:.3f}" + (f" ({up} better, {down} worse)" if counts else "")
 

@@ -71,10 +71,15 @@ def report(cell: str, name: str, runs: list[SeedResult], say: Say) -> None:
         "the returned node's lineage)")  # fmt: skip
 
 
+def paired_diffs(runs: list[SeedResult], base: list[SeedResult]) -> list[float]:
+    """`runs` minus `base` on test, for every seed both hold."""
+    by_seed = {r.seed: r.test for r in base}
+    return [r.test - by_seed[r.seed] for r in runs if r.seed in by_seed]
+
+
 def paired_stats(runs: list[SeedResult], base: list[SeedResult]) -> tuple[float, float, int, int, int] | None:
     """(mean, standard error, better, worse, seeds) of `runs` minus `base` on test, seed by seed; None under two."""
-    by_seed = {r.seed: r.test for r in base}
-    diffs = [r.test - by_seed[r.seed] for r in runs if r.seed in by_seed]
+    diffs = paired_diffs(runs, base)
     if len(diffs) < 2:
         return None
     se = statistics.stdev(diffs) / len(diffs) ** 0.5

@@ -88,7 +88,8 @@ def test_a_page_renders_its_sweep_as_recorded_after_a_strategy_is_redefined(tmp_
         )
         strategy_records.append(path, record)
     lines = strategy_docs.tables(path, "summary")
-    assert lines[-2:] == ["| greedy |  (1 of 2 seeds) |", "| retired |  (1 of 2 seeds) |"]  # one seed: no s.e.
+    one = "−0.200, one seed: no s.e. (1 of 2 seeds)"
+    assert lines[-2:] == [f"| greedy | {one} |", f"| retired | {one} |"]
     twice = strategy_records.Record(
         "f" * 16, "opsdesk.neutral", "greedy", {"policies": {"phases": "new"}} | sessions, 30, seed_result(1, 0.7)
     )

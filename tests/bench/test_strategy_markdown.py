@@ -87,6 +87,16 @@ def test_a_strategy_measured_on_fewer_seeds_than_its_cell_says_so_in_both_tables
     assert strategy_markdown.summary_table(results)[3] == "| paper | −0.150 ± 0.050 (2 of 3 seeds) |"
 
 
+def test_a_strategy_measured_on_one_seed_shows_its_difference_without_a_standard_error() -> None:
+    full = [seed_result(s, 0.8) for s in range(3)]
+    results = {"repofix.calibrated": {"full": full, "greedy": [seed_result(0, 0.55)]}}  # a sweep stopped at one seed
+    cell = strategy_markdown.cell_table("repofix.calibrated", results["repofix.calibrated"])
+    assert cell[3].startswith(
+        "| greedy (1 of 3 seeds) | 0.550 ± 0.000 | −0.250, one seed: no s.e. (0 better, 1 worse) |"
+    )
+    assert strategy_markdown.summary_table(results)[3] == "| greedy | −0.250, one seed: no s.e. (1 of 3 seeds) |"
+
+
 def test_the_bars_table_has_the_defaults_bars_a_column_per_cell_as_the_check_lines_compute_them() -> None:
     results = _results() | {"opsdesk.neutral": {"full": [seed_result(0, 0.9), seed_result(1, 0.8)]}}
     lines = strategy_markdown.bars_table(results)
