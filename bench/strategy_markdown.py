@@ -9,6 +9,7 @@ from collections.abc import Callable
 from strategy_report import (
     Bars,
     Results,
+    better_worse,
     cell_seeds,
     default_bars,
     mean_of,
@@ -53,7 +54,7 @@ def _minus(runs: list[SeedResult], full: list[SeedResult], counts: bool) -> str:
         diffs = paired_diffs(runs, full)
         if len(diffs) != 1:
             return ""
-        up, down = int(diffs[0] > 1e-9), int(diffs[0] < -1e-9)
+        up, down = better_worse(diffs)
         return f"{_signed(diffs[0])}, one seed: no s.e." + (f" ({up} better, {down} worse)" if counts else "")
     mean, se, up, down, _ = stats
     return f"{_signed(mean)} ± {se:.3f}" + (f" ({up} better, {down} worse)" if counts else "")

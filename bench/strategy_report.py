@@ -77,13 +77,18 @@ def paired_diffs(runs: list[SeedResult], base: list[SeedResult]) -> list[float]:
     return [r.test - by_seed[r.seed] for r in runs if r.seed in by_seed]
 
 
+def better_worse(diffs: list[float]) -> tuple[int, int]:
+    """How many paired differences are above zero and how many below (a float's noise is neither)."""
+    return sum(d > 1e-9 for d in diffs), sum(d < -1e-9 for d in diffs)
+
+
 def paired_stats(runs: list[SeedResult], base: list[SeedResult]) -> tuple[float, float, int, int, int] | None:
     """(mean, standard error, better, worse, seeds) of `runs` minus `base` on test, seed by seed; None under two."""
     diffs = paired_diffs(runs, base)
     if len(diffs) < 2:
         return None
     se = statistics.stdev(diffs) / len(diffs) ** 0.5
-    return statistics.mean(diffs), se, sum(d > 1e-9 for d in diffs), sum(d < -1e-9 for d in diffs), len(diffs)
+    return statistics.mean(diffs), se, *better_worse(diffs), len(diffs)
 
 
 def checks(cell: str, results: dict[str, list[SeedResult]], say: Say) -> list[bool]:
