@@ -11,6 +11,12 @@ first with a private rollout cache: the originals are never written.
 Prints per run `fresh_best <run>: returned nR post P fresh F, dag best nB post P fresh F`, then grep-able lines:
 `fresh_best_runs`, `fresh_best_within_2pts_posthoc` / `_fresh` (share of runs whose returned node is within 0.02 of
 the DAG's best on the post-hoc seeds / on the fresh ones) and `fresh_best_gap_posthoc` / `_fresh` (mean gap).
+
+Could the search have returned the DAG's best? It selects on dev, so both nodes are also evaluated on dev with the
+run's own dev seeds (what the run could have seen). `fresh_best_gap_runs_fresh` counts the runs more than 2 points
+behind on the fresh seeds, `fresh_best_gap_runs_best_higher_on_dev` those of them whose DAG's best is higher on dev
+than the returned node: a gap a selection on dev could close. The others are nodes dev does not rank above the
+returned one (dev and test are other groups of tasks), which no rule that decides on train and dev could return.
 Rollouts run in this process (`bench/inprocess.py`).
 
 Usage: python bench/fresh_best.py RUN [RUN ...] [--fresh 6] [--work DIR]
@@ -50,6 +56,8 @@ class Remeasured:
     best_posthoc: float
     returned_fresh: float
     best_fresh: float
+    returned_dev: float
+    best_dev: float
 
     def gap(self, fresh: bool) -> float:
         return self.best_fresh - self.returned_fresh if fresh else self.best_posthoc - self.returned_posthoc
@@ -57,7 +65,8 @@ class Remeasured:
 
 def remeasure(run: Path, work: Path, fresh: int) -> Remeasured:
     """Copy `run` into `work` (a private cache, no traces or worktrees) and evaluate its returned node and its
-    DAG's best (the first best on the post-hoc test) on `fresh` test seeds after the run's own."""
+    DAG's best (the first best on the post-hoc test) on `fresh` test seeds after the run's own, and on dev with the
+    run's own dev seeds."""
     if not (run / POSTHOC).is_file() or not (run / "evodag.sqlite").is_file():
         raise SystemExit(f"{run}: not a finished bench run (no {POSTHOC}): give a run bench/strategies.py measured")
     copy = work / "-".join(run.resolve().parts[-3:])
@@ -72,10 +81,16 @@ def remeasure(run: Path, work: Path, fresh: int) -> Remeasured:
     if returned is None or not tests:
         raise SystemExit(f"{run}: no returned node or no post-hoc tests: measure the run with bench/strategies.py")
     best = max(tests, key=lambda n: (tests[n], -n))
-    k = load_run_config(copy).loop.test_runs
-    found = evaluate_nodes(copy, sorted({returned, best}), "test", k + fresh, quiet=True, score_kind=PASS_RATE)
+    loop = load_run_config(copy).loop
+    k = loop.test_runs
+    pair = sorted({returned, best})
+    found = evaluate_nodes(copy, pair, "test", k + fresh, quiet=True, score_kind=PASS_RATE)
     on_fresh = {n: sum(f["runs"][k:]) / fresh for n, f in found.items()}
-    return Remeasured(str(run), returned, best, tests[returned], tests[best], on_fresh[returned], on_fresh[best])
+    on_dev = {n: f["mean"] for n, f in evaluate_nodes(copy, pair, "dev", loop.dev_runs, True, PASS_RATE).items()}
+    return Remeasured(
+        str(run), returned, best, tests[returned], tests[best], on_fresh[returned], on_fresh[best],
+        on_dev[returned], on_dev[best],
+    )  # fmt: skip
 
 
 def summary(rows: list[Remeasured]) -> list[str]:
@@ -87,6 +102,10 @@ def summary(rows: list[Remeasured]) -> list[str]:
         out.append(f"fresh_best_within_2pts_{label}: {near:.3f}")
     for label, fresh in (("posthoc", False), ("fresh", True)):
         out.append(f"fresh_best_gap_{label}: {sum(r.gap(fresh) for r in rows) / n:.4f}")
+    behind = [r for r in rows if r.gap(True) > NEAR + 1e-9]
+    out.append(f"fresh_best_gap_runs_fresh: {len(behind)}")
+    higher_on_dev = sum(1 for r in behind if r.best_dev > r.returned_dev + 1e-9)
+    out.append(f"fresh_best_gap_runs_best_higher_on_dev: {higher_on_dev}")
     return out
 
 
@@ -104,7 +123,8 @@ def main() -> None:
         r = remeasure(run, work, args.fresh)
         rows.append(r)
         print(f"fresh_best {run}: returned n{r.returned} post {r.returned_posthoc:.3f} fresh {r.returned_fresh:.3f}, "
-              f"dag best n{r.best} post {r.best_posthoc:.3f} fresh {r.best_fresh:.3f}", flush=True)  # fmt: skip
+              f"dag best n{r.best} post {r.best_posthoc:.3f} fresh {r.best_fresh:.3f}; "
+              f"dev {r.returned_dev:.3f} vs {r.best_dev:.3f}", flush=True)  # fmt: skip
     for line in summary(rows):
         print(line)
 

@@ -15,16 +15,19 @@ from fresh_best import Remeasured
 
 def test_the_summary_counts_a_run_near_the_best_on_each_set_of_seeds() -> None:
     rows = [
-        Remeasured("a", 5, 9, 0.60, 0.70, 0.65, 0.66),  # 10 points behind on the post-hoc seeds, 1 on fresh ones
-        Remeasured("b", 4, 4, 0.80, 0.80, 0.75, 0.75),  # the returned node is the DAG's best
-        Remeasured("c", 3, 7, 0.50, 0.53, 0.50, 0.55),  # 3 then 5 points behind
+        Remeasured("a", 5, 9, 0.60, 0.70, 0.65, 0.66, 0.70, 0.72),  # 10 points behind on the post-hoc seeds, 1 on fresh
+        Remeasured("b", 4, 4, 0.80, 0.80, 0.75, 0.75, 0.60, 0.60),  # the returned node is the DAG's best
+        Remeasured("c", 3, 7, 0.50, 0.53, 0.50, 0.55, 0.70, 0.65),  # 3 then 5 points behind; lower on dev
+        Remeasured("d", 2, 8, 0.40, 0.50, 0.40, 0.50, 0.55, 0.60),  # 10 points behind on both; higher on dev
     ]
     assert fresh_best.summary(rows) == [
-        "fresh_best_runs: 3",
-        "fresh_best_within_2pts_posthoc: 0.333",
-        "fresh_best_within_2pts_fresh: 0.667",
-        "fresh_best_gap_posthoc: 0.0433",
-        "fresh_best_gap_fresh: 0.0200",
+        "fresh_best_runs: 4",
+        "fresh_best_within_2pts_posthoc: 0.250",
+        "fresh_best_within_2pts_fresh: 0.500",
+        "fresh_best_gap_posthoc: 0.0575",
+        "fresh_best_gap_fresh: 0.0400",
+        "fresh_best_gap_runs_fresh: 2",
+        "fresh_best_gap_runs_best_higher_on_dev: 1",
     ]
 
 
