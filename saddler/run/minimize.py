@@ -183,7 +183,7 @@ class _Minimizer:
         if not worse and step.number not in self.recorded:  # dev allows the cut: do the tasks its edge fixed?
             edge_id = self.edges[step.changes[0] - 1]
             edge = store.get_edge(edge_id) if edge_id is not None else None
-            train = judge_train(ctx, cand, self.current, self.best, edge)
+            train = judge_train(ctx, cand, self.current, self.best, edge, verdict.confidence)
             if train is not None:
                 worse = train.worse
                 why += f"; {train.reason}"

@@ -12,7 +12,10 @@ allows is also run on train (`judge_train`, `minimize.train_check`): "all" (the 
 on every train task as a batch runs (the train seeds, the noise rule) and compares it, by the same rule, with the
 harness it was cut from and the full best; "fixed" only on the tasks the change's source edge fixed (`Edge.fixed`,
 measured from the batch's scores) against that edge's node; "off" leaves dev alone to decide. Lower there, the cut
-is refused. Train was seen by the search, so it can only keep a change dev cannot see, never remove one.
+is refused. Train was seen by the search, so it can only keep a change dev cannot see, never remove one. A change
+dev does see, hurting (the cut clearly better on dev: P(better) at least `acceptance_confidence` against both
+references), is kept only when train finds the cut clearly worse (P(better) at most 1 - it), whatever the rule:
+one train task lower does not outweigh a dev clearly better, and the run returns the harness dev ranks first.
 
 Rollouts cost money, so dev runs a few tasks at a time (twice the executor's workers), the tasks the lineage gained
 first (the baseline fails them, the full best passes them: where a cut loses), and stops as soon as the cut is sure
@@ -93,11 +96,15 @@ class TrainCheck:
     reference_rollouts: int = 0
 
 
-def judge_train(ctx: RunContext, cand: Node, current: Node, best: Node, edge: Edge | None) -> TrainCheck | None:
+def judge_train(
+    ctx: RunContext, cand: Node, current: Node, best: Node, edge: Edge | None, dev_confidence: float = 0.5
+) -> TrainCheck | None:
     """The cut `cand` on train, run as a batch runs (the train seeds, the noise rule) and decided by
-    `minimize.rule`. `minimize.train_check`: "all" compares it on every train task with `current` (the harness it
-    was cut from) and the full `best`; "fixed" on the tasks `edge` fixed with `edge`'s node on its stored rows.
-    None when there is nothing to check ("off", or "fixed" with no edge or no fixed task still in train)."""
+    `minimize.rule`, or by `not_clearly_worse` when dev found the cut clearly better (`dev_confidence`, its
+    `Verdict.confidence`, at least the acceptance confidence). `minimize.train_check`: "all" compares it on every
+    train task with `current` (the harness it was cut from) and the full `best`; "fixed" on the tasks `edge` fixed
+    with `edge`'s node on its stored rows. None when there is nothing to check ("off", or "fixed" with no edge or no
+    fixed task still in train)."""
     mode, store, kind = ctx.cfg.minimize.train_check, ctx.store, ctx.score_kind
     if mode == "off":
         return None
@@ -120,17 +127,23 @@ def judge_train(ctx: RunContext, cand: Node, current: Node, best: Node, edge: Ed
     lost = max(
         sum(1 for t in ids if t in ref and t in got and got[t].value(kind) < ref[t].value(kind) - 1e-12) for ref in refs
     )
-    worse = _refused(ctx, [ctx.acceptance.decide(ref, got, final=False) for ref in refs])
-    verdict = "lower there, kept" if worse else "not lower there"
+    dev_clear = dev_confidence >= ctx.acceptance.confidence
+    rule = "not_clearly_worse" if dev_clear else ctx.cfg.minimize.rule
+    worse = _refused(ctx, [ctx.acceptance.decide(ref, got, final=False) for ref in refs], rule)
+    if dev_clear:
+        verdict = "clearly worse there, kept" if worse else "not clearly worse there and clearly better on dev"
+    else:
+        verdict = "lower there, kept" if worse else "not lower there"
     return TrainCheck(
         worse, len(ids), lost, f"{lost} of {len(ids)} {where} lower without it ({verdict})", paid_for_refs
     )
 
 
-def _refused(ctx: RunContext, decided: list[AcceptanceDecision]) -> bool:
-    """Whether `minimize.rule` refuses a cut compared with each reference as `decided`: `not_lower` when it is lower
-    than any; `not_clearly_worse` when its lowest P(better) is at most 1 - the acceptance confidence."""
-    if ctx.cfg.minimize.rule == "not_clearly_worse":
+def _refused(ctx: RunContext, decided: list[AcceptanceDecision], rule: str | None = None) -> bool:
+    """Whether `rule` (default `minimize.rule`) refuses a cut compared with each reference as `decided`:
+    `not_lower` when it is lower than any; `not_clearly_worse` when its lowest P(better) is at most 1 - the
+    acceptance confidence."""
+    if (rule or ctx.cfg.minimize.rule) == "not_clearly_worse":
         return min(d.confidence for d in decided) <= 1.0 - ctx.acceptance.confidence
     return any(d.after < d.before - 1e-12 for d in decided)
 
