@@ -17,9 +17,18 @@ run's own dev seeds (what the run could have seen). `fresh_best_gap_runs_fresh` 
 behind on the fresh seeds, `fresh_best_gap_runs_best_higher_on_dev` those of them whose DAG's best is higher on dev
 than the returned node: a gap a selection on dev could close. The others are nodes dev does not rank above the
 returned one (dev and test are other groups of tasks), which no rule that decides on train and dev could return.
+
+`--dev-reachable` asks the same of every node instead: which nodes would the run's own dev rule have preferred to
+the one it returned? Each node more than 2 points above the returned one on the post-hoc test is evaluated on dev
+with the run's dev seeds and compared with the returned node task by task, as acceptance compares two nodes
+(P(better) from the paired sign test, `policies.acceptance_confidence`). `fresh_best_within_2pts_of_dev_reachable`
+is the share of runs whose returned node is within 2 points of every node dev clearly ranks above it (a run with no
+such node counts as within): what the search and its selection could have returned, apart from what only test
+shows. `fresh_best_dev_reachable_gap_runs` counts the runs that miss it.
 Rollouts run in this process (`bench/inprocess.py`).
 
 Usage: python bench/fresh_best.py RUN [RUN ...] [--fresh 6] [--work DIR]
+       python bench/fresh_best.py RUN [RUN ...] --dev-reachable [--work DIR]
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from strategy_runs import PASS_RATE, POSTHOC
 
 from evodag.store import EvoDAG
 from saddler.config import load_run_config
+from saddler.policies.acceptance import better_confidence, task_outcomes
 from saddler.run.ops import evaluate_nodes
 
 NEAR = 0.02
@@ -63,10 +73,25 @@ class Remeasured:
         return self.best_fresh - self.returned_fresh if fresh else self.best_posthoc - self.returned_posthoc
 
 
-def remeasure(run: Path, work: Path, fresh: int) -> Remeasured:
-    """Copy `run` into `work` (a private cache, no traces or worktrees) and evaluate its returned node and its
-    DAG's best (the first best on the post-hoc test) on `fresh` test seeds after the run's own, and on dev with the
-    run's own dev seeds."""
+@dataclass(frozen=True)
+class DevReachable:
+    """One run: its returned node's post-hoc test, and the best post-hoc test among the nodes the run's dev rule
+    clearly ranks above it (None: no such node)."""
+
+    run: str
+    returned: int
+    returned_test: float
+    reachable: int | None
+    reachable_test: float | None
+
+    @property
+    def gap(self) -> float:
+        return 0.0 if self.reachable_test is None else max(0.0, self.reachable_test - self.returned_test)
+
+
+def private_copy(run: Path, work: Path) -> tuple[Path, dict[int, float], int]:
+    """Copy `run` into `work` (a private cache, no traces or worktrees): the copy, its post-hoc test per node and
+    its returned node."""
     if not (run / POSTHOC).is_file() or not (run / "evodag.sqlite").is_file():
         raise SystemExit(f"{run}: not a finished bench run (no {POSTHOC}): give a run bench/strategies.py measured")
     copy = work / "-".join(run.resolve().parts[-3:])
@@ -80,6 +105,45 @@ def remeasure(run: Path, work: Path, fresh: int) -> Remeasured:
         returned = store.get_run().best_node_id
     if returned is None or not tests:
         raise SystemExit(f"{run}: no returned node or no post-hoc tests: measure the run with bench/strategies.py")
+    return copy, tests, returned
+
+
+def dev_reachable(run: Path, work: Path) -> DevReachable:
+    """Evaluate on dev (the run's dev seeds) the returned node and every node more than 2 points above it on the
+    post-hoc test; the best of those whose paired P(better) against the returned node on dev reaches the run's
+    acceptance confidence."""
+    copy, tests, returned = private_copy(run, work)
+    above = sorted(n for n, t in tests.items() if t > tests[returned] + NEAR + 1e-9)
+    if not above:
+        return DevReachable(str(run), returned, tests[returned], None, None)
+    cfg = load_run_config(copy)
+    evaluate_nodes(copy, [returned, *above], "dev", cfg.loop.dev_runs, quiet=True, score_kind=PASS_RATE)
+    with EvoDAG(copy / "evodag.sqlite", readonly=True) as store:
+        dev = {n: task_outcomes(store.rollouts(node_id=n, split="dev")) for n in [returned, *above]}
+    ref, clear = dev[returned], []
+    for n in above:
+        diffs = [dev[n][t].value(PASS_RATE) - ref[t].value(PASS_RATE) for t in dev[n] if t in ref]
+        wins, losses = sum(d for d in diffs if d > 0), -sum(d for d in diffs if d < 0)
+        if better_confidence(wins, losses) >= cfg.policies.acceptance_confidence:
+            clear.append(n)
+    best = max(clear, key=lambda n: (tests[n], -n), default=None)
+    return DevReachable(str(run), returned, tests[returned], best, None if best is None else tests[best])
+
+
+def reachable_summary(rows: list[DevReachable]) -> list[str]:
+    """The grep-able lines of `--dev-reachable` over `rows`."""
+    behind = sum(1 for r in rows if r.gap > NEAR + 1e-9)
+    return [
+        f"fresh_best_runs: {len(rows)}",
+        f"fresh_best_within_2pts_of_dev_reachable: {(len(rows) - behind) / len(rows):.3f}",
+        f"fresh_best_dev_reachable_gap_runs: {behind}",
+    ]
+
+
+def remeasure(run: Path, work: Path, fresh: int) -> Remeasured:
+    """Copy `run` into `work` (`private_copy`) and evaluate its returned node and its DAG's best (the first best on
+    the post-hoc test) on `fresh` test seeds after the run's own, and on dev with the run's own dev seeds."""
+    copy, tests, returned = private_copy(run, work)
     best = max(tests, key=lambda n: (tests[n], -n))
     loop = load_run_config(copy).loop
     k = loop.test_runs
@@ -114,10 +178,21 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--fresh", type=int, default=6, help="fresh test seeds per node")
     parser.add_argument("--work", type=Path, default=None, help="where the copies go (default: a temporary folder)")
+    parser.add_argument("--dev-reachable", action="store_true", help="the nodes dev clearly ranks above the returned")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="saddler-fresh-best-"))
     work.mkdir(parents=True, exist_ok=True)
     inprocess.install()
+    if args.dev_reachable:
+        reached = []
+        for run in args.runs:
+            d = dev_reachable(run, work)
+            reached.append(d)
+            found = "none" if d.reachable is None else f"n{d.reachable} test {d.reachable_test:.3f}"
+            print(f"fresh_best {run}: returned n{d.returned} test {d.returned_test:.3f}; dev clearly prefers {found}")
+        for line in reachable_summary(reached):
+            print(line)
+        return
     rows = []
     for run in args.runs:
         r = remeasure(run, work, args.fresh)
