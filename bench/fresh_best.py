@@ -45,11 +45,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import inprocess
-from strategy_runs import PASS_RATE, POSTHOC
+from strategy_runs import PASS_RATE, POSTHOC, dev_reachable_test
 
 from evodag.store import EvoDAG
 from saddler.config import load_run_config
-from saddler.policies.acceptance import better_confidence, task_outcomes
 from saddler.run.ops import evaluate_nodes
 
 NEAR = 0.02
@@ -76,17 +75,16 @@ class Remeasured:
 @dataclass(frozen=True)
 class DevReachable:
     """One run: its returned node's post-hoc test, and the best post-hoc test among the nodes the run's dev rule
-    clearly ranks above it (None: no such node)."""
+    clearly ranks above it (`strategy_runs.dev_reachable_test`: the returned node's own when there is none)."""
 
     run: str
     returned: int
     returned_test: float
-    reachable: int | None
-    reachable_test: float | None
+    reachable_test: float
 
     @property
     def gap(self) -> float:
-        return 0.0 if self.reachable_test is None else max(0.0, self.reachable_test - self.returned_test)
+        return max(0.0, self.reachable_test - self.returned_test)
 
 
 def private_copy(run: Path, work: Path) -> tuple[Path, dict[int, float], int]:
@@ -109,25 +107,10 @@ def private_copy(run: Path, work: Path) -> tuple[Path, dict[int, float], int]:
 
 
 def dev_reachable(run: Path, work: Path) -> DevReachable:
-    """Evaluate on dev (the run's dev seeds) the returned node and every node more than 2 points above it on the
-    post-hoc test; the best of those whose paired P(better) against the returned node on dev reaches the run's
-    acceptance confidence."""
+    """`strategy_runs.dev_reachable_test` of `run`, measured on a private copy (`private_copy`)."""
     copy, tests, returned = private_copy(run, work)
-    above = sorted(n for n, t in tests.items() if t > tests[returned] + NEAR + 1e-9)
-    if not above:
-        return DevReachable(str(run), returned, tests[returned], None, None)
-    cfg = load_run_config(copy)
-    evaluate_nodes(copy, [returned, *above], "dev", cfg.loop.dev_runs, quiet=True, score_kind=PASS_RATE)
-    with EvoDAG(copy / "evodag.sqlite", readonly=True) as store:
-        dev = {n: task_outcomes(store.rollouts(node_id=n, split="dev")) for n in [returned, *above]}
-    ref, clear = dev[returned], []
-    for n in above:
-        diffs = [dev[n][t].value(PASS_RATE) - ref[t].value(PASS_RATE) for t in dev[n] if t in ref]
-        wins, losses = sum(d for d in diffs if d > 0), -sum(d for d in diffs if d < 0)
-        if better_confidence(wins, losses) >= cfg.policies.acceptance_confidence:
-            clear.append(n)
-    best = max(clear, key=lambda n: (tests[n], -n), default=None)
-    return DevReachable(str(run), returned, tests[returned], best, None if best is None else tests[best])
+    reachable = dev_reachable_test(copy, returned, tests, load_run_config(copy).loop.dev_runs)
+    return DevReachable(str(run), returned, tests[returned], reachable)
 
 
 def reachable_summary(rows: list[DevReachable]) -> list[str]:
@@ -188,8 +171,8 @@ def main() -> None:
         for run in args.runs:
             d = dev_reachable(run, work)
             reached.append(d)
-            found = "none" if d.reachable is None else f"n{d.reachable} test {d.reachable_test:.3f}"
-            print(f"fresh_best {run}: returned n{d.returned} test {d.returned_test:.3f}; dev clearly prefers {found}")
+            print(f"fresh_best {run}: returned n{d.returned} test {d.returned_test:.3f}; best test of it and what dev "
+                  f"clearly prefers {d.reachable_test:.3f}")  # fmt: skip
         for line in reachable_summary(reached):
             print(line)
         return

@@ -17,11 +17,14 @@ and is measured the same way (`bench/strategy_runs.py`):
 Grep-able lines, per cell `<bench>.<proposer>.` and strategy: `strategy_<name>_rollouts_spent`, `_test`,
 `_test_std`, `_gain`, `_returned_dev`, `_rollouts_to_90pct_own_dev`, `_ties_rejected_share`,
 `_false_accept_share`, `_within_2pts_of_dag_best`, `_within_2pts_of_kept_best` (of the best node the run kept:
-the best its own evidence favoured), `_within_2pts_of_dag_best_unminimized` (the full best before the
+the best its own evidence favoured), `_within_2pts_of_dev_reachable` (of every node the run's own dev rule
+clearly ranks above the returned one: each node more than 2 points above it on test is evaluated on dev after the
+run, see `bench/strategy_runs.py`), `_within_2pts_of_dag_best_unminimized` (the full best before the
 minimization), `_dag_best_is_kept_share`, `_seeds`, `_evidence_rollouts`, `_minus_full_test` (paired, ± standard
 error), and `check_*` lines stating whether the default meets each bar of issue 19, with the figures;
 `proposed_check_*` lines are bars the bench proposes instead (GEPA at equal LLM sessions as well as at equal
-rollouts: the `_sessions` variants; within 2 points of the best node the run kept, beside the DAG's best), printed
+rollouts: the `_sessions` variants; within 2 points of the best node the run kept, and of every node its dev rule
+clearly prefers, beside the DAG's best), printed
 but not counted in `check_all`. Reporting records (`--from`), `check_all` also fails while the sweep asked lacks
 seeds: an `unmeasured:` line names each strategy-cell short of its cell's seeds.
 

@@ -66,6 +66,29 @@ def test_within_2pts_of_the_best_kept_node_is_a_proposed_bar_beside_the_dag_best
     assert len(bars) == 3
 
 
+def test_within_2pts_of_what_dev_clearly_prefers_is_a_proposed_bar_read_only_where_it_was_measured() -> None:
+    # seed 1 misses the DAG's best (a node 10 points up that only test favours); seed 2 misses a node its own dev
+    # rule clearly preferred (5 points up); seed 3 comes from records made before the bench measured it
+    full = [
+        seed_result(0, 0.7, dev_reachable_test=0.7),
+        seed_result(1, 0.6, dag_best_test=0.7, dev_reachable_test=0.6),
+        seed_result(2, 0.6, dag_best_test=0.65, dev_reachable_test=0.65),
+        seed_result(3, 0.6),
+    ]
+    _bars, said = _lines({"full": full})
+    strategy_report.report("repofix.calibrated", "full", full, said.append)
+    assert [line for line in said if "dev_reachable" in line] == [
+        "repofix.calibrated.proposed_check_within_2pts_of_dev_reachable: FAIL  (0.667 ≥ 0.90: of every node the "
+        "run's dev rule clearly ranks above the returned one; proposed, not issue 19's bar)",
+        "repofix.calibrated.strategy_full_within_2pts_of_dev_reachable: 0.667  (of 3 seeds: of every node the run's "
+        "own dev rule clearly ranks above the returned one)",
+    ]
+    old = [seed_result(0, 0.7), seed_result(1, 0.6, dag_best_test=0.7)]  # no seed measured it: no line, no check
+    said = _lines({"full": old})[1]
+    strategy_report.report("repofix.calibrated", "full", old, said.append)
+    assert not [line for line in said if "dev_reachable" in line]
+
+
 def test_full_batch_below_the_default_passes_whatever_it_spends() -> None:
     # issue 19: full_batch "may be higher by at most 2 points while the default spends <= 40 %"; below, the default wins
     full = [seed_result(s, t, spent=1300) for s, t in enumerate([0.70, 0.60, 0.65])]

@@ -113,6 +113,17 @@ def test_the_bars_table_has_the_defaults_bars_a_column_per_cell_as_the_check_lin
     ]
 
 
+def test_the_bars_table_adds_what_dev_clearly_prefers_where_some_cell_measured_it() -> None:
+    results = _results() | {
+        "opsdesk.neutral": {
+            "full": [seed_result(0, 0.9, dev_reachable_test=0.95), seed_result(1, 0.8, dev_reachable_test=0.8)]
+        }
+    }
+    lines = strategy_markdown.bars_table(results)
+    assert lines[6] == "| within 2 points of every node dev clearly prefers (proposed, ≥ 0.90) | not measured | 0.50 |"
+    assert len(lines) == 10
+
+
 def test_a_gepa_bar_measured_on_fewer_seeds_than_its_cell_says_on_how_many() -> None:
     by_name = _results()["repofix.calibrated"]
     by_name["full"].append(seed_result(2, 0.7))
