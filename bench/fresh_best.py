@@ -45,13 +45,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import inprocess
-from strategy_runs import PASS_RATE, POSTHOC, dev_reachable_test
+from strategy_runs import NEAR, PASS_RATE, POSTHOC, dev_reachable_test
 
 from evodag.store import EvoDAG
 from saddler.config import load_run_config
 from saddler.run.ops import evaluate_nodes
-
-NEAR = 0.02
 
 
 @dataclass(frozen=True)

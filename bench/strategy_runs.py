@@ -41,6 +41,12 @@ DIAGNOSIS = "diagnosis_patch"  # the role of a session that proposes a patch
 assert DIAGNOSIS in SESSION_ROLES
 POSTHOC = "bench-posthoc.json"
 PASS_RATE = "pass_rate"  # the scale of every test figure the bench reads
+NEAR = 0.02  # "within 2 points": how far below a better node's test a returned node may be
+
+
+def near(test: float, best: float) -> bool:
+    """Whether `test` is within `NEAR` of `best` (or above it)."""
+    return test >= best - NEAR - 1e-9
 
 
 @dataclass
@@ -76,25 +82,25 @@ class SeedResult:
 
     @property
     def within_2pts(self) -> bool:
-        return self.test >= self.dag_best_test - 0.02 - 1e-9
+        return near(self.test, self.dag_best_test)
 
     @property
     def within_2pts_unminimized(self) -> bool:
         """Whether the full best (before the minimization cut anything) is within 2 points of the DAG's best."""
         test = self.test if self.unminimized_test is None else self.unminimized_test
-        return test >= self.dag_best_test - 0.02 - 1e-9
+        return near(test, self.dag_best_test)
 
     @property
     def within_2pts_of_kept(self) -> bool:
         """Within 2 points of the best node the run could have preferred: of those its train or dev evidence kept
         (a rejected node that helps only on held-out tasks is out of any held-in rule's reach)."""
-        return self.test >= self.kept_best_test - 0.02 - 1e-9
+        return near(self.test, self.kept_best_test)
 
     @property
     def within_2pts_of_dev_reachable(self) -> bool | None:
         """Within 2 points of every node the run's own dev rule clearly ranks above the returned one (None: not
         measured, as in records made before the bench measured it)."""
-        return None if self.dev_reachable_test is None else self.test >= self.dev_reachable_test - 0.02 - 1e-9
+        return None if self.dev_reachable_test is None else near(self.test, self.dev_reachable_test)
 
 
 def trajectory(nodes: dict[int, Node], known_at: dict[int, int], dev_seen: set[int]) -> list[tuple[int, int]]:
@@ -158,7 +164,7 @@ def dev_reachable_test(run_dir: Path, returned: int, tests: dict[int, float], de
     dev tasks at the run's `dev_runs` dev seeds, P(better) at least `policies.acceptance_confidence`), or
     `returned`'s own test when there is none. Only nodes more than 2 points above it on test are evaluated (no
     other can make a miss); their dev rows come after the run's own, as every post-hoc row does."""
-    above = sorted(n for n, t in tests.items() if t > tests[returned] + 0.02 + 1e-9)
+    above = sorted(n for n, t in tests.items() if not near(tests[returned], t))
     if not above:
         return tests[returned]
     cfg = load_run_config(run_dir)
