@@ -283,8 +283,12 @@ def _unminimized_test(nodes: dict[int, Node], returned: int, tests: dict[int, fl
 
 def best_combination(run_dir: Path) -> list[str]:
     """The bank patches of the run's benchmark that make its best harness (bench-only knowledge, from bank.json)."""
-    bank = Path(__file__).resolve().parent.parent / "benchmarks" / load_run_config(run_dir).benchmark / "patch_bank"
-    path = bank / "bank.json"
+    return bank_best(load_run_config(run_dir).benchmark)
+
+
+def bank_best(benchmark: str) -> list[str]:
+    """The bank patches that make bundled `benchmark`'s best known harness (its bank.json; none without one)."""
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / benchmark / "patch_bank" / "bank.json"
     return list(json.loads(path.read_text()).get("best_combination", [])) if path.exists() else []
 
 
