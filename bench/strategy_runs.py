@@ -23,12 +23,12 @@ from typing import Any
 
 from evodag.decisions import KEPT_DECISIONS, REJECTED
 from evodag.decisions import KEPT_STATUSES as KEPT
-from evodag.models import Node, RolloutRow
+from evodag.models import Iteration, Node, RolloutRow
 from evodag.recording import SESSION_ROLES
 from evodag.store import EvoDAG
 from saddler.config import load_run_config
 from saddler.minimized import ORIGIN as MINIMIZED
-from saddler.policies.acceptance import better_confidence, task_outcomes
+from saddler.policies.acceptance import TaskOutcome, better_confidence, task_outcomes
 from saddler.policies.ranking import pick_best
 from saddler.run.folder import init_run
 from saddler.run.loop import Optimizer
@@ -175,13 +175,15 @@ def dev_reachable_test(run_dir: Path, returned: int, tests: dict[int, float], de
             n: task_outcomes(r for r in store.rollouts(node_id=n, split="dev") if r.seed in seeds)
             for n in [returned, *above]
         }
-    clear = []
-    for n in above:
-        diffs = [dev[n][t].value(PASS_RATE) - dev[returned][t].value(PASS_RATE) for t in dev[n] if t in dev[returned]]
-        wins, losses = sum(d for d in diffs if d > 0), -sum(d for d in diffs if d < 0)
-        if better_confidence(wins, losses) >= cfg.policies.acceptance_confidence:
-            clear.append(tests[n])
+    clear = [tests[n] for n in above if paired_confidence(dev[n], dev[returned]) >= cfg.policies.acceptance_confidence]
     return max([tests[returned], *clear])
+
+
+def paired_confidence(after: dict[str, TaskOutcome], before: dict[str, TaskOutcome]) -> float:
+    """P(better) of `after` over `before`, paired task by task on the tasks both hold (Pass@1 per task), as the
+    run's acceptance decides: `better_confidence` of the summed per-task wins and losses."""
+    diffs = [after[t].value(PASS_RATE) - before[t].value(PASS_RATE) for t in after if t in before]
+    return better_confidence(sum(d for d in diffs if d > 0), -sum(d for d in diffs if d < 0))
 
 
 def measure(run_dir: Path, dev_runs: int, test_runs: int) -> SeedResult:
@@ -226,14 +228,7 @@ def measure(run_dir: Path, dev_runs: int, test_runs: int) -> SeedResult:
     ties = [it for it in rejected if _tied(it.evidence, nodes[it.candidate_id or 0]) and not _dev_vetoed(it.evidence)]
     on_batch_alone = [it for it in ties if not (it.evidence or {}).get("rounds_run")]
     good = set(best_combination(run_dir))
-    false_accepts = sum(
-        1
-        for it in decided
-        if it.decision in KEPT_DECISIONS
-        and it.parent_id in tests
-        and it.candidate_id in tests
-        and tests[it.candidate_id or 0] < tests[it.parent_id or 0] - 1e-9
-    )
+    false_accepts = len(false_accept_pairs(iterations, tests))
     return SeedResult(
         seed=run.seed,
         test=test,
@@ -262,6 +257,21 @@ def measure(run_dir: Path, dev_runs: int, test_runs: int) -> SeedResult:
         dag_best_kept=None if dag_best is None else nodes[dag_best].status in KEPT,
         dev_reachable_test=dev_reachable_test(run_dir, returned, tests, dev_runs) if returned in tests else None,
     )
+
+
+def false_accept_pairs(iterations: list[Iteration], tests: dict[int, float]) -> list[tuple[int, int]]:
+    """(parent, candidate) of every candidate the run kept (accepted, or kept as a stepping stone) whose post-hoc
+    test is below its parent's, by any amount: the false accepts."""
+    return [
+        (it.parent_id, it.candidate_id)
+        for it in iterations
+        if it.decision in KEPT_DECISIONS
+        and it.parent_id is not None
+        and it.candidate_id is not None
+        and it.parent_id in tests
+        and it.candidate_id in tests
+        and tests[it.candidate_id] < tests[it.parent_id] - 1e-9
+    ]
 
 
 def session_counts(run_dir: Path) -> dict[str, int]:
