@@ -6,7 +6,10 @@ below its parent's, by any amount (`strategy_runs.false_accept_pairs`, the figur
 moves the mean by a point. This script reads finished bench runs (folders a `bench/strategies.py --out DIR` sweep
 measured, e.g. `DIR/repofix/neutral/full-s3`; nothing is evaluated or written) and asks of each false accept what
 the method asks of a candidate: is it lower clearly, P(better) of the candidate over its parent, paired task by task
-on the post-hoc test rows (`strategy_runs.paired_confidence`), at most 1 − `policies.acceptance_confidence`?
+on the post-hoc test rows (`strategy_runs.test_confidences`), at most 1 − `policies.acceptance_confidence`?
+
+`bench/strategies.py` measures the same count for every run it makes (`_false_accept_clear_share`, a proposed bar);
+this script gives it, and each pair's P(better), for finished runs, also those whose records were made before.
 
 Prints per run `false_accepts <run>: K kept, F below the parent on test, C of them clearly (parent→candidate ...)`
 then the grep-able `false_accepts_runs`, `false_accepts_kept`, `false_accept_share` (F over K, the bench's
@@ -25,13 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from strategy_runs import POSTHOC, false_accept_pairs, paired_confidence
+from strategy_runs import POSTHOC, false_accept_pairs, test_confidences
 
 from evodag.decisions import KEPT_DECISIONS
 from evodag.store import EvoDAG
 from saddler.config import load_run_config
-from saddler.policies.acceptance import task_outcomes
-from saddler.run.outcomes import split_seeds
 
 
 @dataclass(frozen=True)
@@ -54,16 +55,11 @@ def false_accepts(run: Path) -> FalseAccepts:
         raise SystemExit(f"{run}: not a finished bench run (no {POSTHOC}): give a run bench/strategies.py measured")
     tests = {int(k): float(v) for k, v in json.loads((run / POSTHOC).read_text())["test"].items()}
     cfg = load_run_config(run)
-    seeds = set(split_seeds(cfg.seed, "test", cfg.loop.test_runs))
     with EvoDAG(run / "evodag.sqlite", readonly=True) as store:
         iterations = store.iterations()
-        pairs = false_accept_pairs(iterations, tests)
-        on_test = {
-            n: task_outcomes(r for r in store.rollouts(node_id=n, split="test") if r.seed in seeds)
-            for n in {n for pair in pairs for n in pair}
-        }
+    pairs = false_accept_pairs(iterations, tests)
     kept = sum(1 for it in iterations if it.candidate_id is not None and it.decision in KEPT_DECISIONS)
-    below = [(p, c, paired_confidence(on_test[c], on_test[p])) for p, c in pairs]
+    below = [(p, c, conf) for (p, c), conf in zip(pairs, test_confidences(run, pairs, cfg.loop.test_runs), strict=True)]
     return FalseAccepts(str(run), kept, below, 1.0 - cfg.policies.acceptance_confidence)
 
 

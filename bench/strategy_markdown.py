@@ -139,11 +139,18 @@ def bars_table(results: Results) -> list[str]:
             lambda b: "not measured" if b.reachable is None else f"{b.reachable:.2f}",
         )
     ] if any(b is not None and b.reachable is not None for b in bars) else []  # fmt: skip
+    clear = [
+        row(
+            "false accepts clearly lower on test (proposed, ≤ 0.08)",
+            lambda b: "not measured" if b.clear_false_accepts is None else f"{b.clear_false_accepts:.3f}",
+        )
+    ] if any(b is not None and b.clear_false_accepts is not None for b in bars) else []  # fmt: skip
     return [
         _line(["bar", *(c.replace(".", ", ") for c in cells)]),
         "|" + "---|" * (len(cells) + 1),
         row("ties rejected on the batch alone (≤ 0.25)", lambda b: f"{b.ties:.3f} of {b.rejected}"),
         row("false accepts (≤ 0.08)", lambda b: f"{b.false_accepts:.3f} of {b.accepted}"),
+        *clear,
         row("within 2 points of the DAG's best (≥ 0.90)", lambda b: f"{b.near:.2f}"),
         row("within 2 points of the best kept node (proposed, ≥ 0.90)", lambda b: f"{b.kept:.2f}"),
         *reachable,

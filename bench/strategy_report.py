@@ -58,6 +58,10 @@ def report(cell: str, name: str, runs: list[SeedResult], say: Say) -> None:
     say(f"{p}_good_patches_rejected_share: {share_of(sum(r.good_rejected for r in runs), rejected):.3f}  "
         "(rejected patches of the bank's best combination)")  # fmt: skip
     say(f"{p}_false_accept_share: {share_of(sum(r.false_accepts for r in runs), accepted):.3f}  (of {accepted})")
+    clear = clear_false_accept_share(runs)
+    if clear is not None:
+        say(f"{p}_false_accept_clear_share: {clear:.3f}  (of {accepted}: clearly lower than the parent on test, "
+            "P(better) ≤ 1 − acceptance_confidence)")  # fmt: skip
     say(f"{p}_within_2pts_of_dag_best: {share_of(sum(r.within_2pts for r in runs), len(runs)):.3f}")
     say(f"{p}_within_2pts_of_kept_best: {share_of(sum(r.within_2pts_of_kept for r in runs), len(runs)):.3f}")
     reach = [r.within_2pts_of_dev_reachable for r in runs if r.within_2pts_of_dev_reachable is not None]
@@ -73,6 +77,13 @@ def report(cell: str, name: str, runs: list[SeedResult], say: Say) -> None:
     say(f"{p}_blocked_iterations: {mean_of([r.blocked for r in runs]):.2f}")
     say(f"{p}_capability_in_returned: {mean_of([r.capability_in_returned for r in runs]):.2f}  (capability patches in "
         "the returned node's lineage)")  # fmt: skip
+
+
+def clear_false_accept_share(runs: list[SeedResult]) -> float | None:
+    """The share of kept candidates clearly lower than their parent on test (None unless every run measured it)."""
+    if not runs or any(r.clear_false_accepts is None for r in runs):
+        return None
+    return share_of(sum(r.clear_false_accepts or 0 for r in runs), sum(r.accepted for r in runs))
 
 
 def paired_diffs(runs: list[SeedResult], base: list[SeedResult]) -> list[float]:
@@ -144,6 +155,9 @@ def checks(cell: str, results: dict[str, list[SeedResult]], say: Say) -> list[bo
                 proposed(f"{name}_at_most_one_se", mean <= se * (1 + 1e-9), detail)
     check("ties_rejected_share", bars.ties <= 0.25, f"{bars.ties:.3f} ≤ 0.25")
     check("false_accept_share", bars.false_accepts <= 0.08, f"{bars.false_accepts:.3f} ≤ 0.08")
+    if bars.clear_false_accepts is not None:
+        detail = f"{bars.clear_false_accepts:.3f} ≤ 0.08: kept candidates clearly lower than their parent on test"
+        proposed("false_accept_clear_share", bars.clear_false_accepts <= 0.08, detail)
     check("within_2pts_of_dag_best", bars.near >= 0.9, f"{bars.near:.3f} ≥ 0.90")
     detail = f"{bars.kept:.3f} ≥ 0.90: of the best node the run kept, the best its train or dev evidence could prefer"
     proposed("within_2pts_of_kept_best", bars.kept >= 0.9, detail)
@@ -163,6 +177,7 @@ class Bars:
     ties: float
     accepted: int
     false_accepts: float
+    clear_false_accepts: float | None  # None: records made before the bench measured it
     near: float
     kept: float
     reachable: float | None  # None: records made before the bench measured it
@@ -188,6 +203,7 @@ def default_bars(by_name: dict[str, list[SeedResult]]) -> Bars | None:
         ties=share_of(sum(r.ties_rejected for r in full), rejected),
         accepted=accepted,
         false_accepts=share_of(sum(r.false_accepts for r in full), accepted),
+        clear_false_accepts=clear_false_accept_share(full),
         near=share_of(sum(r.within_2pts for r in full), len(full)),
         kept=share_of(sum(r.within_2pts_of_kept for r in full), len(full)),
         reachable=share_of(sum(reach), len(reach)) if reach else None,

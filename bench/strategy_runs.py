@@ -79,6 +79,7 @@ class SeedResult:
     origins: list[tuple[str, str]] = field(default_factory=list)  # (origin, patch kind) root..returned
     notes: list[str] = field(default_factory=list)
     dev_reachable_test: float | None = None  # the best test among nodes dev clearly ranks above the returned one
+    clear_false_accepts: int | None = None  # false accepts clearly lower on test (None: records made before)
 
     @property
     def within_2pts(self) -> bool:
@@ -228,7 +229,8 @@ def measure(run_dir: Path, dev_runs: int, test_runs: int) -> SeedResult:
     ties = [it for it in rejected if _tied(it.evidence, nodes[it.candidate_id or 0]) and not _dev_vetoed(it.evidence)]
     on_batch_alone = [it for it in ties if not (it.evidence or {}).get("rounds_run")]
     good = set(best_combination(run_dir))
-    false_accepts = len(false_accept_pairs(iterations, tests))
+    below = false_accept_pairs(iterations, tests)
+    clear_at = 1.0 - load_run_config(run_dir).policies.acceptance_confidence
     return SeedResult(
         seed=run.seed,
         test=test,
@@ -246,7 +248,8 @@ def measure(run_dir: Path, dev_runs: int, test_runs: int) -> SeedResult:
         ties_rejected=len(on_batch_alone),
         ties_after_evidence=len(ties) - len(on_batch_alone),
         good_rejected=sum(1 for it in rejected if nodes[it.candidate_id or 0].origin.removeprefix("bank:") in good),
-        false_accepts=false_accepts,
+        false_accepts=len(below),
+        clear_false_accepts=sum(1 for p in test_confidences(run_dir, below, test_runs) if p <= clear_at + 1e-9),
         dag_best_test=test if dag_best is None else tests[dag_best],
         kept_best_test=max((t for n, t in tests.items() if nodes[n].status in KEPT), default=test),
         evidence_rollouts=sum(int((it.evidence or {}).get("rollouts", 0)) for it in iterations),
@@ -272,6 +275,18 @@ def false_accept_pairs(iterations: list[Iteration], tests: dict[int, float]) -> 
         and it.candidate_id in tests
         and tests[it.candidate_id] < tests[it.parent_id] - 1e-9
     ]
+
+
+def test_confidences(run_dir: Path, pairs: list[tuple[int, int]], test_runs: int) -> list[float]:
+    """Per (parent, candidate) of `pairs`, the candidate's P(better) over its parent on test (`paired_confidence`
+    over the test tasks at the run's `test_runs` test seeds, whose post-hoc rows `posthoc_tests` stored)."""
+    seeds = set(split_seeds(load_run_config(run_dir).seed, "test", test_runs))
+    with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
+        on_test = {
+            n: task_outcomes(r for r in store.rollouts(node_id=n, split="test") if r.seed in seeds)
+            for n in {n for pair in pairs for n in pair}
+        }
+    return [paired_confidence(on_test[c], on_test[p]) for p, c in pairs]
 
 
 def session_counts(run_dir: Path) -> dict[str, int]:

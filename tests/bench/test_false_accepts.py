@@ -52,7 +52,11 @@ def test_a_real_runs_false_accepts_are_the_ones_the_bench_counts(tmp_path: Path)
     measured = strategy_runs.run_one("opsdesk", sets, 0, 8, run, tmp_path / "cache.sqlite", False)
     assert measured.false_accepts >= 1, "this seed no longer keeps a candidate below its parent: pick one that does"
     found = false_accepts.false_accepts(run)
-    assert (found.kept, len(found.below)) == (measured.accepted, measured.false_accepts)
+    assert (found.kept, len(found.below), found.clear) == (
+        measured.accepted,
+        measured.false_accepts,
+        measured.clear_false_accepts,
+    )
     assert found.clear_at == pytest.approx(0.2) and all(0.0 < p < 0.5 for _, _, p in found.below)  # lower: under 0.5
 
 

@@ -44,7 +44,7 @@ def test_every_line_developers_md_lists_for_the_strategies_bench_is_one_it_print
     )
     listed = set(re.findall(r"`(_[a-z0-9_]+)`", row))
     said: list[str] = []
-    runs = [seed_result(0, 0.6), seed_result(1, 0.7)]
+    runs = [seed_result(s, t, dev_reachable_test=t, clear_false_accepts=0) for s, t in ((0, 0.6), (1, 0.7))]
     for name in ("full", "gepa"):
         strategy_report.report("opsdesk.neutral", name, runs, said.append)
     strategy_report.checks("opsdesk.neutral", {"full": runs, "gepa": runs}, said.append)
@@ -146,3 +146,25 @@ def test_check_all_fails_while_the_sweep_asked_is_not_measured_on_every_seed() -
     results["repofix.calibrated"]["paper"] = worse
     strategy_report.report_all(results, said.append, asked=(["repofix.calibrated"], ["full", "paper"]))
     assert said[-1] == "check_all: pass  (4 of 4 bars met)"
+
+
+def test_clear_false_accepts_are_a_proposed_bar_read_only_where_every_run_measured_them() -> None:
+    # 8 kept candidates (4 per run), 3 below their parent on test, 1 of them clearly
+    full = [
+        seed_result(0, 0.7, false_accepts=2, clear_false_accepts=1),
+        seed_result(1, 0.7, false_accepts=1, clear_false_accepts=0),
+    ]
+    _bars, said = _lines({"full": full})
+    strategy_report.report("repofix.calibrated", "full", full, said.append)
+    assert [line for line in said if "false_accept" in line] == [
+        "repofix.calibrated.check_false_accept_share: FAIL  (0.375 ≤ 0.08)",
+        "repofix.calibrated.proposed_check_false_accept_clear_share: FAIL  (0.125 ≤ 0.08: kept candidates clearly "
+        "lower than their parent on test; proposed, not issue 19's bar)",
+        "repofix.calibrated.strategy_full_false_accept_share: 0.375  (of 8)",
+        "repofix.calibrated.strategy_full_false_accept_clear_share: 0.125  (of 8: clearly lower than the parent on "
+        "test, P(better) ≤ 1 − acceptance_confidence)",
+    ]
+    mixed = [full[0], seed_result(1, 0.7, false_accepts=1)]  # a run of records made before: no line, no check
+    said = _lines({"full": mixed})[1]
+    strategy_report.report("repofix.calibrated", "full", mixed, said.append)
+    assert not [line for line in said if "clear" in line]

@@ -124,6 +124,20 @@ def test_the_bars_table_adds_what_dev_clearly_prefers_where_some_cell_measured_i
     assert len(lines) == 10
 
 
+def test_the_bars_table_adds_the_clear_false_accepts_where_some_cell_measured_them() -> None:
+    results = _results() | {
+        "opsdesk.neutral": {
+            "full": [
+                seed_result(0, 0.9, false_accepts=1, clear_false_accepts=1),
+                seed_result(1, 0.8, clear_false_accepts=0),
+            ]
+        }
+    }
+    lines = strategy_markdown.bars_table(results)
+    assert lines[4] == "| false accepts clearly lower on test (proposed, ≤ 0.08) | not measured | 0.125 |"
+    assert len(lines) == 10
+
+
 def test_a_gepa_bar_measured_on_fewer_seeds_than_its_cell_says_on_how_many() -> None:
     by_name = _results()["repofix.calibrated"]
     by_name["full"].append(seed_result(2, 0.7))
