@@ -356,6 +356,30 @@ def test_dry_run_and_follow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fle
     ]
 
 
+def test_kill_reports_the_agent_even_when_the_orchestrators_own_shutdown_ended_it_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fleet_setup: Callable[..., Path]
+) -> None:
+    # on SIGTERM the orchestrator ends its agent itself; on a loaded machine that can happen before the kill's own
+    # clean-up looks, and the agent the kill stopped must still be reported (a race CI met)
+    paths = init_fleet(tmp_path / "root", fleet_setup())
+    agent = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    paths.agent_pid.write_text(str(agent.pid))
+
+    class ShutdownFirst:
+        def kill(self, grace_s: float, *, then: Callable[[], list[int]], pid: int | None) -> list[int]:
+            agent.terminate()  # what the orchestrator's SIGTERM handler does to its agent
+            agent.wait(timeout=5)
+            return then()
+
+    monkeypatch.setattr(fleet_ops, "controls", lambda _paths: ShutdownFirst())
+    try:
+        assert agent.pid in fleet_ops.kill(paths)["killed"]
+        assert paths.read_state()["status"] == "killed" and not paths.agent_pid.exists()
+    finally:
+        agent.kill()
+        agent.wait()
+
+
 def test_detached_fleet_is_killed_then_resumed(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

@@ -240,14 +240,14 @@ def kill(paths: FleetPaths, grace_s: float = 10.0) -> dict[str, Any]:
     holds the run lock, gets SIGTERM, then SIGKILL after `grace_s`); then the agent's whole process tree (its
     supervisor ends it; the orchestrator's death ends it too) and every process tagged with this fleet. The
     orchestrator goes first so it never sees its agent die and takes the half-done experiment for a finished one."""
-    agent = read_pid(paths.agent_pid)
+    pid = read_pid(paths.agent_pid)
+    agent = pid if pid and is_running(pid) else None  # reported as killed however it ends: by this clean-up, or
+    # by the orchestrator's own shutdown, which may end it before the clean-up looks
 
     def agent_and_orphans() -> list[int]:
-        killed = []
         if agent and is_running(agent):
             stop_process_tree(agent, grace_s=2.0)
-            killed.append(agent)
-        return killed + _sweep(paths)
+        return ([agent] if agent else []) + _sweep(paths)
 
     killed = controls(paths).kill(grace_s, then=agent_and_orphans, pid=read_pid(paths.pid))
     paths.pid.unlink(missing_ok=True)
