@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from strategy_runs import POSTHOC, false_accept_pairs, test_confidences
+from strategy_runs import POSTHOC, clear_line, clearly_lower, false_accept_pairs, test_confidences
 
 from evodag.decisions import KEPT_DECISIONS
 from evodag.store import EvoDAG
@@ -42,11 +42,11 @@ class FalseAccepts:
     run: str
     kept: int
     below: list[tuple[int, int, float]]  # (parent, candidate, P(better) of the candidate on test)
-    clear_at: float  # a false accept is clear at or under this P(better)
+    clear_at: float  # a false accept is clear at or under this P(better) (`strategy_runs.clear_line`)
 
     @property
     def clear(self) -> int:
-        return sum(1 for _, _, p in self.below if p <= self.clear_at + 1e-9)
+        return sum(1 for _, _, p in self.below if clearly_lower(p, self.clear_at))
 
 
 def false_accepts(run: Path) -> FalseAccepts:
@@ -54,13 +54,13 @@ def false_accepts(run: Path) -> FalseAccepts:
     if not (run / POSTHOC).is_file() or not (run / "evodag.sqlite").is_file():
         raise SystemExit(f"{run}: not a finished bench run (no {POSTHOC}): give a run bench/strategies.py measured")
     tests = {int(k): float(v) for k, v in json.loads((run / POSTHOC).read_text())["test"].items()}
-    cfg = load_run_config(run)
+    test_runs = load_run_config(run).loop.test_runs
     with EvoDAG(run / "evodag.sqlite", readonly=True) as store:
         iterations = store.iterations()
     pairs = false_accept_pairs(iterations, tests)
     kept = sum(1 for it in iterations if it.candidate_id is not None and it.decision in KEPT_DECISIONS)
-    below = [(p, c, conf) for (p, c), conf in zip(pairs, test_confidences(run, pairs, cfg.loop.test_runs), strict=True)]
-    return FalseAccepts(str(run), kept, below, 1.0 - cfg.policies.acceptance_confidence)
+    below = [(p, c, conf) for (p, c), conf in zip(pairs, test_confidences(run, pairs, test_runs), strict=True)]
+    return FalseAccepts(str(run), kept, below, clear_line(run))
 
 
 def summary(rows: list[FalseAccepts]) -> list[str]:

@@ -230,7 +230,7 @@ def measure(run_dir: Path, dev_runs: int, test_runs: int) -> SeedResult:
     on_batch_alone = [it for it in ties if not (it.evidence or {}).get("rounds_run")]
     good = set(best_combination(run_dir))
     below = false_accept_pairs(iterations, tests)
-    clear_at = 1.0 - load_run_config(run_dir).policies.acceptance_confidence
+    clear_at = clear_line(run_dir)
     return SeedResult(
         seed=run.seed,
         test=test,
@@ -249,7 +249,7 @@ def measure(run_dir: Path, dev_runs: int, test_runs: int) -> SeedResult:
         ties_after_evidence=len(ties) - len(on_batch_alone),
         good_rejected=sum(1 for it in rejected if nodes[it.candidate_id or 0].origin.removeprefix("bank:") in good),
         false_accepts=len(below),
-        clear_false_accepts=sum(1 for p in test_confidences(run_dir, below, test_runs) if p <= clear_at + 1e-9),
+        clear_false_accepts=sum(1 for p in test_confidences(run_dir, below, test_runs) if clearly_lower(p, clear_at)),
         dag_best_test=test if dag_best is None else tests[dag_best],
         kept_best_test=max((t for n, t in tests.items() if nodes[n].status in KEPT), default=test),
         evidence_rollouts=sum(int((it.evidence or {}).get("rollouts", 0)) for it in iterations),
@@ -275,6 +275,17 @@ def false_accept_pairs(iterations: list[Iteration], tests: dict[int, float]) -> 
         and it.candidate_id in tests
         and tests[it.candidate_id] < tests[it.parent_id] - 1e-9
     ]
+
+
+def clear_line(run_dir: Path) -> float:
+    """The P(better) at or under which a candidate is clearly lower than its parent: 1 − the run's
+    `policies.acceptance_confidence`, the line its own acceptance rejects at."""
+    return 1.0 - load_run_config(run_dir).policies.acceptance_confidence
+
+
+def clearly_lower(confidence: float, line: float) -> bool:
+    """Whether a P(better) of `confidence` is at or under `line` (`clear_line`): a clear loss, not noise."""
+    return confidence <= line + 1e-9
 
 
 def test_confidences(run_dir: Path, pairs: list[tuple[int, int]], test_runs: int) -> list[float]:
