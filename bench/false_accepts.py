@@ -28,11 +28,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from strategy_runs import POSTHOC, clear_line, clearly_lower, false_accept_pairs, test_confidences
+from strategy_runs import POSTHOC, false_accept_pairs, run_confidence, test_confidences
 
 from evodag.decisions import KEPT_DECISIONS
 from evodag.store import EvoDAG
 from saddler.config import load_run_config
+from saddler.policies.acceptance import clearly_worse
 
 
 @dataclass(frozen=True)
@@ -42,11 +43,11 @@ class FalseAccepts:
     run: str
     kept: int
     below: list[tuple[int, int, float]]  # (parent, candidate, P(better) of the candidate on test)
-    clear_at: float  # a false accept is clear at or under this P(better) (`strategy_runs.clear_line`)
+    confidence: float  # the run's acceptance confidence: a false accept is clear when `clearly_worse` at it
 
     @property
     def clear(self) -> int:
-        return sum(1 for _, _, p in self.below if clearly_lower(p, self.clear_at))
+        return sum(1 for _, _, p in self.below if clearly_worse(p, self.confidence))
 
 
 def false_accepts(run: Path) -> FalseAccepts:
@@ -60,7 +61,7 @@ def false_accepts(run: Path) -> FalseAccepts:
     pairs = false_accept_pairs(iterations, tests)
     kept = sum(1 for it in iterations if it.candidate_id is not None and it.decision in KEPT_DECISIONS)
     below = [(p, c, conf) for (p, c), conf in zip(pairs, test_confidences(run, pairs, test_runs), strict=True)]
-    return FalseAccepts(str(run), kept, below, clear_line(run))
+    return FalseAccepts(str(run), kept, below, run_confidence(run))
 
 
 def summary(rows: list[FalseAccepts]) -> list[str]:

@@ -28,7 +28,7 @@ from evodag.recording import SESSION_ROLES
 from evodag.store import EvoDAG
 from saddler.config import load_run_config
 from saddler.minimized import ORIGIN as MINIMIZED
-from saddler.policies.acceptance import TaskOutcome, better_confidence, task_outcomes
+from saddler.policies.acceptance import TaskOutcome, better_confidence, clearly_better, clearly_worse, task_outcomes
 from saddler.policies.ranking import pick_best
 from saddler.run.folder import init_run
 from saddler.run.loop import Optimizer
@@ -176,7 +176,8 @@ def dev_reachable_test(run_dir: Path, returned: int, tests: dict[int, float], de
             n: task_outcomes(r for r in store.rollouts(node_id=n, split="dev") if r.seed in seeds)
             for n in [returned, *above]
         }
-    clear = [tests[n] for n in above if paired_confidence(dev[n], dev[returned]) >= cfg.policies.acceptance_confidence]
+    conf = cfg.policies.acceptance_confidence
+    clear = [tests[n] for n in above if clearly_better(paired_confidence(dev[n], dev[returned]), conf)]
     return max([tests[returned], *clear])
 
 
@@ -230,7 +231,7 @@ def measure(run_dir: Path, dev_runs: int, test_runs: int) -> SeedResult:
     on_batch_alone = [it for it in ties if not (it.evidence or {}).get("rounds_run")]
     good = set(best_combination(run_dir))
     below = false_accept_pairs(iterations, tests)
-    clear_at = clear_line(run_dir)
+    confidence = run_confidence(run_dir)
     return SeedResult(
         seed=run.seed,
         test=test,
@@ -249,7 +250,7 @@ def measure(run_dir: Path, dev_runs: int, test_runs: int) -> SeedResult:
         ties_after_evidence=len(ties) - len(on_batch_alone),
         good_rejected=sum(1 for it in rejected if nodes[it.candidate_id or 0].origin.removeprefix("bank:") in good),
         false_accepts=len(below),
-        clear_false_accepts=sum(1 for p in test_confidences(run_dir, below, test_runs) if clearly_lower(p, clear_at)),
+        clear_false_accepts=sum(1 for p in test_confidences(run_dir, below, test_runs) if clearly_worse(p, confidence)),
         dag_best_test=test if dag_best is None else tests[dag_best],
         kept_best_test=max((t for n, t in tests.items() if nodes[n].status in KEPT), default=test),
         evidence_rollouts=sum(int((it.evidence or {}).get("rollouts", 0)) for it in iterations),
@@ -277,15 +278,10 @@ def false_accept_pairs(iterations: list[Iteration], tests: dict[int, float]) -> 
     ]
 
 
-def clear_line(run_dir: Path) -> float:
-    """The P(better) at or under which a candidate is clearly lower than its parent: 1 − the run's
-    `policies.acceptance_confidence`, the line its own acceptance rejects at."""
-    return 1.0 - load_run_config(run_dir).policies.acceptance_confidence
-
-
-def clearly_lower(confidence: float, line: float) -> bool:
-    """Whether a P(better) of `confidence` is at or under `line` (`clear_line`): a clear loss, not noise."""
-    return confidence <= line + 1e-9
+def run_confidence(run_dir: Path) -> float:
+    """The run's `policies.acceptance_confidence`: a candidate is clearly lower than its parent on test by the rule
+    its own acceptance rejects with (`clearly_worse` at this confidence), clearly better by `clearly_better`."""
+    return load_run_config(run_dir).policies.acceptance_confidence
 
 
 def test_confidences(run_dir: Path, pairs: list[tuple[int, int]], test_runs: int) -> list[float]:

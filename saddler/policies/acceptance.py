@@ -158,6 +158,22 @@ def better_confidence(wins: float, losses: float) -> float:
     return round(1.0 - beta_cdf(0.5, 1.0 + wins, 1.0 + losses), 9)
 
 
+_ON_THE_LINE = 1e-12  # a P(better) on a line counts as past it, whatever the float error of 1 - confidence
+
+
+def clearly_better(p_better: float, confidence: float) -> bool:
+    """Whether a P(better) (`better_confidence`) is a clear gain at the decision `confidence`: at or above it, where
+    a sequential decision accepts. The one home of this line; every rule that asks "clearly better" reads it."""
+    return p_better >= confidence - _ON_THE_LINE
+
+
+def clearly_worse(p_better: float, confidence: float) -> bool:
+    """Whether a P(better) is a clear loss at the decision `confidence`: at or under 1 - it, where a sequential
+    decision rejects and the dev guard, minimization, lineage exclusion and the bench's clear false accepts refuse.
+    Strictly between the two lines a comparison is a close call."""
+    return p_better <= 1.0 - confidence + _ON_THE_LINE
+
+
 @dataclass
 class Acceptance:
     min_margin: float = 0.0
@@ -196,12 +212,13 @@ class Acceptance:
         def verdict(name: str, why: str) -> AcceptanceDecision:
             return AcceptanceDecision(name, f"{text}: {why}", b, a, tasks, regressions, conf, wins, losses)
 
-        if self.measure == "sequential" and not final and 1.0 - self.confidence < conf < self.confidence:
+        unclear = not clearly_better(conf, self.confidence) and not clearly_worse(conf, self.confidence)
+        if self.measure == "sequential" and not final and unclear:
             return verdict(CLOSE, "close call, gathering evidence")
         if a > b + self.min_margin + 1e-12:
             if self.reject_task_regression and regressions:
                 return verdict(REJECTED, f"task regression on {', '.join(regressions)}")
-            sure = self.measure != "sequential" or conf >= self.confidence
+            sure = self.measure != "sequential" or clearly_better(conf, self.confidence)
             return verdict(
                 ACCEPTED, "strict improvement" if sure else "more wins than losses once the evidence ran out"
             )
@@ -218,9 +235,9 @@ def dev_guard_vetoes(train: AcceptanceDecision, dev: AcceptanceDecision, confide
     dev says it is clearly worse (P(better) <= 1 - `confidence`); or, with `unsure` > 0, train was not sure of it
     (accepted with P(better) below `confidence`, once the evidence ran out) and dev leans against it (P(better)
     below `unsure`): a close call on train is decided by the dev evidence too."""
-    if dev.confidence <= 1.0 - confidence:
+    if clearly_worse(dev.confidence, confidence):
         return "worse than its parent on dev"
-    if unsure > 0 and train.confidence < confidence and dev.confidence < unsure:
+    if unsure > 0 and not clearly_better(train.confidence, confidence) and dev.confidence < unsure:
         return f"a close call on train (P(better) {train.confidence:.2f}) that dev leans against"
     return ""
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evodag.models import Iteration, Node, RolloutRow
+from saddler.policies.acceptance import clearly_worse
 from saddler.run import audit
 from saddler.run.context import RunContext
 from saddler.run.faults import fault_point
@@ -97,7 +98,6 @@ def worse_on_lineage(ctx: RunContext, parent: Node, before_iteration: int) -> di
     """Ideas whose change on a strict ancestor of `parent` (in iterations before `before_iteration`) was rejected
     as clearly worse than that ancestor: P(better) of its decision at or below 1 - the acceptance's confidence.
     Only the decision's aggregates are read (the iteration's stored evidence), never a task of dev or test."""
-    worse_at = 1.0 - ctx.acceptance.confidence
     decided = {
         i.candidate_id: i.evidence or {}
         for i in ctx.store.iterations(ctx.run_id)
@@ -109,7 +109,7 @@ def worse_on_lineage(ctx: RunContext, parent: Node, before_iteration: int) -> di
             confidence = decided.get(node.id, {}).get("confidence")
             if node.status != "rejected" or confidence is None or node.origin in found:
                 continue
-            if float(confidence) <= worse_at:
+            if clearly_worse(float(confidence), ctx.acceptance.confidence):
                 found[node.origin] = (
                     f"made n{node.id} clearly worse than its parent n{ancestor.id}, an ancestor of this parent "
                     f"(P(better) {float(confidence):.2f})"

@@ -31,7 +31,13 @@ from dataclasses import dataclass
 
 from evodag.models import Edge, Node, RolloutRow
 from saddler.benchmark import Task
-from saddler.policies.acceptance import AcceptanceDecision, TaskOutcome, better_confidence
+from saddler.policies.acceptance import (
+    AcceptanceDecision,
+    TaskOutcome,
+    better_confidence,
+    clearly_better,
+    clearly_worse,
+)
 from saddler.run.context import RunContext
 from saddler.run.outcomes import task_outcomes
 
@@ -127,7 +133,7 @@ def judge_train(
     lost = max(
         sum(1 for t in ids if t in ref and t in got and got[t].value(kind) < ref[t].value(kind) - 1e-12) for ref in refs
     )
-    dev_clear = dev_confidence >= ctx.acceptance.confidence
+    dev_clear = clearly_better(dev_confidence, ctx.acceptance.confidence)
     rule = "not_clearly_worse" if dev_clear else ctx.cfg.minimize.rule
     worse = _refused(ctx, [ctx.acceptance.decide(ref, got, final=False) for ref in refs], rule)
     if dev_clear:
@@ -144,7 +150,7 @@ def _refused(ctx: RunContext, decided: list[AcceptanceDecision], rule: str | Non
     `not_lower` when it is lower than any; `not_clearly_worse` when its lowest P(better) is at most 1 - the
     acceptance confidence."""
     if (rule or ctx.cfg.minimize.rule) == "not_clearly_worse":
-        return min(d.confidence for d in decided) <= 1.0 - ctx.acceptance.confidence
+        return clearly_worse(min(d.confidence for d in decided), ctx.acceptance.confidence)
     return any(d.after < d.before - 1e-12 for d in decided)
 
 
@@ -178,7 +184,7 @@ def _surely_refused(
     wins, losses = _sums(ref, got, kind)
     headroom = sum(1.0 - ref[t.id].value(kind) for t in rest if t.id in ref and ref[t.id].valid)
     if rule == "not_clearly_worse":
-        return better_confidence(wins + headroom, losses) <= 1.0 - ctx.acceptance.confidence
+        return clearly_worse(better_confidence(wins + headroom, losses), ctx.acceptance.confidence)
     return wins + headroom < losses - 1e-12
 
 

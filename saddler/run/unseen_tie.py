@@ -27,7 +27,7 @@ from dataclasses import replace
 from evodag.decisions import ACCEPTED, REJECTED
 from evodag.models import Iteration, Node, RolloutRow
 from saddler.config import PolicyConfig
-from saddler.policies.acceptance import AcceptanceDecision
+from saddler.policies.acceptance import AcceptanceDecision, clearly_better
 from saddler.run.context import RunContext
 from saddler.run.stepping_stone import target_tasks
 
@@ -60,7 +60,7 @@ def decide_on_dev(
     if cand.dev_mean is None or parent.dev_mean is None:
         return verdict
     dev = ctx.compare_on_dev(parent, cand, len(ctx.dev_seeds))
-    kept = dev.confidence >= ctx.acceptance.confidence and cand.dev_mean > parent.dev_mean
+    kept = clearly_better(dev.confidence, ctx.acceptance.confidence) and cand.dev_mean > parent.dev_mean
     ctx.note_evidence(it, "unseen_tie", {"confidence": dev.confidence, "tasks": len(dev.compared), "kept": kept})
     if not kept:
         return verdict

@@ -32,9 +32,9 @@ def test_p_better_is_paired_task_by_task_on_the_tasks_both_nodes_hold() -> None:
 
 def test_a_false_accept_is_clear_at_or_under_one_minus_the_acceptance_confidence() -> None:
     rows = [
-        FalseAccepts("a", 10, [(1, 2, 0.19), (2, 3, 0.31)], 0.2),  # one clearly lower, one inside the noise
-        FalseAccepts("b", 5, [(1, 4, 0.2)], 0.2),  # exactly at the line: clear
-        FalseAccepts("c", 5, [], 0.2),
+        FalseAccepts("a", 10, [(1, 2, 0.19), (2, 3, 0.31)], 0.8),  # one clearly lower, one inside the noise
+        FalseAccepts("b", 5, [(1, 4, 0.2)], 0.8),  # exactly at the line 1 - 0.8 (a float under 0.2): clear
+        FalseAccepts("c", 5, [], 0.8),
     ]
     assert [r.clear for r in rows] == [1, 1, 0]
     assert false_accepts.summary(rows) == [
@@ -43,7 +43,7 @@ def test_a_false_accept_is_clear_at_or_under_one_minus_the_acceptance_confidence
         "false_accept_share: 0.150 (3 of 20)",
         "false_accept_clear_share: 0.100 (2 of 20)",
     ]
-    assert false_accepts.summary([FalseAccepts("d", 0, [], 0.2)])[2] == "false_accept_share: nan (no candidate kept)"
+    assert false_accepts.summary([FalseAccepts("d", 0, [], 0.8)])[2] == "false_accept_share: nan (no candidate kept)"
 
 
 def test_a_real_runs_false_accepts_are_the_ones_the_bench_counts(tmp_path: Path) -> None:
@@ -57,7 +57,7 @@ def test_a_real_runs_false_accepts_are_the_ones_the_bench_counts(tmp_path: Path)
         measured.false_accepts,
         measured.clear_false_accepts,
     )
-    assert found.clear_at == pytest.approx(0.2) and all(0.0 < p < 0.5 for _, _, p in found.below)  # lower: under 0.5
+    assert found.confidence == 0.8 and all(0.0 < p < 0.5 for _, _, p in found.below)  # lower: under 0.5
 
 
 def test_a_folder_that_is_not_a_finished_bench_run_is_refused(tmp_path: Path) -> None:

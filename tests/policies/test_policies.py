@@ -289,3 +289,27 @@ def test_the_dev_guard_vetoes_a_clear_dev_loss_and_an_unsure_train_accept_dev_le
     train = AcceptanceDecision("accepted", "", 0.5, 0.75, confidence=train_p)
     dev = AcceptanceDecision("rejected", "", 0.8, 0.775, confidence=dev_p)
     assert dev_guard_vetoes(train, dev, 0.8, unsure) == vetoed
+
+
+@pytest.mark.parametrize("confidence", [0.75, 0.8, 0.9])
+def test_the_clear_lines_are_one_rule_the_sequential_decision_draws_them(confidence: float) -> None:
+    """`clearly_better`/`clearly_worse` are the lines every veto, refusal and exclusion reads; a sequential
+    decision that may still gather evidence answers `close` exactly between them, at the dyadic P(better) values
+    the sign test takes (0.25 and 0.75 sit on the lines at confidence 0.75)."""
+    from saddler.policies.acceptance import better_confidence, clearly_better, clearly_worse
+
+    acc = make_acceptance(0.0, False, False, "pass_rate", "sequential", confidence=confidence)
+    for wins in range(4):
+        for losses in range(4):
+            before = {f"t{i}": outcome(i < losses) for i in range(wins + losses)}
+            after = {f"t{i}": outcome(i >= losses) for i in range(wins + losses)}
+            if not before:
+                continue
+            decided = acc.decide(before, after, final=False)
+            p = better_confidence(wins, losses)
+            assert decided.confidence == p
+            better, worse = clearly_better(p, confidence), clearly_worse(p, confidence)
+            assert not (better and worse)
+            assert (decided.verdict == "close") == (not better and not worse)
+    assert clearly_worse(0.25, 0.75) and clearly_better(0.75, 0.75)
+    assert not clearly_worse(0.25 + 1e-9, 0.75) and not clearly_better(0.75 - 1e-9, 0.75)
