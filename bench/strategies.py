@@ -47,10 +47,8 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import multiprocessing
-import os
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -62,6 +60,8 @@ import strategy_records
 from strategy_report import Results, Say, report_all
 from strategy_runs import SeedResult, run_one, session_counts
 from strategy_table import BENCHMARKS, GEPA, PROPOSERS, STRATEGIES, overrides_of
+
+from saddler.procs import die_with_parent  # a worker ends with its sweep, however that ends
 
 
 def _job(args: tuple[Any, ...]) -> tuple[str, str, int, SeedResult]:
@@ -80,19 +80,6 @@ def _job(args: tuple[Any, ...]) -> tuple[str, str, int, SeedResult]:
         fields = outcome.seed_fields() | session_counts(run_dir)  # bench_seed ran it in run_dir
         return cell, name, seed, SeedResult(**fields)
     return cell, name, seed, run_one(template, overrides, seed, iterations, run_dir, cache, reuse)
-
-
-def _die_with_parent(parent: int) -> None:
-    """A worker's initializer: end the worker (mid-run) once the sweep that started it is gone, however it ended
-    (SIGTERM, SIGKILL, a crash); a pool's workers otherwise run on after their parent. `--reuse` picks the
-    interrupted run up again."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
 
 
 def _gepa_installed() -> bool:
@@ -198,7 +185,7 @@ def sweep(args: argparse.Namespace, names: list[str], cells: list[tuple[str, str
         for bench, _ in cells:
             (out / bench).mkdir(parents=True, exist_ok=True)
         with cf.ProcessPoolExecutor(
-            max_workers=max(1, args.jobs), mp_context=context, initializer=_die_with_parent, initargs=(os.getpid(),)
+            max_workers=max(1, args.jobs), mp_context=context, initializer=die_with_parent
         ) as pool:
             for cell, name, seed, r in pool.map(_job, jobs(wave)):
                 results.setdefault(cell, {}).setdefault(name, []).append(r)
