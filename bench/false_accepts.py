@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from strategy_runs import POSTHOC, false_accept_pairs, run_confidence, test_confidences
+from strategy_runs import POSTHOC, false_accept_pairs, test_confidences
 
 from evodag.decisions import KEPT_DECISIONS
 from evodag.store import EvoDAG
@@ -55,13 +55,13 @@ def false_accepts(run: Path) -> FalseAccepts:
     if not (run / POSTHOC).is_file() or not (run / "evodag.sqlite").is_file():
         raise SystemExit(f"{run}: not a finished bench run (no {POSTHOC}): give a run bench/strategies.py measured")
     tests = {int(k): float(v) for k, v in json.loads((run / POSTHOC).read_text())["test"].items()}
-    test_runs = load_run_config(run).loop.test_runs
+    cfg = load_run_config(run)
     with EvoDAG(run / "evodag.sqlite", readonly=True) as store:
         iterations = store.iterations()
     pairs = false_accept_pairs(iterations, tests)
     kept = sum(1 for it in iterations if it.candidate_id is not None and it.decision in KEPT_DECISIONS)
-    below = [(p, c, conf) for (p, c), conf in zip(pairs, test_confidences(run, pairs, test_runs), strict=True)]
-    return FalseAccepts(str(run), kept, below, run_confidence(run))
+    below = [(p, c, conf) for (p, c), conf in zip(pairs, test_confidences(run, pairs, cfg.loop.test_runs), strict=True)]
+    return FalseAccepts(str(run), kept, below, cfg.policies.acceptance_confidence)
 
 
 def summary(rows: list[FalseAccepts]) -> list[str]:

@@ -231,7 +231,7 @@ def measure(run_dir: Path, dev_runs: int, test_runs: int) -> SeedResult:
     on_batch_alone = [it for it in ties if not (it.evidence or {}).get("rounds_run")]
     good = set(best_combination(run_dir))
     below = false_accept_pairs(iterations, tests)
-    confidence = run_confidence(run_dir)
+    confidence = load_run_config(run_dir).policies.acceptance_confidence  # clear: `clearly_worse` at it
     return SeedResult(
         seed=run.seed,
         test=test,
@@ -276,12 +276,6 @@ def false_accept_pairs(iterations: list[Iteration], tests: dict[int, float]) -> 
         and it.candidate_id in tests
         and tests[it.candidate_id] < tests[it.parent_id] - 1e-9
     ]
-
-
-def run_confidence(run_dir: Path) -> float:
-    """The run's `policies.acceptance_confidence`: a candidate is clearly lower than its parent on test by the rule
-    its own acceptance rejects with (`clearly_worse` at this confidence), clearly better by `clearly_better`."""
-    return load_run_config(run_dir).policies.acceptance_confidence
 
 
 def test_confidences(run_dir: Path, pairs: list[tuple[int, int]], test_runs: int) -> list[float]:
