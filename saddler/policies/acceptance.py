@@ -174,6 +174,11 @@ def clearly_worse(p_better: float, confidence: float) -> bool:
     return p_better <= 1.0 - confidence + _ON_THE_LINE
 
 
+def close_call(p_better: float, confidence: float) -> bool:
+    """Whether a P(better) is strictly between the two lines: neither `clearly_better` nor `clearly_worse`."""
+    return not clearly_better(p_better, confidence) and not clearly_worse(p_better, confidence)
+
+
 @dataclass
 class Acceptance:
     min_margin: float = 0.0
@@ -212,8 +217,7 @@ class Acceptance:
         def verdict(name: str, why: str) -> AcceptanceDecision:
             return AcceptanceDecision(name, f"{text}: {why}", b, a, tasks, regressions, conf, wins, losses)
 
-        unclear = not clearly_better(conf, self.confidence) and not clearly_worse(conf, self.confidence)
-        if self.measure == "sequential" and not final and unclear:
+        if self.measure == "sequential" and not final and close_call(conf, self.confidence):
             return verdict(CLOSE, "close call, gathering evidence")
         if a > b + self.min_margin + 1e-12:
             if self.reject_task_regression and regressions:

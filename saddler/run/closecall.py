@@ -30,7 +30,7 @@ from evodag.decisions import CLOSE
 from evodag.history import failure_signature
 from evodag.models import Iteration, Node, RolloutRow
 from evodag.queries import lineage_train_outcomes
-from saddler.policies.acceptance import AcceptanceDecision, clearly_better, clearly_worse, task_outcomes
+from saddler.policies.acceptance import AcceptanceDecision, close_call, task_outcomes
 from saddler.run.context import RunContext
 from saddler.run.outcomes import split_seeds
 
@@ -156,9 +156,7 @@ def decide(
             break
     if not plan or futile:
         verdict = acceptance.decide(task_outcomes(before), task_outcomes(after), final=True)
-    clear = clearly_better(verdict.confidence, acceptance.confidence) or clearly_worse(
-        verdict.confidence, acceptance.confidence
-    )
+    clear = not close_call(verdict.confidence, acceptance.confidence)
     if futile:
         stopped = f"no task moved either way on {len(verdict.compared)} task(s): stopped for futility"
     elif clear:

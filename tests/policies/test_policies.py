@@ -296,7 +296,7 @@ def test_the_clear_lines_are_one_rule_the_sequential_decision_draws_them(confide
     """`clearly_better`/`clearly_worse` are the lines every veto, refusal and exclusion reads; a sequential
     decision that may still gather evidence answers `close` exactly between them, at the dyadic P(better) values
     the sign test takes (0.25 and 0.75 sit on the lines at confidence 0.75)."""
-    from saddler.policies.acceptance import better_confidence, clearly_better, clearly_worse
+    from saddler.policies.acceptance import better_confidence, clearly_better, clearly_worse, close_call
 
     acc = make_acceptance(0.0, False, False, "pass_rate", "sequential", confidence=confidence)
     for wins in range(4):
@@ -310,6 +310,6 @@ def test_the_clear_lines_are_one_rule_the_sequential_decision_draws_them(confide
             assert decided.confidence == p
             better, worse = clearly_better(p, confidence), clearly_worse(p, confidence)
             assert not (better and worse)
-            assert (decided.verdict == "close") == (not better and not worse)
+            assert (decided.verdict == "close") == (not better and not worse) == close_call(p, confidence)
     assert clearly_worse(0.25, 0.75) and clearly_better(0.75, 0.75)
     assert not clearly_worse(0.25 + 1e-9, 0.75) and not clearly_better(0.75 - 1e-9, 0.75)
