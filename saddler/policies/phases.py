@@ -47,14 +47,24 @@ class PhaseSchedule:
         """Scheduled phase of an iteration that starts after `tasks_seen` train tasks were shown (repeats counted),
         `distinct_seen` of them distinct (default: as many as shown, capped at the train size); `stalled` when the
         Capability search stalled earlier (see `stalled`)."""
+        return self.scheduled(tasks_seen, distinct_seen, stalled)[0]
+
+    def scheduled(self, tasks_seen: int, distinct_seen: int | None = None, stalled: bool = False) -> tuple[str, str]:
+        """`phase`, and why in words (the reason a `phase.moved` event gives when the schedule moves)."""
         if self.mode == "none":
-            return NONE
+            return NONE, "one phase (phases = none)"
         if stalled and self.moves == "evidence":
-            return STEERING
+            return STEERING, f"the Capability search stalled: {self.patience} discards in a row (phase_patience)"
         if self.transition == "full_coverage":
             covered = min(tasks_seen, self.train_size) if distinct_seen is None else distinct_seen
-            return CAPABILITY if covered < self.train_size else STEERING
-        return CAPABILITY if tasks_seen < self.capability_epochs * self.train_size else STEERING
+            if covered < self.train_size:
+                return CAPABILITY, f"{covered} of the {self.train_size} train tasks shown at least once"
+            return STEERING, f"every one of the {self.train_size} train tasks shown at least once"
+        epochs = f"{self.capability_epochs:g}"
+        due = self.capability_epochs * self.train_size
+        if tasks_seen < due:
+            return CAPABILITY, f"{tasks_seen} of the {due:g} train tasks to show first (capability_epochs {epochs})"
+        return STEERING, f"{tasks_seen} train tasks shown, capability_epochs {epochs} x {self.train_size} train tasks"
 
     def stalled(self, decisions: Sequence[str | None]) -> bool:
         """Whether the decisions of the earlier iterations, in order, ever held `patience` discards in a row."""

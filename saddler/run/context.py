@@ -186,7 +186,7 @@ class RunContext:
         with self.store.transaction():
             self.store.log_event(
                 "phase.moved",
-                {"iteration": it.number, "from": it.phase, "to": phase, "reason": why},
+                {"iteration": it.number, "from": it.phase, "to": phase, "reason": why, "scheduled": False},
                 run_id=self.run_id,
             )
             return self.store.update_iteration(it.id, phase=phase)

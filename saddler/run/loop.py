@@ -28,7 +28,7 @@ from saddler.run.folder_check import require_ok
 from saddler.run.minimize import minimize
 from saddler.run.outcomes import nothing_to_fix
 from saddler.run.recovery import recover_after_crash
-from saddler.run.sampling import sampler_state
+from saddler.run.sampling import sampler_state, scheduled_phase
 from saddler.scoring import figure
 
 Say = Callable[[str], None]
@@ -157,12 +157,16 @@ class Optimizer:
         if pending is None:  # a resumed iteration keeps the batch and phase it stored
             state = sampler_state(store, iterations, number, current, ctx.sampler.adaptive)
             epoch, batch = ctx.sampler.batch(number - 1, state)
-            stalled = ctx.phases.stalled([i.decision for i in iterations if i.number < number])
-            phase = ctx.phases.phase(state.shown, len(state.seen), stalled=stalled)
+            phase, why = scheduled_phase(ctx.phases, iterations, number)
+            was = scheduled_phase(ctx.phases, iterations, number - 1)[0] if number > 1 else phase
             exploration = bool(cfg.loop.plateau_threshold) and stalls >= cfg.loop.plateau_threshold
-            pending = store.start_iteration(
-                ctx.run_id, number, epoch, batch, phase=phase, exploration=exploration, stall_count=stalls
-            )
+            with store.transaction():  # the schedule's own move (the end of Capability) is an event too
+                if was != phase:
+                    move = {"iteration": number, "from": was, "to": phase, "reason": why, "scheduled": True}
+                    store.log_event("phase.moved", move, run_id=ctx.run_id)
+                pending = store.start_iteration(
+                    ctx.run_id, number, epoch, batch, phase=phase, exploration=exploration, stall_count=stalls
+                )
         it, batch = pending, pending.batch
         ctx.space.clock = lambda: logical_commit_time(number)
 

@@ -13,6 +13,7 @@ from evodag.decisions import FRUITLESS
 from evodag.models import Iteration, Node
 from evodag.queries import lineage_train_outcomes
 from evodag.store import EvoDAG
+from saddler.policies.phases import PhaseSchedule
 from saddler.policies.sampler import SamplerState
 
 
@@ -41,3 +42,12 @@ def sampler_state(
         failing=failing,
         tries=dict(tries),
     )
+
+
+def scheduled_phase(phases: PhaseSchedule, iterations: list[Iteration], number: int) -> tuple[str, str]:
+    """The schedule's phase of iteration `number` (1-based) and why (`PhaseSchedule.scheduled`), from the batches
+    (tasks shown, distinct tasks) and decisions (a stall) of the run's `iterations` before it."""
+    earlier = [it for it in iterations if it.number < number]
+    shown = sum(len(it.batch) for it in earlier)
+    distinct = len({task for it in earlier for task in it.batch})
+    return phases.scheduled(shown, distinct, stalled=phases.stalled([it.decision for it in earlier]))

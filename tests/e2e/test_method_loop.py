@@ -28,11 +28,34 @@ def test_each_phase_move_is_an_event_with_its_reason_and_the_iteration_keeps_the
             n.iteration: n.phase for n in store.nodes() if n.parent_id is not None and n.origin.startswith("bank:")
         }
     assert moves, "an opsdesk run moves its phase on evidence"
+    last = {}
     for move in moves:
         assert move["from"] != move["to"] and move["reason"]
-        assert phases[move["iteration"]] == move["to"]
-        if move["iteration"] in nodes:
-            assert nodes[move["iteration"]] == move["to"]
+        last[move["iteration"]] = move["to"]
+    for number, phase in last.items():  # the iteration keeps the phase its last move went to
+        assert phases[number] == phase
+        if number in nodes:
+            assert nodes[number] == phase
+
+
+def test_the_end_of_the_capability_phase_is_an_event_with_its_reason(finished_run: Path) -> None:
+    with EvoDAG(finished_run / "evodag.sqlite", readonly=True) as store:
+        moves = [e.payload for e in store.events(kind="phase.moved")]
+        stored = {it.number: it.phase for it in store.iterations()}
+    ends = [m for m in moves if m["scheduled"]]
+    assert len(ends) == 1, "20 opsdesk iterations leave Capability for good once (on schedule or on a stall)"
+    (end,) = ends
+    assert (end["from"], end["to"]) == ("capability", "steering") and end["reason"]
+    # an iteration's scheduled phase: where its first evidence move started from, else the phase it stored
+    scheduled = dict(stored)
+    for move in reversed([m for m in moves if not m["scheduled"]]):
+        scheduled[move["iteration"]] = move["from"]
+    assert {n: p for n, p in scheduled.items() if n < end["iteration"]} == {
+        n: "capability" for n in stored if n < end["iteration"]
+    }
+    assert {n: p for n, p in scheduled.items() if n >= end["iteration"]} == {
+        n: "steering" for n in stored if n >= end["iteration"]
+    }
 
 
 def test_a_candidate_accepted_on_train_but_worse_on_dev_is_not_kept(finished_run: Path) -> None:

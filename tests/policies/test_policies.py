@@ -313,3 +313,18 @@ def test_the_clear_lines_are_one_rule_the_sequential_decision_draws_them(confide
             assert (decided.verdict == "close") == (not better and not worse) == close_call(p, confidence)
     assert clearly_worse(0.25, 0.75) and clearly_better(0.75, 0.75)
     assert not clearly_worse(0.25 + 1e-9, 0.75) and not clearly_better(0.75 - 1e-9, 0.75)
+
+
+def test_the_scheduled_phase_says_why() -> None:
+    epochs = make_phase_schedule("capability_then_steering", 10, 2.0, False, patience=3)
+    assert epochs.scheduled(19, 10) == ("capability", "19 of the 20 train tasks to show first (capability_epochs 2)")
+    assert epochs.scheduled(20, 10) == ("steering", "20 train tasks shown, capability_epochs 2 x 10 train tasks")
+    assert epochs.scheduled(0, 0, stalled=True) == (
+        "steering", "the Capability search stalled: 3 discards in a row (phase_patience)"
+    )  # fmt: skip
+    coverage = make_phase_schedule("capability_then_steering", 10, 2.0, False, transition="full_coverage")
+    assert coverage.scheduled(30, 9) == ("capability", "9 of the 10 train tasks shown at least once")
+    assert coverage.scheduled(12, 10) == ("steering", "every one of the 10 train tasks shown at least once")
+    assert make_phase_schedule("none", 10, 2.0, False).scheduled(5, 5) == ("none", "one phase (phases = none)")
+    for tasks_seen, distinct, stalled in [(19, 10, False), (20, 10, False), (0, 0, True), (30, 9, False)]:
+        assert epochs.phase(tasks_seen, distinct, stalled) == epochs.scheduled(tasks_seen, distinct, stalled)[0]
