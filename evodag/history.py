@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 SATURATED_REASON = "the parent passes every task of the mini-batch: nothing to diagnose"
 ATTEMPT_TRANSITIONS = ("fixed", "still_failing", "regressed")  # still_passing is not an attempt on the task
-HISTORY_EVENT_KINDS = ("iteration.started", "evolution.action", "diagnosis.no_patch")
+HISTORY_EVENT_KINDS = ("iteration.started", "evolution.action", "diagnosis.no_patch", "phase.moved")
 """The events `history` reads (the session view keeps exactly these: `evodag.view`)."""
 _CHECK = re.compile(r"\s*([A-Za-z_][\w.\-]{0,47})\s*:")
 
@@ -68,8 +68,18 @@ def decision_evidence(stored: str | None) -> dict[str, Any] | None:
     }  # fmt: skip
 
 
-def _evolution_and_no_patch(store: EvoDAG, rid: int, numbers: set[int]) -> tuple[dict[int, Any], dict[int, str]]:
-    """Per iteration number: the evolution action/rationale, and the diagnosis no-patch reason (from events).
+class _IterationEvents:
+    """Per iteration number, what its events say: the evolution action/rationale, the diagnosis no-patch reason
+    and the phase moves (each `{"from", "to", "reason", "scheduled"}`, in the order they happened)."""
+
+    def __init__(self) -> None:
+        self.evolution: dict[int, Any] = {}
+        self.no_patch: dict[int, str] = {}
+        self.phase_moves: dict[int, list[dict[str, Any]]] = defaultdict(list)
+
+
+def _iteration_events(store: EvoDAG, rid: int, numbers: set[int]) -> _IterationEvents:
+    """What the events of the iterations `numbers` say (`_IterationEvents`).
 
     Events are read newest first and only back to the start of the earliest iteration asked for (its events all
     come after its `iteration.started`), so `--last N` reads O(N) events, not the whole log."""
@@ -77,24 +87,27 @@ def _evolution_and_no_patch(store: EvoDAG, rid: int, numbers: set[int]) -> tuple
     rows = store.conn.execute(
         f"""SELECT kind, json_extract(payload, '$.number'), json_extract(payload, '$.iteration'),
                    json_extract(payload, '$.action'), json_extract(payload, '$.rationale'),
-                   json_extract(payload, '$.reason')
+                   json_extract(payload, '$.reason'), json_extract(payload, '$.from'),
+                   json_extract(payload, '$.to'), json_extract(payload, '$.scheduled')
             FROM events WHERE run_id = ? AND kind IN ({kinds}) ORDER BY id DESC""",
         (rid, *HISTORY_EVENT_KINDS),
     )
-    evolution: dict[int, Any] = {}
-    no_patch: dict[int, str] = {}
+    found = _IterationEvents()
     lowest = min(numbers, default=0)
-    for kind, started, number, action, rationale, reason in rows:
+    for kind, started, number, action, rationale, reason, moved_from, moved_to, scheduled in rows:
         if kind == "iteration.started":
             if started is not None and started < lowest:
                 break
         elif number not in numbers:
             continue
         elif kind == "evolution.action":
-            evolution.setdefault(number, {"action": action, "rationale": rationale or ""})
+            found.evolution.setdefault(number, {"action": action, "rationale": rationale or ""})
+        elif kind == "phase.moved":  # newest first: each earlier move goes in front
+            move = {"from": moved_from, "to": moved_to, "reason": reason or "", "scheduled": bool(scheduled)}
+            found.phase_moves[number].insert(0, move)
         else:
-            no_patch.setdefault(number, reason or "")
-    return evolution, no_patch
+            found.no_patch.setdefault(number, reason or "")
+    return found
 
 
 def _parent_batch_scores(store: EvoDAG, iteration_ids: list[int]) -> dict[int, float]:
@@ -115,7 +128,8 @@ def _parent_batch_scores(store: EvoDAG, iteration_ids: list[int]) -> dict[int, f
 
 
 def history(store: EvoDAG, run_id: int | None = None, last: int | None = None) -> dict[str, Any]:
-    """The run's iterations in order: batch, parent, candidate, decision, batch scores, dev, intent, reason.
+    """The run's iterations in order: batch, parent, candidate, decision, batch scores, dev, intent, reason, the
+    acceptance's evidence and the phase moves (`phase.moved`: the schedule's own, `scheduled`, or on evidence).
 
     `batch_before`/`batch_after` are the acceptance's figures stored on the candidate; without a candidate,
     `batch_before` is the parent's mean train score on the batch. `intent` is the candidate's hypothesis plan,
@@ -134,19 +148,19 @@ def history(store: EvoDAG, run_id: int | None = None, last: int | None = None) -
     ).fetchall()
     rows.reverse()
     numbers = {r[1] for r in rows}
-    evolution, no_patch = _evolution_and_no_patch(store, rid, numbers)
+    events = _iteration_events(store, rid, numbers)
     missing = [r[0] for r in rows if r[16] is None and r[6] is not None]
     parent_scores = _parent_batch_scores(store, missing)
     out = []
     for (iid, number, epoch, phase, exploration, batch, parent, cand, step, decision, stalls, finished, parent_dev,
          cand_dev, status, origin, before, after, hypothesis, status_reason, evidence) in rows:  # fmt: skip
         hyp = json.loads(hypothesis) if hypothesis else {}
-        evo = evolution.get(number)
+        evo = events.evolution.get(number)
         plan = str(hyp.get("plan", "")) if isinstance(hyp, dict) else ""
         if decision == "no_training_failures":
             reason = SATURATED_REASON
         elif decision == "no_patch":
-            reason = no_patch.get(number, "")
+            reason = events.no_patch.get(number, "")
         else:
             reason = status_reason or ""
         out.append({
@@ -156,7 +170,7 @@ def history(store: EvoDAG, run_id: int | None = None, last: int | None = None) -
             "batch_before": before if before is not None else parent_scores.get(iid), "batch_after": after,
             "parent_dev": parent_dev, "candidate_dev": cand_dev, "candidate_status": status, "origin": origin,
             "intent": plan or (evo["rationale"] if evo else ""), "evolution": evo, "reason": reason,
-            "evidence": decision_evidence(evidence),
+            "evidence": decision_evidence(evidence), "phase_moves": events.phase_moves.get(number, []),
         })  # fmt: skip
     return {"run_id": rid, **metric_keys(store, rid), "iterations": out}
 

@@ -199,6 +199,9 @@ def _history_line(it: dict[str, Any], scale: MetricScale | None, batch: MetricSc
         f"  batch {_batch(it['batch_before'], it['batch_after'], batch)}{dev}{origin}",
         f"       batch: {', '.join(it['batch']) or '-'}",
     ]
+    for move in it.get("phase_moves", []):
+        how = "on schedule" if move["scheduled"] else "on evidence"
+        lines.append(f"       phase: {move['from']} -> {move['to']} {how}: {move['reason'] or '-'}")
     if it["evolution"]:
         lines.append(f"       evolution: {it['evolution']['action']}: {it['evolution']['rationale'] or '-'}")
     if it["intent"] and (not it["evolution"] or it["intent"] != it["evolution"]["rationale"]):

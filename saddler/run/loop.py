@@ -161,12 +161,12 @@ class Optimizer:
             was = scheduled_phase(ctx.phases, iterations, number - 1)[0] if number > 1 else phase
             exploration = bool(cfg.loop.plateau_threshold) and stalls >= cfg.loop.plateau_threshold
             with store.transaction():  # the schedule's own move (the end of Capability) is an event too
-                if was != phase:
-                    move = {"iteration": number, "from": was, "to": phase, "reason": why, "scheduled": True}
-                    store.log_event("phase.moved", move, run_id=ctx.run_id)
                 pending = store.start_iteration(
                     ctx.run_id, number, epoch, batch, phase=phase, exploration=exploration, stall_count=stalls
                 )
+                if was != phase:
+                    move = {"iteration": number, "from": was, "to": phase, "reason": why, "scheduled": True}
+                    store.log_event("phase.moved", move, run_id=ctx.run_id)
         it, batch = pending, pending.batch
         ctx.space.clock = lambda: logical_commit_time(number)
 

@@ -35,6 +35,10 @@ EVIDENCE = {
     "losses": 0.0, "tasks": 5, "rounds_run": 1, "round_confidence": [0.875], "rollouts": 4,
     "stopped": "clear after 1 round(s)",
 }  # fmt: skip
+SCHEDULE_MOVE = {"iteration": 5, "from": "capability", "to": "steering", "scheduled": True,
+                 "reason": "7 train tasks shown, capability_epochs 2 x 3 train tasks"}  # fmt: skip
+EVIDENCE_MOVE = {"iteration": 3, "from": "capability", "to": "steering", "scheduled": False,
+                 "reason": "every failure points at steering files"}  # fmt: skip
 EVIDENCE_SEEN = {"rule": "sequential", "confidence": 0.875, "wins": 2.0, "losses": 0.0, "tasks": 5,
                  "rounds": [["b2", "b3"]], "rollouts": 4, "stopped": "clear after 1 round(s)"}  # fmt: skip
 
@@ -88,10 +92,12 @@ def db(tmp_path_factory: pytest.TempPathFactory, counting_clock: Callable[..., C
                                                  "rationale": f"continue from n{parent}"}, run_id=run)  # fmt: skip
             if decision == "no_patch":
                 s.log_event("diagnosis.no_patch", {"iteration": number, "reason": "no bank patch left"}, run_id=run)
+                s.log_event("phase.moved", EVIDENCE_MOVE, run_id=run)
             evidence = EVIDENCE if number == 1 else None
             s.update_iteration(it.id, candidate_id=cand, decision=decision, step="done", finished_at="t",
                                evidence=evidence)  # fmt: skip
         s.start_iteration(run, 5, 1, ["a2", "b1"], parent_id=n2, phase="steering")
+        s.log_event("phase.moved", SCHEDULE_MOVE, run_id=run)
     return path
 
 
@@ -119,7 +125,7 @@ def entry(
             "parent_id": parent, "candidate_id": cand, "step": "done", "decision": decision, "finished": True,
             "stall_count": 0, "batch_before": None, "batch_after": None, "parent_dev": None, "candidate_dev": None,
             "candidate_status": None, "origin": None, "intent": "", "evolution": None, "reason": "",
-            "evidence": None}  # fmt: skip
+            "evidence": None, "phase_moves": []}  # fmt: skip
     return base | over
 
 
@@ -132,12 +138,13 @@ HISTORY = [
           candidate_status="rejected", origin="bank:cache", intent=CACHE_PLAN, evolution=CONTINUE,
           reason="batch 0.667 -> 0.333 on 3 task(s): worse"),
     entry(3, ["a2"], 2, None, "no_patch", exploration=True, batch_before=0.0, parent_dev=0.6,
-          intent="continue from n2", evolution=CONTINUE, reason="no bank patch left"),
+          intent="continue from n2", evolution=CONTINUE, reason="no bank patch left",
+          phase_moves=[{k: v for k, v in EVIDENCE_MOVE.items() if k != "iteration"}]),
     entry(4, ["b2", "b3"], 2, None, "no_training_failures", batch_before=1.0, parent_dev=0.6,
           intent="continue from n2", evolution=CONTINUE,
           reason="the parent passes every task of the mini-batch: nothing to diagnose"),
     entry(5, ["a2", "b1"], 2, None, None, epoch=1, phase="steering", step="started", finished=False,
-          batch_before=0.5, parent_dev=0.6),
+          batch_before=0.5, parent_dev=0.6, phase_moves=[{k: v for k, v in SCHEDULE_MOVE.items() if k != "iteration"}]),
 ]  # fmt: skip
 
 
@@ -154,6 +161,7 @@ def test_history_text(db: Path) -> None:
         "run 1: 3 iteration(s)",
         "   3 capability (exploration) #2 -> -  no_patch  batch 0.000 -> -",
         "       batch: a2",
+        "       phase: capability -> steering on evidence: every failure points at steering files",
         "       evolution: continue: continue from n2",
         "       reason: no bank patch left",
         "   4 capability #2 -> -  no_training_failures  batch 1.000 -> -",
@@ -162,6 +170,7 @@ def test_history_text(db: Path) -> None:
         "       reason: the parent passes every task of the mini-batch: nothing to diagnose",
         "   5 steering #2 -> -  running  batch 0.500 -> -",
         "       batch: a2, b1",
+        "       phase: capability -> steering on schedule: 7 train tasks shown, capability_epochs 2 x 3 train tasks",
     ]
     first = runner.invoke(app, ["history", "--db", str(db)]).stdout.splitlines()[1:6]
     assert first[-1] == (
