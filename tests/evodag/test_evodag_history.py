@@ -170,7 +170,7 @@ def test_history_text(db: Path) -> None:
         "       reason: the parent passes every task of the mini-batch: nothing to diagnose",
         "   5 steering #2 -> -  running  batch 0.500 -> -",
         "       batch: a2, b1",
-        "       phase: capability -> steering on schedule: 7 train tasks shown, capability_epochs 2 x 3 train tasks",
+        "       phase: capability -> steering by the schedule: " + SCHEDULE_MOVE["reason"],
     ]
     first = runner.invoke(app, ["history", "--db", str(db)]).stdout.splitlines()[1:6]
     assert first[-1] == (
