@@ -137,7 +137,7 @@ def main() -> None:
         if args.markdown:
             print_tables(results, say)
         else:
-            report_all(results, say, asked=(asked, names))
+            report_all(results, say, asked=(asked, names, range(args.first_seed, args.first_seed + args.seeds)))
         return
     if any(n in GEPA for n in names) and "full" not in names:
         parser.error("GEPA's budget is the default's search rollouts: include `full` with a gepa strategy")

@@ -233,17 +233,23 @@ def cell_seeds(by_name: dict[str, list[SeedResult]]) -> list[int]:
     return sorted({r.seed for runs in by_name.values() for r in runs})
 
 
-def unmeasured(results: Results, cells: list[str], names: list[str]) -> list[str]:
-    """The (cell, strategy) pairs of `cells` x `names` measured on fewer seeds than the most any cell of `results`
-    holds, as "<cell> <name>: N of M seeds"."""
-    seeds = max((len(cell_seeds(by_name)) for by_name in results.values()), default=0)
-    counts = {(c, n): len(results.get(c, {}).get(n, [])) for c in cells for n in names}
-    return [f"{c} {n}: {k} of {seeds} seeds" for (c, n), k in counts.items() if k < seeds]
+def unmeasured(results: Results, cells: list[str], names: list[str], seeds: range) -> list[str]:
+    """The (cell, strategy) pairs of `cells` x `names` that lack any of `seeds` (the seeds asked, as `--todo` reads
+    them; seeds beyond them do not count), as "<cell> <name>: N of M seeds"."""
+    out = []
+    for cell in cells:
+        for name in names:
+            have = {r.seed for r in results.get(cell, {}).get(name, [])}
+            measured = sum(1 for seed in seeds if seed in have)
+            if measured < len(seeds):
+                out.append(f"{cell} {name}: {measured} of {len(seeds)} seeds")
+    return out
 
 
-def report_all(results: Results, say: Say, asked: tuple[list[str], list[str]] | None = None) -> None:
+def report_all(results: Results, say: Say, asked: tuple[list[str], list[str], range] | None = None) -> None:
     """Every strategy's figures and the default's bars, per cell, then the findings and the overall verdict.
-    `asked` (cells, strategies) is the sweep the verdict is for: while any of it lacks seeds, `check_all` fails."""
+    `asked` (cells, strategies, seeds) is the sweep the verdict is for: while any of it lacks a seed asked,
+    `check_all` fails."""
     verdicts: list[bool] = []
     for cell, by_name in results.items():
         seeds = cell_seeds(by_name)
@@ -254,8 +260,8 @@ def report_all(results: Results, say: Say, asked: tuple[list[str], list[str]] | 
     defaults_found(results, say)
     missing = unmeasured(results, *asked) if asked else []
     if asked and missing:
-        pairs, which = len(asked[0]) * len(asked[1]), ", ".join(missing)
-        say(f"unmeasured: {len(missing)} of {pairs} strategy-cells asked lack seeds of their cell ({which}; "
+        pairs, which, span = len(asked[0]) * len(asked[1]), ", ".join(missing), spans_of(list(asked[2]))
+        say(f"unmeasured: {len(missing)} of {pairs} strategy-cells asked lack seeds {span} asked ({which}; "
             "--todo prints the commands)")  # fmt: skip
     ok = bool(verdicts) and all(verdicts) and not missing
     tail = "; the sweep asked is not complete" if missing else ""

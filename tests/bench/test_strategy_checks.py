@@ -134,18 +134,36 @@ def test_check_all_fails_while_the_sweep_asked_is_not_measured_on_every_seed() -
     worse = [seed_result(s, 0.7) for s in range(3)]
     results = {"repofix.calibrated": {"full": full, "paper": worse[:2]}}
     said: list[str] = []
-    strategy_report.report_all(
-        results, said.append, asked=(["repofix.calibrated", "repofix.neutral"], ["full", "paper"])
-    )
+    asked = (["repofix.calibrated", "repofix.neutral"], ["full", "paper"], range(3))
+    strategy_report.report_all(results, said.append, asked=asked)
     assert said[-2:] == [
-        "unmeasured: 3 of 4 strategy-cells asked lack seeds of their cell (repofix.calibrated paper: 2 of 3 seeds, "
+        "unmeasured: 3 of 4 strategy-cells asked lack seeds 0-2 asked (repofix.calibrated paper: 2 of 3 seeds, "
         "repofix.neutral full: 0 of 3 seeds, repofix.neutral paper: 0 of 3 seeds; --todo prints the commands)",
         "check_all: FAIL  (4 of 4 bars met; the sweep asked is not complete)",
     ]
     said.clear()
     results["repofix.calibrated"]["paper"] = worse
-    strategy_report.report_all(results, said.append, asked=(["repofix.calibrated"], ["full", "paper"]))
+    strategy_report.report_all(results, said.append, asked=(["repofix.calibrated"], ["full", "paper"], range(3)))
     assert said[-1] == "check_all: pass  (4 of 4 bars met)"
+
+
+def test_seeds_beyond_those_asked_do_not_make_the_sweep_asked_incomplete() -> None:
+    # the default measured again on more seeds of one cell (a check on fresh seeds): the 2-seed sweep asked is complete
+    results = {
+        "repofix.calibrated": {"full": [seed_result(s, 0.8) for s in range(4)],
+                               "paper": [seed_result(s, 0.7) for s in range(2)]},
+        "repofix.neutral": {"full": [seed_result(s, 0.8) for s in range(2)],
+                            "paper": [seed_result(s, 0.7) for s in range(2)]},
+    }  # fmt: skip
+    said: list[str] = []
+    asked = (["repofix.calibrated", "repofix.neutral"], ["full", "paper"], range(2))
+    strategy_report.report_all(results, said.append, asked=asked)
+    assert not [line for line in said if line.startswith("unmeasured")]
+    assert said[-1].startswith("check_all: pass")
+    said.clear()
+    strategy_report.report_all(results, said.append, asked=(asked[0], asked[1], range(1, 4)))
+    assert said[-2].startswith("unmeasured: 3 of 4 strategy-cells asked lack seeds 1-3 asked (repofix.calibrated "
+                               "paper: 1 of 3 seeds, ")  # fmt: skip
 
 
 def test_clear_false_accepts_are_a_proposed_bar_read_only_where_every_run_measured_them() -> None:
