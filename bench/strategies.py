@@ -25,8 +25,9 @@ error), and `check_*` lines stating whether the default meets each bar of issue 
 `proposed_check_*` lines are bars the bench proposes instead (GEPA at equal LLM sessions as well as at equal
 rollouts: the `_sessions` variants; within 2 points of the best node the run kept, and of every node its dev rule
 clearly prefers, beside the DAG's best), printed
-but not counted in `check_all`. Reporting records (`--from`), `check_all` also fails while the sweep asked lacks
-seeds: an `unmeasured:` line names each strategy-cell short of its cell's seeds.
+but not counted in `check_all`. Reporting records (`--from`), `check_all` also fails while the sweep asked (the
+`--first-seed`/`--seeds` span, 20 seeds by default, as `--todo` reads it) lacks seeds: an `unmeasured:` line names
+each strategy-cell short of them. Seeds recorded beyond the span are reported too but ask for nothing.
 
 Usage: python bench/strategies.py [--benchmarks opsdesk,repofix] [--proposers neutral,calibrated]
        [--first-seed 0] [--seeds 20] [--iterations 30] [--only full,paper] [--jobs 2] [--out DIR] [--reuse]
