@@ -35,9 +35,10 @@ def sampler_state(
         for task, outcome in lineage_train_outcomes(store, reference.id).items():
             if outcome["signature"] is not None:
                 failing[task] = outcome["signature"]
+    shown, seen = _shown(earlier)
     return SamplerState(
-        shown=sum(len(it.batch) for it in earlier),
-        seen=frozenset(last_shown),
+        shown=shown,
+        seen=seen,
         last_shown=last_shown,
         failing=failing,
         tries=dict(tries),
@@ -48,6 +49,11 @@ def scheduled_phase(phases: PhaseSchedule, iterations: list[Iteration], number: 
     """The schedule's phase of iteration `number` (1-based) and why (`PhaseSchedule.scheduled`), from the batches
     (tasks shown, distinct tasks) and decisions (a stall) of the run's `iterations` before it."""
     earlier = [it for it in iterations if it.number < number]
-    shown = sum(len(it.batch) for it in earlier)
-    distinct = len({task for it in earlier for task in it.batch})
-    return phases.scheduled(shown, distinct, stalled=phases.stalled([it.decision for it in earlier]))
+    shown, seen = _shown(earlier)
+    return phases.scheduled(shown, len(seen), stalled=phases.stalled([it.decision for it in earlier]))
+
+
+def _shown(earlier: list[Iteration]) -> tuple[int, frozenset[str]]:
+    """The train tasks `earlier` iterations showed, repeats counted, and the distinct ones: what the sampler and the
+    phase schedule both count."""
+    return sum(len(it.batch) for it in earlier), frozenset(task for it in earlier for task in it.batch)
