@@ -133,6 +133,11 @@ class PolicyConfig(_Strict):
     phase_patience: int = Field(
         3, ge=0, le=1000, description="evidence moves: discards in a row that end the Capability phase; 0 = never early"
     )
+    phase_widening: Literal["never", "on_no_patch"] = Field(
+        "never",
+        description="on_no_patch = an iteration whose phase an evidence move narrowed (to capability or steering) and "
+        "whose diagnosis finds no patch there is asked again with both kinds allowed (mixed), as a phase.moved event",
+    )
     evolution: Literal["dag", "continue"] = Field("dag", description="continue = always build on the latest kept node")
     max_patch_attempts: int = Field(
         3, ge=1, le=100, description="diagnosis retries after a failed validation, plus one"

@@ -16,6 +16,9 @@ failing rollout's `failure_file`, classified by the component map) and moves the
   capability patch can answer it);
 - in Steering, when every such failure points at capability files, the iteration is Capability; when some do,
   capability patches are allowed too (`mixed`): the schedule must not forbid the only patches that would help.
+- with `widening = "on_no_patch"`, an iteration narrowed to Capability or Steering that way whose diagnosis finds
+  no patch there is asked again in `mixed` (`widen`): a failure's file is where it shows, not always where its fix
+  goes.
 
 Failures without a known file are no evidence: a benchmark that does not report failure files gets the scheduled
 phase. `none` is the paper's no-structure ablation: one phase that allows every patch kind.
@@ -42,6 +45,7 @@ class PhaseSchedule:
     transition: str = "epochs"  # epochs | full_coverage
     moves: str = "evidence"  # evidence | fixed
     patience: int = 3  # evidence moves: discards in a row that end Capability early (0 = never)
+    widening: str = "never"  # never | on_no_patch (see `widen`)
 
     def phase(self, tasks_seen: int, distinct_seen: int | None = None, stalled: bool = False) -> str:
         """Scheduled phase of an iteration that starts after `tasks_seen` train tasks were shown (repeats counted),
@@ -92,6 +96,18 @@ class PhaseSchedule:
             return MIXED, f"{cap} failing task(s) of the batch point at capability files: capability patches allowed"
         return None
 
+    def widen(self, phase: str) -> tuple[str, str] | None:
+        """The phase, and why, for the next diagnosis attempt of an iteration an evidence move narrowed to `phase`
+        when the diagnosis found no patch there (`widening = "on_no_patch"`); None to stay. A failure's file says
+        where it shows, not always where its fix goes (a wrong guess surfacing in a tool may be a prompt's to fix),
+        so a narrowed phase with nothing left to try must not end the iteration."""
+        if self.widening != "on_no_patch" or phase not in (CAPABILITY, STEERING):
+            return None
+        if set(self.allowed_kinds(phase)) >= {CAPABILITY, STEERING}:  # steering_allows_capability: nothing to add
+            return None
+        other = STEERING if phase == CAPABILITY else CAPABILITY
+        return MIXED, f"no {phase} patch answers the batch's failures: {other} patches allowed too"
+
     def allowed_kinds(self, phase: str) -> list[str]:
         if phase == CAPABILITY:
             return [CAPABILITY]
@@ -108,5 +124,8 @@ def make_phase_schedule(
     transition: str = "epochs",
     moves: str = "evidence",
     patience: int = 3,
+    widening: str = "never",
 ) -> PhaseSchedule:
-    return PhaseSchedule(mode, train_size, capability_epochs, steering_allows_capability, transition, moves, patience)
+    return PhaseSchedule(
+        mode, train_size, capability_epochs, steering_allows_capability, transition, moves, patience, widening
+    )

@@ -356,6 +356,7 @@ def open_context(
             pol.phase_transition,
             pol.phase_moves,
             pol.phase_patience,
+            pol.phase_widening,
         ),
         acceptance=make_acceptance(
             pol.min_margin,

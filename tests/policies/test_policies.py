@@ -328,3 +328,21 @@ def test_the_scheduled_phase_says_why() -> None:
     assert make_phase_schedule("none", 10, 2.0, False).scheduled(5, 5) == ("none", "one phase (phases = none)")
     for tasks_seen, distinct, stalled in [(19, 10, False), (20, 10, False), (0, 0, True), (30, 9, False)]:
         assert epochs.phase(tasks_seen, distinct, stalled) == epochs.scheduled(tasks_seen, distinct, stalled)[0]
+
+
+def test_a_narrowed_phase_with_no_patch_widens_to_mixed_only_when_asked() -> None:
+    sched = make_phase_schedule("capability_then_steering", 10, 1.0, False, widening="on_no_patch")
+    assert sched.widen("capability") == (
+        "mixed",
+        "no capability patch answers the batch's failures: steering patches allowed too",
+    )
+    assert sched.widen("steering") == (
+        "mixed",
+        "no steering patch answers the batch's failures: capability patches allowed too",
+    )
+    assert sched.widen("mixed") is None and sched.widen("none") is None
+    assert make_phase_schedule("capability_then_steering", 10, 1.0, False).widen("capability") is None  # never
+    both = make_phase_schedule("capability_then_steering", 10, 1.0, True, widening="on_no_patch")
+    assert both.widen("steering") is None and both.widen("capability") == (
+        "mixed", "no capability patch answers the batch's failures: steering patches allowed too"
+    )  # fmt: skip
