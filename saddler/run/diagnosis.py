@@ -164,7 +164,7 @@ def patch(ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow]
                 phase, because = wider
                 if widened is None:
                     _widen(ctx, it, phase, because, why, attempt)
-                say(f"iter {it.number:>3} [{it.phase}] no patch: {why[:120]}; asked again in {phase}: {because}")
+                say(f"iter {it.number:>3} [{it.phase}] no patch: {why}; asked again in {phase}: {because}")
                 it, narrowed = replace(it, phase=phase), False
                 reason = (
                     f"the diagnosis found no patch in the phase it was asked in ({why[:300]}); {because}: "
