@@ -70,7 +70,8 @@ def decision_evidence(stored: str | None) -> dict[str, Any] | None:
 
 class _IterationEvents:
     """Per iteration number, what its events say: the evolution action/rationale, the diagnosis no-patch reason
-    and the phase moves (each `{"from", "to", "reason", "scheduled"}`, in the order they happened)."""
+    and the phase moves (each `{"from", "to", "reason", "scheduled", "widened"}`, in the order they happened;
+    `widened`: asked again after a narrowed phase found no patch, `saddler.run.diagnosis`)."""
 
     def __init__(self) -> None:
         self.evolution: dict[int, Any] = {}
@@ -88,13 +89,14 @@ def _iteration_events(store: EvoDAG, rid: int, numbers: set[int]) -> _IterationE
         f"""SELECT kind, json_extract(payload, '$.number'), json_extract(payload, '$.iteration'),
                    json_extract(payload, '$.action'), json_extract(payload, '$.rationale'),
                    json_extract(payload, '$.reason'), json_extract(payload, '$.from'),
-                   json_extract(payload, '$.to'), json_extract(payload, '$.scheduled')
+                   json_extract(payload, '$.to'), json_extract(payload, '$.scheduled'),
+                   json_extract(payload, '$.widened')
             FROM events WHERE run_id = ? AND kind IN ({kinds}) ORDER BY id DESC""",
         (rid, *HISTORY_EVENT_KINDS),
     )
     found = _IterationEvents()
     lowest = min(numbers, default=0)
-    for kind, started, number, action, rationale, reason, moved_from, moved_to, scheduled in rows:
+    for kind, started, number, action, rationale, reason, moved_from, moved_to, scheduled, widened in rows:
         if kind == "iteration.started":
             if started is not None and started < lowest:
                 break
@@ -103,7 +105,8 @@ def _iteration_events(store: EvoDAG, rid: int, numbers: set[int]) -> _IterationE
         elif kind == "evolution.action":
             found.evolution.setdefault(number, {"action": action, "rationale": rationale or ""})
         elif kind == "phase.moved":  # newest first: each earlier move goes in front
-            move = {"from": moved_from, "to": moved_to, "reason": reason or "", "scheduled": bool(scheduled)}
+            move = {"from": moved_from, "to": moved_to, "reason": reason or "", "scheduled": bool(scheduled),
+                    "widened": bool(widened)}  # fmt: skip
             found.phase_moves[number].insert(0, move)
         else:
             found.no_patch.setdefault(number, reason or "")

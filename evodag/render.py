@@ -200,7 +200,7 @@ def _history_line(it: dict[str, Any], scale: MetricScale | None, batch: MetricSc
         f"       batch: {', '.join(it['batch']) or '-'}",
     ]
     for move in it.get("phase_moves", []):
-        how = "by the schedule" if move["scheduled"] else "on evidence"
+        how = "by the schedule" if move["scheduled"] else "after no patch" if move.get("widened") else "on evidence"
         lines.append(f"       phase: {move['from']} -> {move['to']} {how}: {move['reason'] or '-'}")
     if it["evolution"]:
         lines.append(f"       evolution: {it['evolution']['action']}: {it['evolution']['rationale'] or '-'}")

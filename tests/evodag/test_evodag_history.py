@@ -39,6 +39,8 @@ SCHEDULE_MOVE = {"iteration": 5, "from": "capability", "to": "steering", "schedu
                  "reason": "7 train tasks shown, capability_epochs 2 x 3 train tasks"}  # fmt: skip
 EVIDENCE_MOVE = {"iteration": 3, "from": "capability", "to": "steering", "scheduled": False,
                  "reason": "every failure points at steering files"}  # fmt: skip
+WIDENED_MOVE = {"iteration": 3, "from": "steering", "to": "mixed", "scheduled": False, "widened": True, "attempt": 1,
+                "reason": "no steering patch answers the batch's failures: capability patches allowed too"}  # fmt: skip
 EVIDENCE_SEEN = {"rule": "sequential", "confidence": 0.875, "wins": 2.0, "losses": 0.0, "tasks": 5,
                  "rounds": [["b2", "b3"]], "rollouts": 4, "stopped": "clear after 1 round(s)"}  # fmt: skip
 
@@ -93,6 +95,7 @@ def db(tmp_path_factory: pytest.TempPathFactory, counting_clock: Callable[..., C
             if decision == "no_patch":
                 s.log_event("diagnosis.no_patch", {"iteration": number, "reason": "no bank patch left"}, run_id=run)
                 s.log_event("phase.moved", EVIDENCE_MOVE, run_id=run)
+                s.log_event("phase.moved", WIDENED_MOVE, run_id=run)
             evidence = EVIDENCE if number == 1 else None
             s.update_iteration(it.id, candidate_id=cand, decision=decision, step="done", finished_at="t",
                                evidence=evidence)  # fmt: skip
@@ -129,6 +132,11 @@ def entry(
     return base | over
 
 
+def seen_move(move: dict[str, Any]) -> dict[str, Any]:
+    """A stored `phase.moved` payload as history shows it: whether it widened (false when the payload predates it)."""
+    return {k: move[k] for k in ("from", "to", "reason", "scheduled")} | {"widened": bool(move.get("widened"))}
+
+
 CONTINUE = {"action": "continue", "rationale": "continue from n2"}
 HISTORY = [
     entry(1, ["a1", "a2", "b1"], 1, 2, "accepted", batch_before=0.333333, batch_after=0.666667, parent_dev=0.5,
@@ -139,12 +147,12 @@ HISTORY = [
           reason="batch 0.667 -> 0.333 on 3 task(s): worse"),
     entry(3, ["a2"], 2, None, "no_patch", exploration=True, batch_before=0.0, parent_dev=0.6,
           intent="continue from n2", evolution=CONTINUE, reason="no bank patch left",
-          phase_moves=[{k: v for k, v in EVIDENCE_MOVE.items() if k != "iteration"}]),
+          phase_moves=[seen_move(EVIDENCE_MOVE), seen_move(WIDENED_MOVE)]),
     entry(4, ["b2", "b3"], 2, None, "no_training_failures", batch_before=1.0, parent_dev=0.6,
           intent="continue from n2", evolution=CONTINUE,
           reason="the parent passes every task of the mini-batch: nothing to diagnose"),
     entry(5, ["a2", "b1"], 2, None, None, epoch=1, phase="steering", step="started", finished=False,
-          batch_before=0.5, parent_dev=0.6, phase_moves=[{k: v for k, v in SCHEDULE_MOVE.items() if k != "iteration"}]),
+          batch_before=0.5, parent_dev=0.6, phase_moves=[seen_move(SCHEDULE_MOVE)]),
 ]  # fmt: skip
 
 
@@ -162,6 +170,7 @@ def test_history_text(db: Path) -> None:
         "   3 capability (exploration) #2 -> -  no_patch  batch 0.000 -> -",
         "       batch: a2",
         "       phase: capability -> steering on evidence: every failure points at steering files",
+        "       phase: steering -> mixed after no patch: " + WIDENED_MOVE["reason"],
         "       evolution: continue: continue from n2",
         "       reason: no bank patch left",
         "   4 capability #2 -> -  no_training_failures  batch 1.000 -> -",
