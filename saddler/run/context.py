@@ -211,6 +211,7 @@ class RunContext:
         refused: dict[str, str] | None = None,
         no_effect: dict[str, str] | None = None,
         worse_on_lineage: dict[str, str] | None = None,
+        widens: bool = False,
     ) -> DiagnosisRequest:
         comp = self.space.config.components
         return DiagnosisRequest(
@@ -233,6 +234,7 @@ class RunContext:
             retry_reason=retry_reason,
             check_command=self.cfg.sessions.check_command or self.space.config.check_command,
             trace_format=self.benchmark.trace_format,
+            widens_on_no_patch=widens,
         )
 
     def reflection_request(

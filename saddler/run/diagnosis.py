@@ -147,7 +147,8 @@ def patch(ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow]
     attempt = patches = failures = 0
     reason = ""
     while patches < ctx.cfg.policies.max_patch_attempts:
-        made = _attempt(ctx, it, parent, before, attempt, excluded, reason)
+        widens = narrowed and ctx.phases.widen(it.phase) is not None
+        made = _attempt(ctx, it, parent, before, attempt, excluded, reason, widens)
         attempt += 1
         result = made.result
         failed = failure_reason(result.stats) if result.status == "failed" else ""
@@ -228,6 +229,7 @@ def _attempt(
     attempt: int,
     excluded: Excluded,
     reason: str,
+    widens: bool,
 ) -> _Attempt:
     """One session in a fresh worktree of the parent, its edit committed and checked; the worktree is removed."""
     space = ctx.space
@@ -236,7 +238,7 @@ def _attempt(
         plans = {o: p for o, p in excluded.plans.items() if p}
         request = ctx.diagnosis_request(
             it, parent, worktree, before, attempt, excluded.origins, reason, plans, dict(excluded.refused),
-            dict(excluded.no_effect), dict(excluded.worse_on_lineage),
+            dict(excluded.no_effect), dict(excluded.worse_on_lineage), widens,
         )  # fmt: skip
         result, staged = ctx.calls.diagnose(request, parent.id)
         if result.status != "patched" or result.hypothesis is None:

@@ -69,6 +69,12 @@ def diagnosis_values(req: DiagnosisRequest, web_search: bool) -> dict[str, str]:
         "check_command": req.check_command,
         "web_search_note": web,
         "trace_format": trace_format_line(req.trace_format),
+        "widen_note": (
+            " If the fix these failures need is of a kind this phase does not allow, leave the worktree unchanged and "
+            "answer `no_patch` naming that kind: this iteration is then asked again with both kinds allowed."
+            if req.widens_on_no_patch
+            else ""
+        ),
     }
 
 

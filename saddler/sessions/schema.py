@@ -77,6 +77,7 @@ class DiagnosisRequest(_Model):
     check_command: str = ""
     retry_reason: str = ""  # why the previous attempt failed (session failure or the validation check), if any
     trace_format: str = ""  # what the benchmark's trace files are (its `trace_format`); empty: not declared
+    widens_on_no_patch: bool = False  # a no_patch here is asked again with both kinds allowed (policies.phase_widening)
 
 
 class Hypothesis(_Model):

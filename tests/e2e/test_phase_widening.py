@@ -30,8 +30,12 @@ class NoCapabilityPatchBackend(OfflineBackend):
     makes the first widened attempt of the process a system fault (a crash after the widening was recorded)."""
 
     crash_on_widened: ClassVar[bool] = False
+    asked: ClassVar[list[tuple[int, int, str, bool]]] = []  # (iteration, attempt, phase, widens_on_no_patch)
 
     def diagnose_patch(self, request: DiagnosisRequest) -> DiagnosisResult:
+        NoCapabilityPatchBackend.asked.append(
+            (request.iteration, request.attempt, request.phase, request.widens_on_no_patch)
+        )
         if request.allowed_kinds == ["capability"]:
             stats = SessionStats(backend="offline", outcome="no_patch")
             return DiagnosisResult(status="no_patch", reason="no capability patch answers these failures", stats=stats)
@@ -67,13 +71,17 @@ def test_a_narrowed_iteration_with_no_patch_is_asked_again_with_both_kinds(
     tmp_path: Path, backend: None, make_run: Callable[..., Path]
 ) -> None:
     off = _run(make_run, tmp_path / "never", "never")
+    NoCapabilityPatchBackend.asked = []
     Optimizer(off, quiet=True).run()
+    assert NoCapabilityPatchBackend.asked and not any(widens for *_, widens in NoCapabilityPatchBackend.asked)
     starved = [m["iteration"] for m in _record(off)["moves"] if (m["from"], m["to"]) == ("steering", "capability")]
     assert starved, "opsdesk moves some Steering iteration to Capability on its failures' files"
     assert {_record(off)["iterations"][n].decision for n in starved} == {"no_patch"}  # the starvation
 
     on = _run(make_run, tmp_path / "on", "on_no_patch")
+    NoCapabilityPatchBackend.asked = []
     Optimizer(on, quiet=True).run()
+    asked = {(i, a): (phase, widens) for i, a, phase, widens in NoCapabilityPatchBackend.asked}
     got = _record(on)
     widened = [m for m in got["moves"] if m.get("widened")]
     assert widened, "a Capability iteration with no patch widens"
@@ -84,6 +92,8 @@ def test_a_narrowed_iteration_with_no_patch_is_asked_again_with_both_kinds(
         assert got["iterations"][number].phase == "mixed"
         tried = [(a, outcome) for i, a, outcome in got["sessions"] if i == number]
         assert tried[0] == (0, "no_patch") and tried[1][0] == 1
+        # the narrowed attempt is told a no_patch is asked again; the widened one is not (it cannot widen again)
+        assert asked[number, 0] == ("capability", True) and asked[number, 1] == ("mixed", False)
         if tried[1][1] == "ok":  # the widened attempt wrote a patch: a candidate of the mixed phase
             assert got["nodes"][number].phase == "mixed"
     assert any(got["iterations"][m["iteration"]].decision != "no_patch" for m in widened)

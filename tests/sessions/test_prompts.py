@@ -257,3 +257,18 @@ def test_evolution_names_accepted_bases_no_sunk_cost_and_how_to_revert(
     assert "(no sunk cost)" in flat
     assert "Reverting adds a commit on top of the base; nothing is deleted" in flat
     assert text.index("## Ground rules") < text.index("## The DAG")
+
+
+def test_a_phase_that_widens_tells_the_author_a_no_patch_is_asked_again(
+    tmp_path: Path, diagnosis_request: Callable[..., Any]
+) -> None:
+    note = (
+        "change in this phase. If the fix these failures need is of a kind this phase does not allow, leave the "
+        "worktree unchanged and answer `no_patch` naming that kind: this iteration is then asked again with both "
+        "kinds allowed."
+    )
+    for exploration in (False, True):
+        req = diagnosis_request(tmp_path / "run", tmp_path / "wt", exploration=exploration)
+        assert "If the fix these failures need" not in render("diagnosis_patch", req)
+        widening = req.model_copy(update={"widens_on_no_patch": True})
+        assert note in " ".join(render("diagnosis_patch", widening).split())
