@@ -42,7 +42,7 @@ from saddler.run import evolution_request, warmstart
 from saddler.run.evaluate import BatchSettings, Evaluator
 from saddler.run.folder import RunPaths
 from saddler.run.iteration_log import IterationLog
-from saddler.run.outcomes import evidence, failure_kinds, split_seeds, transitions
+from saddler.run.outcomes import evidence, split_seeds, transitions
 from saddler.run.session_calls import SessionCalls
 from saddler.run.usage_window import UsageWindow
 from saddler.scoring import node_score
@@ -175,21 +175,6 @@ class RunContext:
         if self.store.get_run(self.run_id).best_node_id != best.id:
             self.store.update_run(self.run_id, best_node_id=best.id)
         return best
-
-    def follow_phase_evidence(self, it: Iteration, before: list[RolloutRow]) -> Iteration:
-        """Move this iteration's phase where the parent's failures on the batch point (`PhaseSchedule.
-        follow_evidence`), recorded as a `phase.moved` event with its reason; `it` unchanged otherwise."""
-        moved = self.phases.follow_evidence(it.phase, failure_kinds(before, self.space.classify))
-        if moved is None:
-            return it
-        phase, why = moved
-        with self.store.transaction():
-            self.store.log_event(
-                "phase.moved",
-                {"iteration": it.number, "from": it.phase, "to": phase, "reason": why, "scheduled": False},
-                run_id=self.run_id,
-            )
-            return self.store.update_iteration(it.id, phase=phase)
 
     def session_paths(self) -> dict[str, Any]:
         """Where a session works: the run folder, the session view it queries (never the run's own EvoDAG) and

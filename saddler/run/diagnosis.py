@@ -17,12 +17,12 @@ its descendants too: the lineage carries the lesson, so an author who writes it 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evodag.models import Iteration, Node, RolloutRow
 from saddler.policies.acceptance import clearly_worse
-from saddler.run import audit
+from saddler.run import audit, phase_moves
 from saddler.run.context import RunContext
 from saddler.run.faults import fault_point
 from saddler.run.session_calls import failure_reason, worth_asking_again
@@ -134,15 +134,7 @@ def patch(ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow]
     store = ctx.store
     excluded = Excluded.of_parent(ctx, parent, it.number)
     _log_evidence(ctx, it, before)
-    moves = [
-        e.payload
-        for e in store.events(run_id=ctx.run_id, kind="phase.moved")
-        if e.payload.get("iteration") == it.number
-    ]
-    widened = next((m for m in moves if m.get("widened")), None)
-    if widened is not None:  # resumed after its widening: its first attempts were asked in the narrowed phase
-        it = replace(it, phase=str(widened["from"]))
-    narrowed = any(not m.get("scheduled") and not m.get("widened") and m.get("to") == it.phase for m in moves)
+    it, narrowed, widened = phase_moves.attempt_phase(ctx, it)
     node: Node | None = None
     attempt = patches = failures = 0
     reason = ""
@@ -163,10 +155,8 @@ def patch(ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow]
             wider = ctx.phases.widen(it.phase) if narrowed and result.status == "no_patch" else None
             if wider is not None:
                 phase, because = wider
-                if widened is None:
-                    _widen(ctx, it, phase, because, why, attempt)
                 say(f"iter {it.number:>3} [{it.phase}] no patch: {why}; asked again in {phase}: {because}")
-                it, narrowed = replace(it, phase=phase), False
+                it, narrowed = phase_moves.widen(ctx, it, phase, because, why, attempt, recorded=widened), False
                 reason = (
                     f"the diagnosis found no patch in the phase it was asked in ({why[:300]}); {because}: "
                     f"this attempt may write {' or '.join(ctx.phases.allowed_kinds(phase))} patches"
@@ -207,18 +197,6 @@ def patch(ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow]
             "change that passes these checks (the same fix without what was refused is welcome)"
         )
     return node
-
-
-def _widen(ctx: RunContext, it: Iteration, phase: str, because: str, why: str, attempt: int) -> None:
-    """Record the widening: what the narrowed attempt found, the move, and the iteration's new phase, at once."""
-    with ctx.store.transaction():
-        ctx.store.log_event(
-            "diagnosis.no_patch", {"iteration": it.number, "reason": why, "phase": it.phase}, run_id=ctx.run_id
-        )
-        move = {"iteration": it.number, "from": it.phase, "to": phase, "reason": because, "scheduled": False,
-                "widened": True, "attempt": attempt}  # fmt: skip
-        ctx.store.log_event("phase.moved", move, run_id=ctx.run_id)
-        ctx.store.update_iteration(it.id, phase=phase)
 
 
 def _attempt(

@@ -19,7 +19,7 @@ from saddler.harness.gitcmd import logical_commit_time
 from saddler.policies.stopping import LoopState
 from saddler.ports import Progress
 from saddler.reporting.progress import make_progress
-from saddler.run import audit, closecall, diagnosis, inputs, reflection, stepping_stone, unseen_tie
+from saddler.run import audit, closecall, diagnosis, inputs, phase_moves, reflection, stepping_stone, unseen_tie
 from saddler.run.context import RunContext, open_context
 from saddler.run.evolution_step import evolve
 from saddler.run.finish import RunOutcome, finish_run, finished_outcome
@@ -165,8 +165,7 @@ class Optimizer:
                     ctx.run_id, number, epoch, batch, phase=phase, exploration=exploration, stall_count=stalls
                 )
                 if was != phase:
-                    move = {"iteration": number, "from": was, "to": phase, "reason": why, "scheduled": True}
-                    store.log_event("phase.moved", move, run_id=ctx.run_id)
+                    phase_moves.log_move(ctx, number, was, phase, why, scheduled=True)
         it, batch = pending, pending.batch
         ctx.space.clock = lambda: logical_commit_time(number)
 
@@ -184,7 +183,7 @@ class Optimizer:
             self._finish_iteration(ctx, it, NO_TRAINING_FAILURES, None, stalls)
             return
         if it.candidate_id is None:  # the phase follows what the failures point at (policies.phase_moves)
-            it = ctx.follow_phase_evidence(it, before)
+            it = phase_moves.follow_evidence(ctx, it, before)
         # 4-5. diagnosis-patch in an isolated worktree, then validation (retried with another hypothesis)
         cand = (
             store.get_node(it.candidate_id)
