@@ -139,8 +139,8 @@ def patch(ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow]
     attempt = patches = failures = 0
     reason = ""
     while patches < ctx.cfg.policies.max_patch_attempts:
-        widens = narrowed and ctx.phases.widen(it.phase) is not None
-        made = _attempt(ctx, it, parent, before, attempt, excluded, reason, widens)
+        wider = ctx.phases.widen(it.phase) if narrowed else None  # where a no_patch of this attempt is asked again
+        made = _attempt(ctx, it, parent, before, attempt, excluded, reason, wider is not None)
         attempt += 1
         result = made.result
         failed = failure_reason(result.stats) if result.status == "failed" else ""
@@ -152,8 +152,7 @@ def patch(ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow]
             continue
         if result.status != "patched" or result.hypothesis is None:
             why = failed or result.reason
-            wider = ctx.phases.widen(it.phase) if narrowed and result.status == "no_patch" else None
-            if wider is not None:
+            if wider is not None and result.status == "no_patch":
                 phase, because = wider
                 say(f"iter {it.number:>3} [{it.phase}] no patch: {why}; asked again in {phase}: {because}")
                 it, narrowed = phase_moves.widen(ctx, it, phase, because, why, attempt, recorded=widened), False
