@@ -48,6 +48,8 @@ class NoCapabilityPatchBackend(OfflineBackend):
 @pytest.fixture
 def backend(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(registry.BACKENDS, "nocap", f"{__name__}:NoCapabilityPatchBackend")
+    monkeypatch.setattr(NoCapabilityPatchBackend, "crash_on_widened", False)  # no test leaves it armed for the next
+    monkeypatch.setattr(NoCapabilityPatchBackend, "asked", [])
 
 
 def _run(make_run: Callable[..., Path], path: Path, widening: str) -> Path:
@@ -74,9 +76,10 @@ def test_a_narrowed_iteration_with_no_patch_is_asked_again_with_both_kinds(
     NoCapabilityPatchBackend.asked = []
     Optimizer(off, quiet=True).run()
     assert NoCapabilityPatchBackend.asked and not any(widens for *_, widens in NoCapabilityPatchBackend.asked)
-    starved = [m["iteration"] for m in _record(off)["moves"] if (m["from"], m["to"]) == ("steering", "capability")]
+    seen = _record(off)
+    starved = [m["iteration"] for m in seen["moves"] if (m["from"], m["to"]) == ("steering", "capability")]
     assert starved, "opsdesk moves some Steering iteration to Capability on its failures' files"
-    assert {_record(off)["iterations"][n].decision for n in starved} == {"no_patch"}  # the starvation
+    assert {seen["iterations"][n].decision for n in starved} == {"no_patch"}  # the starvation
 
     on = _run(make_run, tmp_path / "on", "on_no_patch")
     NoCapabilityPatchBackend.asked = []
@@ -111,5 +114,6 @@ def test_a_run_killed_in_the_widened_attempt_resumes_as_if_never_killed(
     assert [m for m in _record(killed)["moves"] if m.get("widened")], "killed after the widening was recorded"
     Optimizer(killed, quiet=True).run()
     assert dag_signature(killed) == dag_signature(whole)
-    assert _record(killed)["sessions"] == _record(whole)["sessions"]
-    assert _record(killed)["moves"] == _record(whole)["moves"]  # the widening is recorded once
+    resumed, uninterrupted = _record(killed), _record(whole)
+    assert resumed["sessions"] == uninterrupted["sessions"]
+    assert resumed["moves"] == uninterrupted["moves"]  # the widening is recorded once
