@@ -347,6 +347,11 @@ class SessionPlayer:
             answer = evolve(text)
         else:
             return Reply(text="ok")
+        return self.answer(tools, body, answer)
+
+    @staticmethod
+    def answer(tools: list[str], body: dict[str, Any], answer: dict[str, Any]) -> Reply:
+        """The session's final answer: the `StructuredOutput` call where the CLI offers it, else the JSON text."""
         if "StructuredOutput" in tools and not _structured_done(body):
             return Reply(calls=[ToolCall("StructuredOutput", answer)])
         if "StructuredOutput" in tools:

@@ -25,6 +25,7 @@ PACKAGES = {
     "codex": "@openai/codex@0.171.0",
     "pi": "@mariozechner/pi-coding-agent@0.73.1",
 }
+MODELS = {"claude": "claude-sonnet-4-5", "codex": "gpt-5.1-codex", "pi": "claude-sonnet-4-5"}  # each preset's model
 PREFIX = Path.home() / ".cache" / "saddler-real-clis"
 BIN = PREFIX / "node_modules" / ".bin"
 

@@ -22,12 +22,7 @@ from loopback_model import LoopbackModel
 from saddler.cli.app import app
 
 pytestmark = [pytest.mark.real_clis, pytest.mark.slow]
-MODELS = {"claude": "claude-sonnet-4-5", "codex": "gpt-5.1-codex", "pi": "claude-sonnet-4-5"}
-
-
-@pytest.fixture(scope="module")
-def clis() -> dict[str, Path]:
-    return real_clis.install()
+MODELS = real_clis.MODELS
 
 
 @pytest.mark.parametrize("preset", ["claude", "codex", "pi"])
