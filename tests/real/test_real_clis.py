@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,24 +28,11 @@ MODELS = real_clis.MODELS
 
 @pytest.mark.parametrize("preset", ["claude", "codex", "pi"])
 def test_a_short_run_of_each_preset_through_the_loopback_model(
-    preset: str, clis: dict[str, Path], outside: Path, monkeypatch: pytest.MonkeyPatch
+    preset: str, clis: dict[str, Path], run_preset: Callable[..., Path]
 ) -> None:
     model = LoopbackModel().start()
     try:
-        env = real_clis.environment(outside / "home", model.url, retries=0, base=dict(__import__("os").environ))
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
-        run_dir = outside / "run"
-        sets = {"sessions.command": json.dumps(preset), "sessions.model": json.dumps(MODELS[preset]),
-                "loop.max_iterations": "2", "loop.batch_size": "3", "loop.test_runs": "1", "executor.workers": "1",
-                "sessions.retries": "0"}  # fmt: skip
-        args = ["init", str(run_dir), "--template", "opsdesk", "--backend", "command", "--seed", "1"]
-        for key, value in sets.items():
-            args += ["--set", f"{key}={value}"]
-        runner = CliRunner()
-        assert runner.invoke(app, args).exit_code == 0
-        result = runner.invoke(app, ["run", str(run_dir), "--json"])
-        assert result.exit_code == 0, result.output
+        run_dir = run_preset(preset, model.url, seed=1, loop__max_iterations="2")
     finally:
         model.stop()
     db = sqlite3.connect(run_dir / "evodag.sqlite")

@@ -9,22 +9,19 @@ codex and pi) is read as one, and the widened attempt's session runs the CLI aga
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import real_clis
 from loopback_model import LoopbackModel, Reply, SessionPlayer, request_text, tool_names
-
-from saddler.cli.app import app
 
 pytestmark = [pytest.mark.real_clis, pytest.mark.slow]
 MODELS = real_clis.MODELS
@@ -54,25 +51,15 @@ class StrictPhasePlayer(SessionPlayer):
 
 @pytest.mark.parametrize("preset", ["claude", "codex", "pi"])
 def test_a_narrowed_no_patch_is_asked_again_in_mixed_through_each_real_cli(
-    preset: str, clis: dict[str, Path], outside: Path, monkeypatch: pytest.MonkeyPatch
+    preset: str, clis: dict[str, Path], run_preset: Callable[..., Path]
 ) -> None:
     player = StrictPhasePlayer()
     model = LoopbackModel(responder=player).start()
     try:
-        for key, value in real_clis.environment(outside / "home", model.url, retries=0, base=dict(os.environ)).items():
-            monkeypatch.setenv(key, value)
-        run_dir = outside / "run"
-        sets = {"sessions.command": json.dumps(preset), "sessions.model": json.dumps(MODELS[preset]),
-                "loop.max_iterations": "1", "loop.batch_size": "3", "loop.test_runs": "1", "executor.workers": "1",
-                "sessions.retries": "0", "policies.capability_epochs": "0.0",
-                "policies.phase_widening": '"on_no_patch"'}  # fmt: skip
-        args = ["init", str(run_dir), "--template", "opsdesk", "--backend", "command", "--seed", "0"]
-        for key, value in sets.items():
-            args += ["--set", f"{key}={value}"]
-        runner = CliRunner()
-        assert runner.invoke(app, args).exit_code == 0
-        result = runner.invoke(app, ["run", str(run_dir), "--json"])
-        assert result.exit_code == 0, result.output
+        run_dir = run_preset(
+            preset, model.url, seed=0, loop__max_iterations="1",
+            policies__capability_epochs="0.0", policies__phase_widening='"on_no_patch"',
+        )  # fmt: skip
     finally:
         model.stop()
     # the narrowed prompt the CLI sent told the model a no_patch widens; the widened one allowed both kinds
