@@ -4,7 +4,7 @@ fix it needs, is asked again in `mixed` in the same iteration, and the model's e
 
 What the real CLIs add over the offline e2e test (tests/e2e/test_phase_widening.py): the narrowed prompt the CLI
 actually sends carries the widening sentence, a CLI's `no_patch` (structured output for claude, final text for
-codex and pi) is read as one, and the widened attempt's session runs the CLI again in the same worktree."""
+codex and pi) is read as one, and the widened attempt runs the CLI again, whose edit becomes the candidate."""
 
 from __future__ import annotations
 
@@ -20,11 +20,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import real_clis
 from loopback_model import LoopbackModel, Reply, SessionPlayer, request_text, tool_names
 
 pytestmark = [pytest.mark.real_clis, pytest.mark.slow]
-MODELS = real_clis.MODELS
 WIDEN_SENTENCE = "this iteration is then asked again with both kinds allowed"
 
 
