@@ -71,7 +71,7 @@ def decision_evidence(stored: str | None) -> dict[str, Any] | None:
 class _IterationEvents:
     """Per iteration number, what its events say: the evolution action/rationale, the diagnosis no-patch reason
     and the phase moves (each `{"from", "to", "reason", "scheduled", "widened"}`, in the order they happened;
-    `widened`: asked again after a narrowed phase found no patch, `saddler.run.diagnosis`)."""
+    `widened`: asked again after a narrowed phase found no patch, `saddler.run.phase_moves`)."""
 
     def __init__(self) -> None:
         self.evolution: dict[int, Any] = {}

@@ -67,12 +67,11 @@ def widen(
 ) -> Iteration:
     """`it` in the wider phase, the widening recorded at once unless a resumed iteration `recorded` it already:
     the narrowed attempt's `diagnosis.no_patch` (`why`), the move (`because`) and the iteration's new phase."""
-    if recorded:
-        return replace(it, phase=phase)
-    with ctx.store.transaction():
-        ctx.store.log_event(
-            "diagnosis.no_patch", {"iteration": it.number, "reason": why, "phase": it.phase}, run_id=ctx.run_id
-        )
-        log_move(ctx, it.number, it.phase, phase, because, widened_at=attempt)
-        ctx.store.update_iteration(it.id, phase=phase)
+    if not recorded:
+        with ctx.store.transaction():
+            ctx.store.log_event(
+                "diagnosis.no_patch", {"iteration": it.number, "reason": why, "phase": it.phase}, run_id=ctx.run_id
+            )
+            log_move(ctx, it.number, it.phase, phase, because, widened_at=attempt)
+            ctx.store.update_iteration(it.id, phase=phase)
     return replace(it, phase=phase)
