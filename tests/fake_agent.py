@@ -45,8 +45,14 @@ def component_globs(prompt: str) -> dict[str, list[str]]:
     return globs
 
 
+def allowed_kinds(prompt: str) -> list[str]:
+    """The patch kinds a diagnosis prompt allows (its `Allowed patch kinds: **...**` line); none without one."""
+    match = re.search(r"Allowed patch kinds: \*\*(.*?)\*\*", prompt)
+    return [k.strip() for k in match.group(1).split(",")] if match else []
+
+
 def pick_file(prompt: str, root: Path) -> Path | None:
-    kinds = [k.strip() for k in re.search(r"Allowed patch kinds: \*\*(.*?)\*\*", prompt).group(1).split(",")]
+    kinds = allowed_kinds(prompt)
     globs = component_globs(prompt)
     allowed = [g for k in kinds for g in globs.get(k, [])]
     protected = globs.get("protected", [])
@@ -74,7 +80,7 @@ def diagnose(prompt: str, root: Path) -> dict:
     target = pick_file(prompt, root)
     if target is None:
         return {"status": "no_patch", "reason": "no editable file of an allowed kind"}
-    kind = "steering" if "steering" in prompt.split("Allowed patch kinds: **")[1].split("**")[0] else "capability"
+    kind = "steering" if "steering" in allowed_kinds(prompt) else "capability"
     iteration = re.search(r"iteration (\d+)", prompt).group(1)
     retry = re.search(r"This is retry (\d+)", prompt)
     if retry:

@@ -330,7 +330,7 @@ class SessionPlayer:
         done = tool_results(api, body)
         if "of the autoresearch fleet" in text:
             return self.fleet(api, tools, text, done)
-        if "# Diagnosis-Patch" in text[:20000] or re.search(r"^# Diagnosis-Patch", text, re.MULTILINE):
+        if is_diagnosis(text):
             cwd = _cwd(text)
             target = pick_file(text, cwd) if cwd else None
             reads = 1 if "Edit" in tools and "Read" in tools else 0  # claude edits only files it has read
@@ -393,6 +393,11 @@ class SessionPlayer:
             name,
             {"command": ["apply_patch", patch]} if name == "shell" else {"cmd": f"apply_patch <<'EOF'\n{patch}EOF"},
         )
+
+
+def is_diagnosis(text: str) -> bool:
+    """Whether a request's text is a diagnosis session's (its prompt's `# Diagnosis-Patch` heading)."""
+    return "# Diagnosis-Patch" in text[:20000] or re.search(r"^# Diagnosis-Patch", text, re.MULTILINE) is not None
 
 
 def _structured_done(body: dict[str, Any]) -> bool:

@@ -105,3 +105,13 @@ def environment(
     )
     env["CLAUDE_CODE_OAUTH_TOKEN" if oauth else "ANTHROPIC_API_KEY"] = "sk-ant-loopback"
     return env
+
+
+def init_args(run_dir: Path, preset: str, seed: int, sets: dict[str, str] | None = None) -> list[str]:
+    """`saddler init` arguments of an opsdesk run (command backend) whose sessions are the real `preset` CLI with its
+    model (`MODELS`), plus `sets` (dotted key -> TOML value) as more `--set`s."""
+    args = ["init", str(run_dir), "--template", "opsdesk", "--backend", "command", "--seed", str(seed)]
+    values = {"sessions.command": json.dumps(preset), "sessions.model": json.dumps(MODELS[preset]), **(sets or {})}
+    for key, value in values.items():
+        args += ["--set", f"{key}={value}"]
+    return args

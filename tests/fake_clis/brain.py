@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fake_agent import evolve, pick_file, reflect
+from fake_agent import allowed_kinds, evolve, pick_file, reflect
 
 
 @dataclass
@@ -81,7 +81,7 @@ def plan(prompt: str, cwd: Path) -> Plan:
             "target_tasks": re.findall(r"^- `([^`]+)` .*FAIL", prompt, re.MULTILINE),
             "diagnosis": f"the agent finishes without verifying; {rel} is where it decides",
             "plan": f"add a verification step to {rel}",
-            "patch_kind": "steering" if "Allowed patch kinds: **steering" in prompt else "capability",
+            "patch_kind": "steering" if allowed_kinds(prompt)[:1] == ["steering"] else "capability",
             "subtype": "tool" if target.suffix == ".py" else "prompt",
             "files": [rel],
             "symptoms": ["finished_unverified"],

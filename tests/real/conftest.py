@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -36,12 +35,9 @@ def run_preset(outside: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
         for key, value in env.items():
             monkeypatch.setenv(key, value)
         run_dir = outside / "run"
-        values = {"sessions.command": json.dumps(preset), "sessions.model": json.dumps(real_clis.MODELS[preset]),
-                  "loop.batch_size": "3", "loop.test_runs": "1", "executor.workers": "1", "sessions.retries": "0",
+        values = {"loop.batch_size": "3", "loop.test_runs": "1", "executor.workers": "1", "sessions.retries": "0",
                   **{key.replace("__", "."): value for key, value in sets.items()}}  # fmt: skip
-        args = ["init", str(run_dir), "--template", "opsdesk", "--backend", "command", "--seed", str(seed)]
-        for key, value in values.items():
-            args += ["--set", f"{key}={value}"]
+        args = real_clis.init_args(run_dir, preset, seed, values)
         runner = CliRunner()
         assert runner.invoke(app, args).exit_code == 0
         result = runner.invoke(app, ["run", str(run_dir), "--json"])

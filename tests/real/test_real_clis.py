@@ -84,10 +84,7 @@ def test_a_fleet_iteration_of_each_provider_through_the_loopback_model(
 
 
 def _init_run(run_dir: Path, preset: str) -> None:
-    args = ["init", str(run_dir), "--template", "opsdesk", "--backend", "command", "--seed", "1",
-            "--set", f"sessions.command={json.dumps(preset)}",
-            "--set", f"sessions.model={json.dumps(MODELS[preset])}"]  # fmt: skip
-    assert CliRunner().invoke(app, args).exit_code == 0
+    assert CliRunner().invoke(app, real_clis.init_args(run_dir, preset, seed=1)).exit_code == 0
 
 
 def _doctor(run_dir: Path) -> tuple[int, dict[str, dict[str, object]]]:

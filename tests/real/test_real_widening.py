@@ -9,7 +9,6 @@ codex and pi) is read as one, and the widened attempt runs the CLI again, whose 
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -20,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from loopback_model import LoopbackModel, Reply, SessionPlayer, request_text, tool_names
+from loopback_model import LoopbackModel, Reply, SessionPlayer, is_diagnosis, request_text, tool_names
 
 pytestmark = [pytest.mark.real_clis, pytest.mark.slow]
 WIDEN_SENTENCE = "this iteration is then asked again with both kinds allowed"
@@ -35,13 +34,15 @@ class StrictPhasePlayer(SessionPlayer):
         self.diagnoses: list[tuple[str, bool]] = []
 
     def __call__(self, api: str, body: dict[str, Any], server: LoopbackModel) -> Reply:
+        from fake_agent import allowed_kinds
+
         tools = tool_names(api, body)
         text = request_text(api, body)
-        kinds = re.search(r"Allowed patch kinds: \*\*(.*?)\*\*", text)
-        if tools and kinds and re.search(r"^# Diagnosis-Patch", text, re.MULTILINE):
-            if not (self.diagnoses and self.diagnoses[-1] == (kinds.group(1), WIDEN_SENTENCE in text)):
-                self.diagnoses.append((kinds.group(1), WIDEN_SENTENCE in text))
-            if kinds.group(1) == "capability":
+        kinds = ", ".join(allowed_kinds(text))
+        if tools and kinds and is_diagnosis(text):
+            if not (self.diagnoses and self.diagnoses[-1] == (kinds, WIDEN_SENTENCE in text)):
+                self.diagnoses.append((kinds, WIDEN_SENTENCE in text))
+            if kinds == "capability":
                 answer = {"status": "no_patch", "reason": "the fix is a steering edit (the system prompt)"}
                 return self.answer(tools, body, answer)
         return super().__call__(api, body, server)
