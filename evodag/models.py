@@ -60,6 +60,7 @@ class Node:
     hypothesis: dict[str, Any] | None = None
     lines_changed: int = 0  # total lines added+removed against the baseline (ranking tie-break)
     created_at: str = ""
+    dev_tasks: int | None = None  # dev tasks `dev_mean` covers when a dev race stopped early (None: every one)
 
 
 @dataclass
@@ -162,6 +163,8 @@ class Iteration:
     finished_at: str | None = None
     evidence: dict[str, Any] | None = None  # the acceptance decision's evidence, rollouts and confidence
     last_rollout: int | None = None  # the newest rollout id when the iteration finished (what a fork copies)
+    finish_order: int | None = None  # 1 for the first iteration to finish, 2 for the next (several run at once)
+    started_after: int | None = None  # how many iterations had finished when it started
 
 
 @dataclass

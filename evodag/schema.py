@@ -146,11 +146,21 @@ _V6: list[Step] = [
     "ALTER TABLE sessions ADD COLUMN cli_attempts INTEGER",
 ]
 
-MIGRATIONS: list[list[Step]] = [_V1, _V2, _V3, _V4, _V5, _V6]
+_V7: list[Step] = [
+    # several iterations run at once (saddler.run.loop): the order they finished in (1, 2, ...), and how many had
+    # finished when each started, which "the latest kept node" and the stall count are read from
+    "ALTER TABLE iterations ADD COLUMN finish_order INTEGER",
+    "ALTER TABLE iterations ADD COLUMN started_after INTEGER",
+    # a dev evaluation that stopped once its outcome was decided (a dev race) covers fewer than the dev split's
+    # tasks: how many it covers (NULL: the whole split, as every node before V7)
+    "ALTER TABLE nodes ADD COLUMN dev_tasks INTEGER",
+]
+
+MIGRATIONS: list[list[Step]] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
 """Ordered migrations; migration i (0-based) brings `user_version` from i to i+1."""
 
 LATEST = len(MIGRATIONS)
-READABLE_FROM = 6
+READABLE_FROM = 7
 """The oldest version read-only openers accept: migrations after it only add or drop indexes. Raise it to the
 new LATEST whenever a migration changes tables or columns."""
 

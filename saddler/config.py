@@ -35,6 +35,13 @@ class LoopConfig(_Strict):
     plateau_threshold: int = Field(3, ge=0, description="discards in a row before exploration; 0 = off")
     test_runs: int = Field(3, ge=1, le=100)
     dev_runs: int = Field(1, ge=1, le=100)
+    parallel_iterations: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="iterations in flight at once, each with its own worktree and sessions; their rollouts share "
+        "the executor's workers (see saddler.run.flights)",
+    )
 
 
 REMOVED_VALUES: dict[tuple[str, str], str] = {
@@ -101,6 +108,11 @@ class PolicyConfig(_Strict):
         True,
         description="with dev_guard: before a veto, both nodes run one more repetition of dev and the guard decides "
         "on both passes, unless the first pass is already clear (P(better) <= (1 - acceptance_confidence)^2)",
+    )
+    dev_race: bool = Field(
+        False,
+        description="a candidate's dev evaluation stops once the rest of dev cannot change what it decides: it can "
+        "no longer become the best, or the dev guard has decided on it (see saddler.run.dev_race)",
     )
     exclude_worse_on_lineage: bool = Field(
         True,

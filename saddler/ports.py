@@ -86,11 +86,15 @@ class BatchSampler(Protocol):
 
 
 class Progress(Protocol):
-    """What a long phase reports to: `start` a phase of `total` units, `advance`, `finish`; `note` a line."""
+    """What a long phase reports to: `start` a phase of `total` units, `advance`, `finish`; `note` a line. `extend`
+    adds `n` units to the phase under way (starting one when none is), with a new label: the rollout pool's work
+    grows while it runs."""
 
     def start(self, total: int, label: str) -> None: ...
 
     def advance(self, n: int = 1) -> None: ...
+
+    def extend(self, n: int, label: str) -> None: ...
 
     def finish(self) -> None: ...
 

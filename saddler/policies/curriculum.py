@@ -15,6 +15,9 @@ what rollout rows hold, so the policy costs no session and stays deterministic:
   every task has been shown, to the seen tasks not known to fail, least recently shown first (they re-check
   old passes and guard against regressions). With no arm at all (a cold start, or nothing known to fail)
   the whole batch is drawn this way.
+- **in flight**: while other iterations run (`SamplerState.in_flight`), an arm one of them holds a task of is
+  left to it when another arm is free, and tasks they hold come last among the draws and the fill: two
+  proposers do not chase the same failure while others remain.
 
 A batch is a pure function of (seed, task ids, iteration index, `SamplerState`); the loop stores it on the
 iteration row, so a resumed run reuses it.
@@ -90,14 +93,15 @@ class CurriculumSampler:
         return softmax(arm_values(arms, dict(state.tries)), self.temperature)
 
     def _draws(self, state: SamplerState, failing: set[str]) -> list[str]:
-        """Tasks for the draw share, in order: unseen ones, then seen ones not known to fail, least recent first."""
+        """Tasks for the draw share, in order: unseen ones, then seen ones not known to fail, least recent first;
+        those an iteration in flight holds after all the others."""
         unseen = [t for t in self._order if t not in state.seen]
         rank = {t: i for i, t in enumerate(self._order)}
         seen = sorted(
             (t for t in self._order if t in state.seen and t not in failing),
             key=lambda t: (state.last_shown.get(t, -1), rank[t]),
         )
-        return unseen + seen
+        return _free_first(unseen + seen, state.in_flight)
 
     def batch(self, index: int, state: SamplerState | None = None) -> tuple[int, list[str]]:
         state = state or SamplerState()
@@ -109,6 +113,8 @@ class CurriculumSampler:
         if not arms:
             return epoch, draws[:k]
         rng = random.Random(f"{self.seed}:curriculum:{index}")
+        free = {name: tasks for name, tasks in arms.items() if not state.in_flight.intersection(tasks)}
+        arms = free or arms  # an arm an iteration in flight holds is left to it while another is free
         probs = self._probabilities(arms, state)
         names = sorted(probs)
         arm = rng.choices(names, weights=[probs[n] for n in names])[0]
@@ -116,7 +122,14 @@ class CurriculumSampler:
         pulled = rng.sample(arms[arm], min(k - n_draw, len(arms[arm])))
         # an arm smaller than its share: the other failing tasks, likeliest arms first, then more draws
         others = [t for n in sorted(names, key=lambda n: (-probs[n], n)) if n != arm for t in arms[n]]
+        others += [t for t in sorted(failing) if t not in others and t not in arms[arm]]  # held arms' tasks last
+        others = _free_first(others, state.in_flight)
         picked = pulled + others[: max(0, k - n_draw - len(pulled))]
         picked += [t for t in draws if t not in picked][: k - len(picked)]
         picked += [t for t in arms[arm] + others if t not in picked][: k - len(picked)]  # too few draws left
         return epoch, picked
+
+
+def _free_first(tasks: list[str], held: frozenset[str]) -> list[str]:
+    """`tasks` with those an iteration in flight holds moved to the end (the order kept otherwise)."""
+    return [t for t in tasks if t not in held] + [t for t in tasks if t in held] if held else tasks

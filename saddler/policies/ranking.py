@@ -1,7 +1,8 @@
 """Ranking: which node is the answer. Chosen by `policies.ranking`; the loop stores its pick in `runs.best_node_id`
 whenever it changes, and every reader (`evo-dag best`, report, status, export, the end of the run) reads that.
 
-- `best_dev` (default): the kept node (baseline, accepted, neutral) with the best dev mean. On a tie, a node
+- `best_dev` (default): the kept node (baseline, accepted, neutral) with the best dev mean over the whole dev split
+  (a node whose dev race stopped early, `Node.dev_tasks`, cannot be the answer). On a tie, a node
   an `accepted` descendant of which is tied too gives way to it: each acceptance on the way showed train strictly
   better and dev not worse, so the descendant is the better evidenced harness. The remaining ties go to the
   smaller change (fewer lines against the baseline), then the older node. While no kept node has a dev score
@@ -21,7 +22,7 @@ RankingName = Literal["best_dev", "latest_kept"]
 
 
 def pick_best_dev(nodes: Sequence[Node]) -> Node | None:
-    scored = [n for n in nodes if n.dev_mean is not None and n.status in KEPT_STATUSES]
+    scored = [n for n in nodes if n.dev_mean is not None and n.dev_tasks is None and n.status in KEPT_STATUSES]
     if not scored:
         return pick_latest_kept(nodes)
     top = max(round(n.dev_mean or 0.0, 9) for n in scored)

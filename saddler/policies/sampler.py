@@ -24,7 +24,9 @@ class SamplerState:
     - `last_shown`: task -> the 0-based index of the last iteration that showed it;
     - `failing`: task -> failure signature, for the tasks the reference node (the latest kept node) is believed
       to fail: its own train rollouts, else its nearest evaluated ancestor's;
-    - `tries`: task -> earlier iterations that showed it and kept nothing (rejected, invalid, no patch).
+    - `tries`: task -> earlier iterations that showed it and kept nothing (rejected, invalid, no patch);
+    - `in_flight`: the train tasks of the iterations still running (several run at once): an adaptive sampler
+      leaves their failures to them while others remain.
     """
 
     shown: int = 0
@@ -32,6 +34,7 @@ class SamplerState:
     last_shown: Mapping[str, int] = field(default_factory=dict)
     failing: Mapping[str, str] = field(default_factory=dict)
     tries: Mapping[str, int] = field(default_factory=dict)
+    in_flight: frozenset[str] = frozenset()
 
 
 @dataclass

@@ -36,6 +36,13 @@ class ProgressMeter:
     def advance(self, n: int = 1) -> None:
         self.done += n
 
+    def extend(self, n: int, label: str) -> None:
+        """`n` more units in the phase under way (a new one, when the last ended), now called `label`."""
+        if self.done >= self.total:
+            self.start(n, label)
+        else:
+            self.total, self.label = self.total + n, label
+
     @property
     def elapsed(self) -> float:
         return max(0.0, self.clock() - self._t0)
@@ -73,6 +80,9 @@ class NullProgress:
 
     def advance(self, n: int = 1) -> None:
         self.meter.advance(n)
+
+    def extend(self, n: int, label: str) -> None:
+        self.meter.extend(n, label)
 
     def finish(self) -> None:
         return None
@@ -113,6 +123,13 @@ class RichProgress:
         self.meter.advance(n)
         if self._bar is not None:
             self._bar.update(self._task, advance=n, stats=self._stats())  # type: ignore[arg-type]
+
+    def extend(self, n: int, label: str) -> None:
+        if self._bar is None:
+            self.start(n, label)
+            return
+        self.meter.extend(n, label)
+        self._bar.update(self._task, total=self.meter.total, description=label)  # type: ignore[arg-type]
 
     def finish(self) -> None:
         if self._bar is not None:

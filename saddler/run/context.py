@@ -39,12 +39,16 @@ from saddler.policies import (
 from saddler.policies.acceptance import dev_guard_clear, dev_guard_vetoes, task_outcomes
 from saddler.ports import Executor, Progress, SessionBackend
 from saddler.run import evolution_request, warmstart
-from saddler.run.evaluate import BatchSettings, Evaluator
+from saddler.run.dev_race import DevRace, race_order
+from saddler.run.evaluate import PRIORITY, BatchSettings, Evaluator, Race
 from saddler.run.folder import RunPaths
 from saddler.run.iteration_log import IterationLog
 from saddler.run.outcomes import evidence, split_seeds, transitions
 from saddler.run.session_calls import SessionCalls
 from saddler.run.usage_window import UsageWindow
+from saddler.schedule import Pipeline
+from saddler.schedule.hub import Hub
+from saddler.schedule.pool import RolloutPool
 from saddler.scoring import node_score
 from saddler.sessions.registry import load_backend
 from saddler.sessions.schema import DiagnosisRequest, Hypothesis, ReflectionRequest
@@ -73,6 +77,9 @@ class RunContext:
     test_seeds: list[int]
     score_kind: str = "pass_rate"  # `policies.score` resolved: the per-task score of acceptance, dev and test
     iterations: IterationLog = field(init=False)  # the run's iterations, read incrementally before each one
+    hub: Hub | None = None  # the run's scheduler once it runs (`saddler.run.pipeline.attach`)
+    pool: RolloutPool | None = None  # its pool of sandboxes
+    pipeline: Pipeline = field(default_factory=Pipeline)  # how much of the run's work overlaps
 
     def __post_init__(self) -> None:
         self.iterations = IterationLog(self.store, self.run_id)
@@ -97,15 +104,44 @@ class RunContext:
         stored = self.store.rollouts(run_id=self.run_id, node_id=node.id)
         return refuse_broken_baseline(node, rows, any(r.disposition != "infra_error" for r in stored))
 
-    def eval_dev(self, node: Node) -> Node:
-        """Dev score of `node` under `score_kind` (cached on the node once computed)."""
-        if node.dev_mean is not None:
+    def eval_dev(self, node: Node, parent: Node | None = None, kept: bool = False) -> Node:
+        """Dev score of `node` under `score_kind` (cached on the node once computed over the whole split). With a
+        `parent` (a candidate's dev) and `policies.dev_race`, the evaluation races (`saddler.run.dev_race`): it
+        stops once the rest cannot change what it decides (`kept`: the dev guard will judge it too), and the node
+        records how many dev tasks its score covers. A node that stopped early is completed when asked again
+        without a parent."""
+        if node.dev_mean is not None and (node.dev_tasks is None or parent is not None):
             return node
-        rows = self._refuse_broken_baseline(
-            node, self.evaluator.evaluate(node, self.tasks["dev"], "dev", self.dev_seeds)
-        )
+        race = self._dev_race(parent, kept) if parent is not None else None
+        tasks = race_order(self.tasks["dev"], self.cfg.seed) if race is not None else self.tasks["dev"]
+        staged = PRIORITY.set((PRIORITY.get()[0], 1))  # after the iteration's decisions on train
+        try:
+            rows = self.evaluator.evaluate(node, tasks, "dev", self.dev_seeds, race=race)
+        finally:
+            PRIORITY.reset(staged)
+        rows = self._refuse_broken_baseline(node, rows)
         score = node_score(rows, self.score_kind)
-        return self.store.update_node(node.id, dev_mean=score.mean, dev_std=score.std)
+        covered = len({r.task_id for r in rows})
+        whole = len(rows) >= len(tasks) * len(self.dev_seeds)
+        return self.store.update_node(
+            node.id, dev_mean=score.mean, dev_std=score.std, dev_tasks=None if whole else covered
+        )
+
+    def _dev_race(self, parent: Node, kept: bool) -> Race | None:
+        """The race of a candidate's dev evaluation (None when `policies.dev_race` is off or nothing runs it)."""
+        if not self.cfg.policies.dev_race or self.hub is None:
+            return None
+        guard = None
+        if kept and self.cfg.policies.dev_guard:
+            passes = len(self.dev_seeds)
+            rows = self.store.rollouts(run_id=self.run_id, node_id=parent.id, split="dev")
+            guard = task_outcomes([r for r in rows if r.repetition < passes])
+        conf = self.acceptance.confidence
+        clear = (1.0 - conf) ** 2 if self.cfg.policies.dev_guard_evidence else 1.0 - conf
+        race = DevRace(
+            self.score_kind, len(self.tasks["dev"]), len(self.dev_seeds), lambda: self.best().dev_mean, guard, clear
+        )
+        return lambda rows: bool(race.decided(rows))
 
     def guard_on_dev(self, it: Iteration, parent: Node, cand: Node, verdict: AcceptanceDecision) -> AcceptanceDecision:
         """`verdict`, or a rejection when the paired comparison with its parent over the dev tasks vetoes a kept
@@ -264,7 +300,7 @@ def open_context(
     progress: Progress,
     *,
     say: Callable[[str], None] = lambda _text: None,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
     wall_clock: Callable[[], float] = time.time,
 ) -> RunContext:
     """Open every collaborator of a run (creating the run row on first use). `sleep` and `wall_clock` are what
@@ -293,7 +329,9 @@ def open_context(
     backend = load_backend(cfg.sessions, benchmark=benchmark, run_dir=paths.root, seed=cfg.seed)
     cache = EvoDAG(cfg.executor.cache) if cfg.executor.cache else None
     fallback = getattr(backend, "use_fallback_model", lambda: False)
-    window = UsageWindow(store, run_id, cfg.sessions, sleep=sleep, clock=wall_clock, say=say, use_fallback=fallback)
+    window = UsageWindow(
+        store, run_id, cfg.sessions, sleep=sleep or time.sleep, clock=wall_clock, say=say, use_fallback=fallback
+    )
     evaluator = Evaluator(
         store,
         run_id,

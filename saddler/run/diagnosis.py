@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from evodag.models import Iteration, Node, RolloutRow
 from saddler.policies.acceptance import clearly_worse
@@ -70,10 +71,11 @@ class Excluded:
         return f"{origin} {self.worse_on_lineage[origin]}" if origin in self.worse_on_lineage else ""
 
     @classmethod
-    def of_parent(cls, ctx: RunContext, parent: Node, before_iteration: int) -> Excluded:
-        """What was tried on `parent` in earlier iterations (a resumed iteration must not see its own)."""
+    def of_parent(cls, ctx: RunContext, parent: Node, iteration: int, upto: int) -> Excluded:
+        """What other iterations tried on `parent` (iterations in flight too), among the nodes up to id `upto` (the
+        DAG when `iteration`'s diagnosis first started: a resumed iteration sees what it saw then, never its own)."""
         found = cls()
-        children = [n for n in ctx.store.children(parent.id) if n.iteration < before_iteration]
+        children = [n for n in ctx.store.children(parent.id) if n.iteration != iteration and n.id <= upto]
         evaluated: dict[str, list[Node]] = {}
         for node in sorted(children, key=lambda n: n.origin):
             if node.status == "invalid":  # refused unevaluated: no evidence against the idea
@@ -90,18 +92,19 @@ class Excluded:
             for node in nodes:
                 found.add(origin, str((node.hypothesis or {}).get("plan", "")))
         if ctx.cfg.policies.exclude_worse_on_lineage:
-            found.worse_on_lineage = worse_on_lineage(ctx, parent, before_iteration)
+            found.worse_on_lineage = worse_on_lineage(ctx, parent, iteration, upto)
         return found
 
 
-def worse_on_lineage(ctx: RunContext, parent: Node, before_iteration: int) -> dict[str, str]:
-    """Ideas whose change on a strict ancestor of `parent` (in iterations before `before_iteration`) was rejected
-    as clearly worse than that ancestor: P(better) of its decision at or below 1 - the acceptance's confidence.
-    Only the decision's aggregates are read (the iteration's stored evidence), never a task of dev or test."""
+def worse_on_lineage(ctx: RunContext, parent: Node, iteration: int, upto: int) -> dict[str, str]:
+    """Ideas whose change on a strict ancestor of `parent` (in another iteration, among the nodes up to id `upto`)
+    was rejected as clearly worse than that ancestor: P(better) of its decision at or below 1 - the acceptance's
+    confidence. Only the decision's aggregates are read (the iteration's stored evidence), never a task of dev or
+    test."""
     decided = {
         i.candidate_id: i.evidence or {}
         for i in ctx.store.iterations(ctx.run_id)
-        if i.number < before_iteration and i.candidate_id is not None
+        if i.number != iteration and i.candidate_id is not None and i.candidate_id <= upto
     }
     found: dict[str, str] = {}
     for ancestor in ctx.store.lineage(parent.id)[:-1]:
@@ -132,8 +135,8 @@ def patch(ctx: RunContext, it: Iteration, parent: Node, before: list[RolloutRow]
     `PhaseSchedule.widen` gives (when the setting allows), as a `phase.moved` event with `"widened": true`; a
     resumed iteration replays its attempts in the phase each was asked in."""
     store = ctx.store
-    excluded = Excluded.of_parent(ctx, parent, it.number)
-    _log_evidence(ctx, it, before)
+    upto = _log_evidence(ctx, it, before)
+    excluded = Excluded.of_parent(ctx, parent, it.number, upto)
     it, narrowed, widened = phase_moves.attempt_phase(ctx, it)
     node: Node | None = None
     attempt = patches = failures = 0
@@ -281,13 +284,25 @@ def _candidate_node(
     return node
 
 
-def _log_evidence(ctx: RunContext, it: Iteration, before: list[RolloutRow]) -> None:
-    """The traces diagnosis is shown, logged once per iteration (also when a resumed iteration diagnoses again): the
-    running iteration is the latest, so its event, when logged, is the newest of its kind (one row read)."""
+def _log_evidence(ctx: RunContext, it: Iteration, before: list[RolloutRow]) -> int:
+    """The traces diagnosis is shown, logged once per iteration (also when a resumed iteration diagnoses again), with
+    the DAG's newest node then; returns that node id (a resumed iteration reads it back: it excludes what it saw)."""
+    logged = [e for e in _evidence_events(ctx) if e.payload.get("iteration") == it.number]
+    if logged:
+        return int(logged[0].payload.get("last_node", ctx.store.last_node_id(ctx.run_id)))
+    upto = ctx.store.last_node_id(ctx.run_id)
+    ctx.store.log_event(
+        "diagnosis.evidence",
+        {"iteration": it.number, "trace_paths": [r.trace_path for r in before if r.trace_path], "last_node": upto},
+        run_id=ctx.run_id,
+    )
+    return upto
+
+
+def _evidence_events(ctx: RunContext) -> list[Any]:
+    """The diagnosis.evidence events of the iterations that may still be running (newest first): with one iteration
+    at a time, the newest is the running one's (one row read); with several, those since the oldest in flight."""
     last = ctx.store.last_event(ctx.run_id, "diagnosis.evidence")
-    if last is None or last.payload.get("iteration") != it.number:
-        ctx.store.log_event(
-            "diagnosis.evidence",
-            {"iteration": it.number, "trace_paths": [r.trace_path for r in before if r.trace_path]},
-            run_id=ctx.run_id,
-        )
+    if last is None or ctx.pipeline.iterations == 1:
+        return [last] if last is not None else []
+    return list(reversed(ctx.store.events(run_id=ctx.run_id, kind="diagnosis.evidence")))

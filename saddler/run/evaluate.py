@@ -19,13 +19,16 @@ A rollout that failed because the disk is full is not stored as the candidate's 
 
 from __future__ import annotations
 
+import contextvars
 import errno
+import functools
 import hashlib
 import math
 import re
 import shutil
 import tempfile
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +44,8 @@ from saddler.ports import Executor, Progress
 from saddler.reporting.progress import NullProgress
 from saddler.run.faults import fault_point
 from saddler.run.folder import RunPaths
+from saddler.schedule.hub import Future, Hub
+from saddler.schedule.pool import RolloutPool, Submission
 
 _DISK_FULL = ("No space left on device", "Disk quota exceeded", "[Errno 28]")
 _COPIED = (
@@ -50,6 +55,40 @@ _COPIED = (
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=@-]+")
+
+Race = Callable[[list[RolloutRow]], bool]
+"""Asked after each row of an evaluation lands (with the rows so far, in plan order): True when what the rest could
+show can no longer change the decision the rows are for, so the rollouts not started are dropped."""
+
+PRIORITY: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar("saddler_priority", default=(0,))
+"""The rollout pool's priority of the calling task's rollouts (lower first): `(iteration, stage)`, set per task."""
+
+
+def _in_order(plan: list[_Planned], rows: dict[str, RolloutRow]) -> list[RolloutRow]:
+    """The rows known for `plan`, in its order (every item once the evaluation is complete)."""
+    return [rows[item.key] for item in plan if item.key in rows]
+
+
+def _cancel(sub: Submission, _decided: Future[None]) -> None:
+    """Drop what `sub` has not started: its evaluation has decided."""
+    sub.cancel()
+
+
+def _all_done(hub: Hub, futures: list[Future[Any]]) -> Future[None]:
+    """A future set once every one of `futures` is done (whatever each holds)."""
+    done: Future[None] = Future(hub, "all")
+    left = [len(futures)]
+
+    def one(_f: Future[Any]) -> None:
+        left[0] -= 1
+        if left[0] == 0:
+            done.set_result(None)
+
+    if not futures:
+        done.set_result(None)
+    for future in futures:
+        future.add_done_callback(one)
+    return done
 
 
 def rollout_trace_dir(run_dir: Path, node_id: int, split: str, task_id: str, repetition: int, seed: int) -> Path:
@@ -110,16 +149,24 @@ class Evaluator:
         self.model_fp = benchmark.model_fingerprint()
         self.executed_count = 0
         self._snapshots: Path | None = None
+        self.pool: RolloutPool | None = None  # the run's pool, once its scheduler runs (`saddler.run.pipeline`)
+        self._inflight: dict[str, Future[RolloutRow | None]] = {}  # rollouts submitted, not landed: their rows
 
     def evaluate(
-        self, node: Node, tasks: list[Task], split: str, seeds: list[int], first_repetition: int = 0
+        self,
+        node: Node,
+        tasks: list[Task],
+        split: str,
+        seeds: list[int],
+        first_repetition: int = 0,
+        race: Race | None = None,
     ) -> list[RolloutRow]:
         """Rows for every (task, repetition `first_repetition` + r with seed `seeds[r]`), ordered by (task order,
-        repetition)."""
+        repetition); with `race`, only those that landed before it decided (the rest were not run)."""
         plan = [
             self._plan(node, task, split, first_repetition + i, seed) for task in tasks for i, seed in enumerate(seeds)
         ]
-        return self._evaluate(node, split, plan)
+        return self._evaluate(node, split, plan, race)
 
     def evaluate_majority(self, node: Node, tasks: list[Task], split: str, seeds3: list[int]) -> list[RolloutRow]:
         """Noise rule "2 runs, a third on disagreement": repetitions 0 and 1 for every task, repetition 2
@@ -140,7 +187,7 @@ class Evaluator:
         key = rollout_cache_key(tree, task.id, split, seed, rep, self.bench_fp, self.model_fp)
         return _Planned(task, rep, seed, key)
 
-    def _evaluate(self, node: Node, split: str, plan: list[_Planned]) -> list[RolloutRow]:
+    def _evaluate(self, node: Node, split: str, plan: list[_Planned], race: Race | None = None) -> list[RolloutRow]:
         own = {r.cache_key: r for r in self.store.rollouts(run_id=self.run_id, node_id=node.id, split=split)}
         known = self._known([item.key for item in plan if item.key not in own])
         rows: dict[str, RolloutRow] = {}
@@ -156,9 +203,9 @@ class Evaluator:
         reused = len(rows) - sum(1 for r in rows.values() if r.cache_key in own)
         if reused:
             self.progress.note(f"n{node.id} {split}: {reused} rollout(s) reused from the cache")
-        if misses:
-            self._execute(node, split, list(misses.values()), rows)
-        return [rows[item.key] for item in plan]
+        if misses and not (race is not None and race(_in_order(plan, rows))):
+            self._execute(node, split, list(misses.values()), rows, plan, race)
+        return _in_order(plan, rows)
 
     def _known(self, keys: list[str]) -> dict[str, RolloutRow | dict[str, Any]]:
         """What is known of each key, in the order `_evaluate` trusts it: a stored rollout (any node, any run of this
@@ -200,29 +247,129 @@ class Evaluator:
             weakref.finalize(self, shutil.rmtree, self._snapshots, True)
         return str(self.space.snapshot(commit, self._snapshots))
 
-    def _execute(self, node: Node, split: str, misses: list[_Planned], rows: dict[str, RolloutRow]) -> None:
+    def _execute(
+        self,
+        node: Node,
+        split: str,
+        misses: list[_Planned],
+        rows: dict[str, RolloutRow],
+        plan: list[_Planned],
+        race: Race | None,
+    ) -> None:
+        """Run `misses`: through the run's rollout pool when called from one of its tasks (streamed, shared with
+        the other tasks, stopped early when `race` says the rest cannot change what it decides), else at once."""
+        if self.pool is None or Hub.current() is None:
+            self._execute_now(node, split, misses, rows)
+            return
+        hub = self.pool.hub
+        pending = misses
+        while pending:
+            decided: Future[None] = Future(hub, "decided")
+            ends: list[Future[Any]] = []
+            mine = [item for item in pending if item.key not in self._inflight]
+
+            def landed(rows: dict[str, RolloutRow] = rows, decided: Future[None] = decided) -> None:
+                if race is not None and not decided.done() and race(_in_order(plan, rows)):
+                    decided.set_result(None)
+
+            for item in pending:
+                if item in mine:
+                    continue
+                other = self._inflight[item.key]
+                other.add_done_callback(functools.partial(self._copy, node, split, item, rows=rows, landed=landed))
+                ends.append(other)
+            if mine:
+                sub = self._submit(node, split, mine, rows, landed)
+                decided.add_done_callback(functools.partial(_cancel, sub))
+                ends.append(sub.done)
+            everything = _all_done(hub, ends)
+            hub.wait_any([decided, everything])
+            if decided.done():
+                return
+            for end in ends:
+                if end.exception() is not None:
+                    raise end.exception()  # type: ignore[misc]
+            left = [item for item in pending if item.key not in rows]
+            if len(left) == len(pending):
+                raise ExecutorError(f"n{node.id} {split}: {len(left)} rollout(s) could not be run (cancelled)")
+            pending = left  # rollouts another evaluation dropped before they started: run them here
+
+    def _submit(
+        self, node: Node, split: str, items: list[_Planned], rows: dict[str, RolloutRow], landed: Callable[[], None]
+    ) -> Submission:
+        """Hand `items` to the pool; each result is stored (and handed to whoever waits for the same rollout) as it
+        lands. The submission's priority is the calling task's (`PRIORITY`)."""
+        assert self.pool is not None
+        harness_dir = self._snapshot(node.commit)
+        tree = self.space.tree_of(node.commit)
+        by_key = {item.key: item for item in items}
+        for item in items:
+            self._inflight[item.key] = Future(self.pool.hub, item.key)
+        jobs = [self._job(node, split, item, harness_dir, tree) for item in items]
+
+        def on_result(job: RolloutJob, result: RolloutResult) -> None:
+            item = by_key[job.cache_key]
+            try:
+                self._store(node, split, item, result, rows)
+            finally:
+                waiting = self._inflight.pop(item.key, None)
+                if waiting is not None:
+                    waiting.set_result(rows.get(item.key))
+            landed()
+
+        sub = self.pool.submit(jobs, on_result, PRIORITY.get())
+        sub.done.add_done_callback(lambda _f: self._forget(items))
+        return sub
+
+    def _forget(self, items: list[_Planned]) -> None:
+        """Rollouts of a finished submission that never ran (dropped by a race): whoever waited for them runs them."""
+        for item in items:
+            waiting = self._inflight.pop(item.key, None)
+            if waiting is not None:
+                waiting.set_result(None)
+
+    def _copy(
+        self,
+        node: Node,
+        split: str,
+        item: _Planned,
+        other: Future[Any],
+        *,
+        rows: dict[str, RolloutRow],
+        landed: Callable[[], None],
+    ) -> None:
+        """Another evaluation's rollout of the same key landed: its row is this node's too (copied for another
+        node, as a cached rollout is)."""
+        row = other.result() if other.exception() is None else None
+        if row is None or item.key in rows:
+            return
+        rows[item.key] = row if row.node_id == node.id else self._reuse(node, split, item, row) or row
+        landed()
+
+    def _job(self, node: Node, split: str, item: _Planned, harness_dir: str, tree: str) -> RolloutJob:
+        return RolloutJob(
+            benchmark=self.benchmark_name,
+            benchmark_options=self.benchmark_options,
+            harness_dir=harness_dir,
+            commit=node.commit,
+            tree=tree,
+            task=item.task,
+            split=split,
+            seed=item.seed,
+            repetition=item.repetition,
+            trace_dir=str(self._trace_dir(node, split, item)),
+            cache_key=item.key,
+        )
+
+    def _execute_now(self, node: Node, split: str, misses: list[_Planned], rows: dict[str, RolloutRow]) -> None:
+        """Run `misses` in one executor call (or one batch), outside the run's pool: a command evaluating nodes."""
         harness_dir = self._snapshot(node.commit)
         if self.batch_runner is not None:
             self._execute_batch(node, split, misses, rows, Path(harness_dir))
             return
         tree = self.space.tree_of(node.commit)
         by_key = {item.key: item for item in misses}
-        jobs = [
-            RolloutJob(
-                benchmark=self.benchmark_name,
-                benchmark_options=self.benchmark_options,
-                harness_dir=harness_dir,
-                commit=node.commit,
-                tree=tree,
-                task=item.task,
-                split=split,
-                seed=item.seed,
-                repetition=item.repetition,
-                trace_dir=str(self._trace_dir(node, split, item)),
-                cache_key=item.key,
-            )
-            for item in misses
-        ]
+        jobs = [self._job(node, split, item, harness_dir, tree) for item in misses]
 
         def on_result(job: RolloutJob, result: RolloutResult) -> None:
             self._store(node, split, by_key[job.cache_key], result, rows)
@@ -259,6 +406,19 @@ class Evaluator:
             self.batch_runner.run_batch(batch, on_result)
         finally:
             self.progress.finish()
+
+    def run_as_batch(self, jobs: Sequence[RolloutJob], on_result: Callable[[RolloutJob, RolloutResult], None]) -> None:
+        """`jobs` (one submission: one node, one split) as one batch of the `BatchBenchmark` (the pool's batch
+        runner)."""
+        assert self.batch_runner is not None and self.batch is not None
+        first = jobs[0]
+        by_rollout = {BatchRollout(j.task, j.seed, j.repetition, Path(j.trace_dir)): j for j in jobs}
+        digest = hashlib.sha256("\n".join(sorted(j.cache_key for j in jobs)).encode()).hexdigest()[:12]
+        folder = Path(first.trace_dir).parent / f"batch-{digest}"
+        folder.mkdir(parents=True, exist_ok=True)
+        batch = Batch(Path(first.harness_dir), tuple(by_rollout), folder, self.batch.workers, dict(self.batch.env),
+                      self.batch.timeout_s)  # fmt: skip
+        self.batch_runner.run_batch(batch, lambda rollout, result: on_result(by_rollout[rollout], result))
 
     def _trace_dir(self, node: Node, split: str, item: _Planned) -> Path:
         return rollout_trace_dir(self.run_dir, node.id, split, item.task.id, item.repetition, item.seed)

@@ -1,8 +1,14 @@
-"""The optimizer loop: one iteration's steps 1-8 (docs/architecture.md, "One iteration"), then the end of the run.
+"""The optimizer loop: one iteration's steps 1-8 (docs/architecture.md, "One iteration"), several iterations in
+flight at once, then the end of the run.
+
+The run is a pipeline: `loop.parallel_iterations` iterations are in flight, each a task of the run's scheduler
+(`saddler.schedule`) that waits for its rollouts and sessions while the others go on; every rollout goes to one
+pool of sandboxes. A new iteration starts whenever one ends and nothing says stop; its evolution sees every
+finished one (`saddler.run.flights`). With one iteration in flight this is the serial loop, step for step.
 
 Every step is idempotent — rollouts are cached by content, nodes deduplicated by commit, sessions keyed by
 (iteration, role, attempt) and replayed from the store — so a killed run resumes by redoing its unfinished
-iteration, repeating no finished rollout, paying for no session twice and losing no node.
+iterations, repeating no finished rollout, paying for no session twice and losing no node.
 """
 
 from __future__ import annotations
@@ -11,24 +17,36 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from evodag.decisions import KEPT_DECISIONS, NEUTRAL, NO_TRAINING_FAILURES, stall_after, trailing_stalls
+from evodag.decisions import KEPT_DECISIONS, NEUTRAL, NO_TRAINING_FAILURES
 from evodag.models import Iteration, Node
 from evodag.store import EvoDAG
 from saddler.config import load_run_config
-from saddler.harness.gitcmd import logical_commit_time
 from saddler.policies.stopping import LoopState
 from saddler.ports import Progress
 from saddler.reporting.progress import make_progress
-from saddler.run import audit, closecall, diagnosis, inputs, phase_moves, reflection, stepping_stone, unseen_tie
+from saddler.run import (
+    audit,
+    closecall,
+    diagnosis,
+    flights,
+    inputs,
+    phase_moves,
+    reflection,
+    stepping_stone,
+    unseen_tie,
+)
 from saddler.run.context import RunContext, open_context
+from saddler.run.evaluate import PRIORITY
 from saddler.run.evolution_step import evolve
 from saddler.run.finish import RunOutcome, finish_run, finished_outcome
 from saddler.run.folder import RunPaths, run_lock
 from saddler.run.folder_check import require_ok
 from saddler.run.minimize import minimize
 from saddler.run.outcomes import nothing_to_fix
+from saddler.run.pipeline import ITERATION, SEARCH_EVENT, ScheduleState, attach, default_schedule, store_clock
 from saddler.run.recovery import recover_after_crash
-from saddler.run.sampling import sampler_state, scheduled_phase
+from saddler.schedule import Pipeline, Schedule
+from saddler.schedule.hub import Hub, Task
 from saddler.scoring import figure
 
 Say = Callable[[str], None]
@@ -38,7 +56,9 @@ class Optimizer:
     """One run folder's optimization; `run()` starts it or resumes it where it stopped.
 
     A run whose results-affecting inputs changed since it started is refused (`ChangedInputsError`, exit 2)
-    unless `allow_changed`; then the change is recorded as a `run.inputs_changed` event.
+    unless `allow_changed`; then the change is recorded as a `run.inputs_changed` event. `schedule` is the clock
+    its events follow (default: `pipeline.default_schedule`), `pipeline` how much of its work overlaps (default:
+    `loop.parallel_iterations` in flight); both are the bench's to choose, not the user's.
     """
 
     def __init__(
@@ -49,8 +69,10 @@ class Optimizer:
         say: Say | None = None,
         progress: Progress | None = None,
         allow_changed: bool = False,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
         wall_clock: Callable[[], float] = time.time,
+        schedule: Schedule | None = None,
+        pipeline: Pipeline | None = None,
     ) -> None:
         self.paths = RunPaths(Path(run_dir).resolve())
         self.cfg = load_run_config(self.paths.root)
@@ -58,19 +80,28 @@ class Optimizer:
         self.progress = progress or make_progress(quiet)
         self.allow_changed = allow_changed
         self.sleep, self.wall_clock = sleep, wall_clock
+        self.schedule = schedule
+        self.pipeline = pipeline or Pipeline(iterations=self.cfg.loop.parallel_iterations)
 
     def run(self) -> RunOutcome:
         require_ok(self.paths.root)  # a config that cannot work is refused before anything is written
-        with run_lock(self.paths.root) as lock, EvoDAG(self.paths.db) as store:
+        schedule = self.schedule or default_schedule(self.cfg)
+        hub = Hub(virtual=schedule.virtual)
+        with run_lock(self.paths.root) as lock, EvoDAG(self.paths.db, clock=store_clock(schedule, hub)) as store:
+            hub.switch_guard = lambda: "an open store transaction" if store.conn.in_transaction else None
             recover_after_crash(self.paths, self.cfg.harness, lock.acquired_at, store, self.say)
             self.paths.traces.mkdir(parents=True, exist_ok=True)
             self.paths.sessions.mkdir(parents=True, exist_ok=True)
             ctx = open_context(
-                self.paths, self.cfg, store, self.progress, say=self.say, sleep=self.sleep, wall_clock=self.wall_clock
-            )
+                self.paths, self.cfg, store, self.progress, say=self.say, sleep=self.sleep or hub.sleep,
+                wall_clock=self.wall_clock,
+            )  # fmt: skip
             try:
+                pool = attach(ctx, hub, schedule, self.pipeline)
+                self.state = ScheduleState(ctx, hub, pool)
+                pool.observer = self.state.update
                 inputs.check_inputs(ctx, self.allow_changed, self.say)
-                return self._run(ctx)
+                return hub.run(lambda: self._run(ctx))
             finally:
                 ctx.executor.close()
                 ctx.space.prune()
@@ -87,29 +118,71 @@ class Optimizer:
         baseline = ctx.eval_dev(baseline) if ctx.cfg.policies.dev_eval != "never" else baseline
         ctx.update_best()
         ctx.store.update_run(ctx.run_id, status="running", finished_at=None, termination_reason=None)
-        while True:
-            iterations, done, state = self._state(ctx)
-            reason = ctx.stop.check(state)
-            if reason:
-                break
-            pending = iterations[-1] if iterations and iterations[-1].finished_at is None else None
-            current = self._current(ctx, done, baseline)
-            self._iteration(ctx, iterations, len(done) + 1, pending, current, state.stall_count)
+        reason = self._search(ctx, baseline)
         if reason == "paused":
             return self._paused(ctx)
         if ctx.cfg.minimize.enabled:  # the best harness cut to the changes that carry their weight on dev
             minimize(ctx, self.say)
         return finish_run(ctx, baseline, reason, self.say)
 
+    def _search(self, ctx: RunContext, baseline: Node) -> str:
+        """Keep `pipeline.iterations` iterations in flight until a stop condition holds (checked before each
+        start), then wait for those in flight; the reason the search ended. Unfinished iterations of a killed run
+        go on first."""
+        hub = ctx.hub
+        assert hub is not None
+        iterations, _done, state = self._state(ctx)
+        reason = ctx.stop.check(state)  # a stop asked before a resume leaves unfinished iterations as they are
+        flying: dict[int, Task[None]] = (
+            {} if reason else {it.number: self._fly(ctx, it, baseline) for it in iterations if it.finished_at is None}
+        )  # resumed: every unfinished iteration, in the order they started
+        while True:
+            iterations, _done, state = self._state(ctx)
+            reason = reason or ctx.stop.check(state)
+            if reason is None and len(flying) < self.pipeline.iterations:
+                number = len(iterations) + 1
+                current = flights.latest_kept(ctx, iterations, baseline)
+                flying[number] = self._fly(ctx, flights.start(ctx, iterations, number, current), baseline)
+                continue
+            self.state.in_flight = list(flying)
+            self.state.update(force=True)
+            if not flying:
+                self._search_ended(ctx)
+                return reason or "max_iterations"
+            landed = hub.wait_any(flying.values())
+            flying = {number: task for number, task in flying.items() if task is not landed}
+            landed.result()  # a system fault in an iteration ends the run
+
+    def _search_ended(self, ctx: RunContext) -> None:
+        """Record what the search used of the pool (the bench and the report read it), once per search."""
+        assert ctx.pool is not None and ctx.hub is not None
+        ctx.pool.utilisation()  # brings its account up to now
+        payload = {"busy_seconds": round(ctx.pool.busy_seconds, 3), "seconds": round(ctx.hub.now(), 3),
+                   "sandboxes": ctx.pool.sandboxes, "clock": "virtual" if ctx.hub.virtual else "real",
+                   "parallel_iterations": self.pipeline.iterations}  # fmt: skip
+        ctx.store.log_event(SEARCH_EVENT, payload, run_id=ctx.run_id)
+
+    def _fly(self, ctx: RunContext, it: Iteration, baseline: Node) -> Task[None]:
+        """Iteration `it` as a task of the scheduler (its commits dated by its number, its rollouts ranked by it)."""
+        assert ctx.hub is not None
+
+        def fly() -> None:
+            ITERATION.set(it.number)
+            PRIORITY.set((it.number, 0))
+            self._iteration(ctx, it, baseline)
+
+        return ctx.hub.spawn(fly, f"iteration {it.number}")
+
     @staticmethod
     def _state(ctx: RunContext) -> tuple[list[Iteration], list[Iteration], LoopState]:
-        """The iterations, the finished ones, and the numbers the stop conditions look at."""
+        """The iterations, the finished ones, and the numbers the stop conditions look at: every iteration started
+        counts towards `max_iterations`, what was spent so far towards the budgets."""
         iterations = ctx.iterations.read()
-        done = [it for it in iterations if it.finished_at is not None]
-        stalls = trailing_stalls([it.decision for it in done])
+        done = flights.finished_in_order(iterations)
         cost = ctx.store.rollout_cost(ctx.run_id) + ctx.store.session_cost(ctx.run_id)
         dev = ctx.best().dev_mean
-        return iterations, done, LoopState(len(done), ctx.store.count_rollouts(ctx.run_id), cost, dev, stalls)
+        rollouts = ctx.store.count_rollouts(ctx.run_id)
+        return iterations, done, LoopState(len(iterations), rollouts, cost, dev, flights.stalls(iterations))
 
     def _paused(self, ctx: RunContext) -> RunOutcome:
         run = ctx.store.get_run(ctx.run_id)
@@ -132,45 +205,15 @@ class Optimizer:
         ctx.store.update_run(ctx.run_id, baseline_node_id=node.id, best_node_id=node.id)  # the first best
         return node
 
-    @staticmethod
-    def _current(ctx: RunContext, done: list[Iteration], baseline: Node) -> Node:
-        """The latest kept node: the last iteration's candidate if kept, else its parent."""
-        if not done:
-            return baseline
-        last = done[-1]
-        if last.decision in KEPT_DECISIONS and last.candidate_id is not None:
-            return ctx.store.get_node(last.candidate_id)
-        return ctx.store.get_node(last.parent_id) if last.parent_id is not None else baseline
-
     # one iteration --------------------------------------------------------------------------------
-    def _iteration(
-        self,
-        ctx: RunContext,
-        iterations: list[Iteration],
-        number: int,
-        pending: Iteration | None,
-        current: Node,
-        stalls: int,
-    ) -> None:
-        """Iteration `number`; `iterations` are the run's iterations as `_state` just read them."""
+    def _iteration(self, ctx: RunContext, it: Iteration, baseline: Node) -> None:
+        """Iteration `it`, started (`flights.start`) or resumed where it stopped."""
         store, cfg = ctx.store, ctx.cfg
-        if pending is None:  # a resumed iteration keeps the batch and phase it stored
-            state = sampler_state(store, iterations, number, current, ctx.sampler.adaptive)
-            epoch, batch = ctx.sampler.batch(number - 1, state)
-            phase, why = scheduled_phase(ctx.phases, iterations, number)
-            was = scheduled_phase(ctx.phases, iterations, number - 1)[0] if number > 1 else phase
-            exploration = bool(cfg.loop.plateau_threshold) and stalls >= cfg.loop.plateau_threshold
-            with store.transaction():  # the schedule's own move (the end of Capability) is an event too
-                pending = store.start_iteration(
-                    ctx.run_id, number, epoch, batch, phase=phase, exploration=exploration, stall_count=stalls
-                )
-                if was != phase:
-                    phase_moves.log_move(ctx, number, was, phase, why, scheduled=True)
-        it, batch = pending, pending.batch
-        ctx.space.clock = lambda: logical_commit_time(number)
+        number, batch = it.number, it.batch
 
-        # 1. evolution picks the parent
+        # 1. evolution picks the parent (from the latest kept node as the finished iterations say now)
         if it.parent_id is None:
+            current = flights.latest_kept(ctx, ctx.iterations.read(), baseline)
             parent = evolve(ctx, it, current, self.say)
             it = store.update_iteration(it.id, parent_id=parent.id, step="evolved")
         else:
@@ -180,7 +223,7 @@ class Optimizer:
         if it.candidate_id is None and nothing_to_fix(before, ctx.score_kind):
             # nothing to diagnose (AutoSaddler's no_training_failures): no session is paid for
             self.say(f"iter {number:>3} [{it.phase}] n{parent.id} passes all {len(batch)} task(s): no diagnosis")
-            self._finish_iteration(ctx, it, NO_TRAINING_FAILURES, None, stalls)
+            flights.finish(ctx, it, NO_TRAINING_FAILURES, None)
             return
         if it.candidate_id is None:  # the phase follows what the failures point at (policies.phase_moves)
             it = phase_moves.follow_evidence(ctx, it, before)
@@ -191,8 +234,7 @@ class Optimizer:
             else diagnosis.patch(ctx, it, parent, before, self.say)
         )
         if cand is None or cand.status == "invalid":
-            decision = "no_patch" if cand is None else "invalid"
-            self._finish_iteration(ctx, it, decision, cand, stalls)
+            flights.finish(ctx, it, "no_patch" if cand is None else "invalid", cand)
             return
         if it.candidate_id is None:
             it = store.update_iteration(it.id, candidate_id=cand.id, step="validated")
@@ -204,7 +246,7 @@ class Optimizer:
             audit.record(ctx, it, cand, "traces", suspect)
         if suspect and audit.refuses(ctx):
             cand = store.update_node(cand.id, status="invalid", status_reason=suspect)
-            self._finish_iteration(ctx, it, "invalid", cand, stalls)
+            flights.finish(ctx, it, "invalid", cand)
             return
         verdict, before, after = closecall.decide(ctx, it, parent, cand, before, after)
         verdict, movement = stepping_stone.keep_moved_tie(
@@ -217,7 +259,7 @@ class Optimizer:
         dev_policy = cfg.policies.dev_eval
         unseen = unseen_tie.goes_to_dev(cfg.policies, cand, verdict, before)  # a tie train could not show
         if dev_policy == "always" or (dev_policy == "on_accept" and (verdict.verdict in KEPT_DECISIONS or unseen)):
-            cand = ctx.eval_dev(cand)
+            cand = ctx.eval_dev(cand, parent=parent, kept=verdict.verdict in KEPT_DECISIONS)
         if unseen:
             verdict = unseen_tie.decide_on_dev(ctx, it, parent, cand, verdict)
         verdict = ctx.guard_on_dev(it, parent, cand, verdict)  # accepted on train, clearly worse on dev: not kept
@@ -232,16 +274,4 @@ class Optimizer:
             + f" | best n{best.id} dev {figure(best.dev_mean)}"
         )
         # 8. all in the EvoDAG before the next step
-        self._finish_iteration(ctx, it, status, cand, stalls)
-
-    @staticmethod
-    def _finish_iteration(ctx: RunContext, it: Iteration, decision: str, cand: Node | None, stalls: int) -> None:
-        ctx.store.update_iteration(
-            it.id,
-            decision=decision,
-            candidate_id=cand.id if cand else None,
-            stall_count=stall_after(stalls, decision),
-            step="done",
-            finished_at=ctx.store.clock(),
-            last_rollout=ctx.store.last_rollout_id(),
-        )
+        flights.finish(ctx, it, status, cand)

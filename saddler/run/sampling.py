@@ -42,6 +42,7 @@ def sampler_state(
         last_shown=last_shown,
         failing=failing,
         tries=dict(tries),
+        in_flight=frozenset(task for it in earlier if it.finished_at is None for task in it.batch),
     )
 
 

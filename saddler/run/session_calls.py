@@ -21,6 +21,8 @@ from saddler.ports import SessionBackend
 from saddler.run.confinement import Allowance, FolderState, escapes
 from saddler.run.faults import fault_point
 from saddler.run.usage_window import UsageWindow
+from saddler.schedule.hub import Hub
+from saddler.schedule.latency import LatencyModel
 from saddler.sessions.answers import failed_result
 from saddler.sessions.llm_backend import UsageLimitError, transcript_path
 from saddler.sessions.schema import (
@@ -96,6 +98,8 @@ class SessionCalls:
         self.window = window
         self.say = say
         self.view = view
+        self.hub: Hub | None = None  # the run's scheduler, once it runs (sessions then wait as tasks)
+        self.latency: LatencyModel | None = None  # a virtual hub's session latencies
 
     def diagnose(self, request: DiagnosisRequest, node_id: int) -> tuple[DiagnosisResult, str | None]:
         """Diagnosis-patch in `request.worktree` (a fresh worktree of the parent); a stored attempt's change is
@@ -152,7 +156,7 @@ class SessionCalls:
             allowance = self._allowance(role, request, worktree)
             before = FolderState.take(self.run_dir, allowance) if allowance is not None and self.run_dir else None
             try:
-                result = call()
+                result = self._timed(role, request, call)
             except UsageLimitError as exc:
                 if self.window is None:
                     raise
@@ -166,6 +170,28 @@ class SessionCalls:
             if not wrong:
                 return result
             return self._discard(role, request, result, wrong, before, worktree)
+
+    def _timed(
+        self,
+        role: Role,
+        request: DiagnosisRequest | ReflectionRequest | EvolutionRequest,
+        call: Callable[[], DiagnosisResult | ReflectionResult | EvolutionResult],
+    ) -> DiagnosisResult | ReflectionResult | EvolutionResult:
+        """The session's answer, as the run's scheduler times it: on a virtual clock it is computed now and the
+        task waits the session's latency (`LatencyModel.session`, keyed iteration:role:attempt); in real time an
+        agent's session runs on a thread of its own while the other tasks go on (saddler's own rules, the offline
+        backend, answer at once, here). Outside the scheduler: now."""
+        hub = self.hub
+        if hub is None or Hub.current() is None:
+            return call()
+        if hub.virtual:
+            result = call()
+            assert self.latency is not None
+            hub.sleep(self.latency.session(role, f"{request.iteration}:{role}:{request.attempt}"))
+            return result
+        if getattr(self.backend, "confined_by_saddler", False):
+            return call()
+        return hub.run_in_thread(call, role).result()
 
     def _allowance(
         self, role: Role, request: DiagnosisRequest | ReflectionRequest | EvolutionRequest, worktree: Path | None

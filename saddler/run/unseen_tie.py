@@ -60,7 +60,8 @@ def decide_on_dev(
     if cand.dev_mean is None or parent.dev_mean is None:
         return verdict
     dev = ctx.compare_on_dev(parent, cand, len(ctx.dev_seeds))
-    kept = clearly_better(dev.confidence, ctx.acceptance.confidence) and cand.dev_mean > parent.dev_mean
+    higher = cand.dev_mean > parent.dev_mean if cand.dev_tasks is None else dev.after > dev.before  # raced: paired
+    kept = clearly_better(dev.confidence, ctx.acceptance.confidence) and higher
     ctx.note_evidence(it, "unseen_tie", {"confidence": dev.confidence, "tasks": len(dev.compared), "kept": kept})
     if not kept:
         return verdict

@@ -53,6 +53,7 @@ ITERATION_5 = {
     "id": 5, "run_id": 1, "number": 5, "epoch": 2, "parent_id": 1, "candidate_id": 8, "phase": "steering",
     "step": "candidate_evaluated", "decision": None, "stall_count": 1, "exploration": False,
     "started_at": "2026-01-01T00:01:51.000+00:00", "finished_at": None, "evidence": None, "last_rollout": None,
+    "finish_order": None, "started_after": None,
 }  # fmt: skip
 
 
@@ -97,7 +98,7 @@ def test_node(db: Path) -> None:
     assert doc["node"] == {
         **{k: v for k, v in N6.items()}, "run_id": 1, "phase": "capability", "patch_kind": "cherry_pick",
         "origin": "cherry_pick", "status_reason": "", "batch_before": None, "batch_after": None, "hypothesis": None,
-        "created_at": "2026-01-01T00:00:13.000+00:00",
+        "created_at": "2026-01-01T00:00:13.000+00:00", "dev_tasks": None,
     }  # fmt: skip
     assert doc["edge_in"] == {
         "id": 5, "run_id": 1, "parent_id": 5, "child_id": 6, "kind": "cherry_pick", "diff_sha": diff_sha(CACHE_DIFF),

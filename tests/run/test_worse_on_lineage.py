@@ -43,18 +43,20 @@ def _ctx(store: EvoDAG) -> SimpleNamespace:
     return SimpleNamespace(store=store, run_id=1, acceptance=SimpleNamespace(confidence=0.8))
 
 
-def test_only_clear_losses_on_strict_ancestors_before_the_iteration_are_excluded(tmp_path: Path) -> None:
+def test_only_clear_losses_on_strict_ancestors_of_other_iterations_seen_are_excluded(tmp_path: Path) -> None:
     store, ids = _dag(tmp_path / "evodag.sqlite")
     ctx = _ctx(store)
-    n5 = store.get_node(ids["n5"])
-    assert worse_on_lineage(ctx, n5, before_iteration=6) == {  # type: ignore[arg-type]
+    n5, everything = store.get_node(ids["n5"]), ids["n6"]
+    assert worse_on_lineage(ctx, n5, iteration=6, upto=everything) == {  # type: ignore[arg-type]
         "bank:x": f"made n{ids['n2']} clearly worse than its parent n{ids['n1']}, an ancestor of this parent "
         "(P(better) 0.12)"
     }  # Y lost inside the noise (0.25 > 0.20); Z was tried on n5 itself: the parent's own exclusion covers it
     n6_child = store.get_node(ids["n6"])  # a descendant of n5, once iteration 5 is decided
-    assert set(worse_on_lineage(ctx, n6_child, before_iteration=7)) == {"bank:x", "bank:z"}  # type: ignore[arg-type]
-    assert set(worse_on_lineage(ctx, n6_child, before_iteration=5)) == {"bank:x"}  # type: ignore[arg-type]
-    assert worse_on_lineage(ctx, store.get_node(ids["n1"]), before_iteration=9) == {}  # type: ignore[arg-type]
+    assert set(worse_on_lineage(ctx, n6_child, iteration=7, upto=everything)) == {"bank:x", "bank:z"}  # type: ignore[arg-type]
+    assert set(worse_on_lineage(ctx, n6_child, iteration=5, upto=everything)) == {"bank:x"}  # type: ignore[arg-type]
+    # iteration 7 began its diagnosis before n6 existed (iteration 5 still in flight): it does not see n6's loss
+    assert set(worse_on_lineage(ctx, n6_child, iteration=7, upto=ids["n5"])) == {"bank:x"}  # type: ignore[arg-type]
+    assert worse_on_lineage(ctx, store.get_node(ids["n1"]), iteration=9, upto=everything) == {}  # type: ignore[arg-type]
     store.close()
 
 
