@@ -9,7 +9,8 @@ variants on one seed differ only in how they schedule and decide. Variants:
   barrier, no dev race): today's serial loop, timed;
 - `default`: saddler's defaults as a user gets them;
 - `k<N>` (e.g. `k4`), `k<N>_race`, `k<N>_norace`: the default with `loop.parallel_iterations = N`, and the dev race
-  forced on or off: what the default was chosen from.
+  forced on or off; `_free` lets diagnoses start in any order (`Pipeline.diagnoses_in_order` off): what the
+  default was chosen from.
 
 Scenarios (medians; rollouts lognormal with sigma 1, sessions sigma 0.5; `saddler.schedule.latency`):
 
@@ -74,13 +75,15 @@ def variant_settings(name: str) -> tuple[Pipeline | None, dict[str, Any]]:
         return Pipeline.serial(), {"loop": {"parallel_iterations": 1}, "policies": {"dev_race": False}}
     if name == "default":
         return None, {}
-    found = re.fullmatch(r"k(\d+)(_race|_norace)?", name)
+    found = re.fullmatch(r"k(\d+)((?:_race|_norace|_free)*)", name)
     if not found:
-        raise ValueError(f"unknown variant {name!r}: serial, default, k<N>, k<N>_race or k<N>_norace")
+        raise ValueError(f"unknown variant {name!r}: serial, default, k<N>[_race|_norace][_free]")
     overrides: dict[str, Any] = {"loop": {"parallel_iterations": int(found[1])}}
-    if found[2]:
-        overrides["policies"] = {"dev_race": found[2] == "_race"}
-    return None, overrides
+    flags = found[2].split("_")
+    if "race" in flags or "norace" in flags:
+        overrides["policies"] = {"dev_race": "race" in flags}
+    pipeline = Pipeline(iterations=int(found[1]), diagnoses_in_order="free" not in flags)
+    return pipeline, overrides
 
 
 @dataclass
@@ -218,7 +221,9 @@ def report(results: dict[tuple[str, str, str, int], dict[str, Any]], scenarios: 
                 continue
             reach = [first_reach(m["best_over_time"], s["best_dev"], m["wall_s"]) for m, s in paired]
             ratios = {
-                "time_to_serial_final_dev_ratio": [when / s["wall_s"] for (when, _), (_m, s) in zip(reach, paired, strict=True)],
+                "time_to_serial_final_dev_ratio": [
+                    when / s["wall_s"] for (when, _), (_m, s) in zip(reach, paired, strict=True)
+                ],
                 "rollouts_ratio": [m["rollouts"] / s["rollouts"] for m, s in paired],
                 "sessions_ratio": [m["sessions"] / max(1, s["sessions"]) for m, s in paired],
                 "wall_ratio": [m["wall_s"] / s["wall_s"] for m, s in paired],

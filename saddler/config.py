@@ -36,7 +36,7 @@ class LoopConfig(_Strict):
     test_runs: int = Field(3, ge=1, le=100)
     dev_runs: int = Field(1, ge=1, le=100)
     parallel_iterations: int = Field(
-        1,
+        3,
         ge=1,
         le=64,
         description="iterations in flight at once, each with its own worktree and sessions; their rollouts share "
@@ -110,7 +110,7 @@ class PolicyConfig(_Strict):
         "on both passes, unless the first pass is already clear (P(better) <= (1 - acceptance_confidence)^2)",
     )
     dev_race: bool = Field(
-        False,
+        True,
         description="a candidate's dev evaluation stops once the rest of dev cannot change what it decides: it can "
         "no longer become the best, or the dev guard has decided on it (see saddler.run.dev_race)",
     )

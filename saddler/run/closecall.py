@@ -22,6 +22,7 @@ stopped, and the rollouts the evidence cost (rows stored after the plan was made
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -147,8 +148,9 @@ def decide(
     done: list[float] = []  # the confidence after each round run
     futile = False
     for i, rnd in enumerate(plan):
-        before += _run_round(ctx, parent, rnd)
-        after += _run_round(ctx, cand, rnd)
+        on_parent, on_cand = ctx.together(*(functools.partial(_run_round, ctx, node, rnd) for node in (parent, cand)))
+        before += on_parent
+        after += on_cand
         verdict = acceptance.decide(task_outcomes(before), task_outcomes(after), final=i == len(plan) - 1)
         done.append(verdict.confidence)
         futile = verdict.verdict == CLOSE and verdict.wins == verdict.losses == 0.0

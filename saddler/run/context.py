@@ -7,11 +7,12 @@ the best node, build session requests) so `saddler.run.loop` reads as the method
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from evodag.decisions import KEPT_DECISIONS, KEPT_STATUSES
 from evodag.errors import UnknownRunError
@@ -52,6 +53,8 @@ from saddler.schedule.pool import RolloutPool
 from saddler.scoring import node_score
 from saddler.sessions.registry import load_backend
 from saddler.sessions.schema import DiagnosisRequest, Hypothesis, ReflectionRequest
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -161,8 +164,12 @@ class RunContext:
         if veto and evidence:  # one pass leaned against it, not clearly: one more decides
             passes += 1
             seed = split_seeds(self.cfg.seed, "dev", passes)[-1]
-            for node in (parent, cand):
-                self.evaluator.evaluate(node, self.tasks["dev"], "dev", [seed], first_repetition=passes - 1)
+            self.together(
+                *(
+                    functools.partial(self.evaluator.evaluate, node, self.tasks["dev"], "dev", [seed], passes - 1)
+                    for node in (parent, cand)
+                )
+            )
             dev = self.compare_on_dev(parent, cand, passes)
             veto = dev_guard_vetoes(verdict, dev, self.acceptance.confidence, self.cfg.policies.dev_guard_unsure)
         guard = {"confidence": dev.confidence, "tasks": len(dev.compared), "repetitions": passes}
@@ -187,6 +194,15 @@ class RunContext:
             for n in (parent, cand)
         }
         return self.acceptance.decide(task_outcomes(rows[parent.id]), task_outcomes(rows[cand.id]), final=False)
+
+    def together(self, *parts: Callable[[], T]) -> list[T]:
+        """Run `parts` (evaluations one decision needs) as one submission to the pool, their values in order: at once
+        when the pipeline says so and the scheduler runs (`Pipeline.together`), else one after the other."""
+        at_once = self.pipeline.together and self.hub is not None and self.hub.current() is not None
+        if not at_once:
+            return [part() for part in parts]
+        assert self.hub is not None
+        return self.hub.gather(*parts)
 
     def note_evidence(self, it: Iteration, key: str, value: Any) -> None:
         """Add `key` to the evidence stored on iteration `it` (read afresh: the decision wrote it after `it`)."""
@@ -233,6 +249,7 @@ class RunContext:
         no_effect: dict[str, str] | None = None,
         worse_on_lineage: dict[str, str] | None = None,
         widens: bool = False,
+        elsewhere: dict[str, str] | None = None,
     ) -> DiagnosisRequest:
         comp = self.space.config.components
         return DiagnosisRequest(
@@ -251,6 +268,7 @@ class RunContext:
             refused=refused or {},
             no_effect=no_effect or {},
             worse_on_lineage=worse_on_lineage or {},
+            elsewhere=elsewhere or {},
             attempt=attempt,
             retry_reason=retry_reason,
             check_command=self.cfg.sessions.check_command or self.space.config.check_command,

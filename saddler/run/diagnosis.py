@@ -49,6 +49,7 @@ class Excluded:
     no_effect: dict[str, str] = field(default_factory=dict)
     no_effect_trees: dict[str, str] = field(default_factory=dict)  # tree sha -> "origin (nN)"
     worse_on_lineage: dict[str, str] = field(default_factory=dict)  # origin -> where it made an ancestor worse
+    elsewhere: dict[str, str] = field(default_factory=dict)  # origin -> the iteration trying it now, or the line
 
     def add(self, origin: str, plan: str = "") -> None:
         if origin not in self.plans or (plan and not self.plans[origin]):
@@ -61,14 +62,17 @@ class Excluded:
 
     @property
     def origins(self) -> list[str]:
-        """Every idea not to write here: those evaluated on this parent, then those worse on its lineage."""
-        return [*self.plans, *(o for o in self.worse_on_lineage if o not in self.plans)]
+        """Every idea not to write here: those evaluated on this parent, those worse on its lineage, those taken
+        elsewhere."""
+        return list(dict.fromkeys([*self.plans, *self.worse_on_lineage, *self.elsewhere]))
 
     def excluded_why(self, origin: str) -> str:
         """Why `origin` may not be written here ("" when it may)."""
         if origin in self.plans:
             return f"{origin} was already tried"
-        return f"{origin} {self.worse_on_lineage[origin]}" if origin in self.worse_on_lineage else ""
+        if origin in self.worse_on_lineage:
+            return f"{origin} {self.worse_on_lineage[origin]}"
+        return f"{origin} {self.elsewhere[origin]}" if origin in self.elsewhere else ""
 
     @classmethod
     def of_parent(cls, ctx: RunContext, parent: Node, iteration: int, upto: int) -> Excluded:
@@ -93,7 +97,29 @@ class Excluded:
                 found.add(origin, str((node.hypothesis or {}).get("plan", "")))
         if ctx.cfg.policies.exclude_worse_on_lineage:
             found.worse_on_lineage = worse_on_lineage(ctx, parent, iteration, upto)
+        found.elsewhere = {
+            o: why for o, why in taken_elsewhere(ctx, parent, iteration, upto).items() if o not in found.plans
+        }
         return found
+
+
+def taken_elsewhere(ctx: RunContext, parent: Node, iteration: int, upto: int) -> dict[str, str]:
+    """With several iterations in flight: ideas another iteration is evaluating now (a candidate of another iteration
+    still pending), and ideas the latest kept node holds that the parent does not (the line moved on while this
+    iteration ran: writing them again here adds nothing the line lacks). Nothing with one iteration in flight."""
+    if ctx.pipeline.iterations <= 1:
+        return {}
+    found: dict[str, str] = {}
+    for node in ctx.store.nodes(ctx.run_id, status="pending"):
+        if node.iteration != iteration and node.id <= upto and node.origin not in found:
+            found[node.origin] = f"is being tried by iteration {node.iteration} (n{node.id})"
+    held = {n.origin for n in ctx.store.lineage(parent.id)}
+    latest = ctx.store.get_run(ctx.run_id).best_node_id
+    line = [n for n in ctx.store.lineage(latest)] if latest is not None else []
+    for node in line:
+        if node.id <= upto and node.origin not in held and node.origin not in found and node.parent_id is not None:
+            found[node.origin] = f"is already in the best node n{latest}"
+    return found
 
 
 def worse_on_lineage(ctx: RunContext, parent: Node, iteration: int, upto: int) -> dict[str, str]:
@@ -218,7 +244,7 @@ def _attempt(
         plans = {o: p for o, p in excluded.plans.items() if p}
         request = ctx.diagnosis_request(
             it, parent, worktree, before, attempt, excluded.origins, reason, plans, dict(excluded.refused),
-            dict(excluded.no_effect), dict(excluded.worse_on_lineage), widens,
+            dict(excluded.no_effect), dict(excluded.worse_on_lineage), widens, dict(excluded.elsewhere),
         )  # fmt: skip
         result, staged = ctx.calls.diagnose(request, parent.id)
         if result.status != "patched" or result.hypothesis is None:

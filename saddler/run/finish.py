@@ -10,6 +10,7 @@ cached like every other rollout.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,10 +108,11 @@ def finish_run(ctx: RunContext, baseline: Node, reason: str, say: Callable[[str]
         f"search over ({reason}); best node n{best.id} (dev {figure(best.dev_mean)}); evaluating baseline and "
         f"best{also} on test × {len(ctx.test_seeds)}"
     )
-    base = evaluate_test(ctx, store.get_node(baseline.id))
-    best = base if best.id == base.id else evaluate_test(ctx, best)
-    if other is not None and other.test_mean is None:
-        evaluate_test(ctx, other)
+    on_test = [store.get_node(baseline.id)] + ([best] if best.id != baseline.id else [])
+    on_test += [other] if other is not None and other.test_mean is None else []
+    tested = ctx.together(*(functools.partial(evaluate_test, ctx, n) for n in on_test))  # one submission
+    base = tested[0]
+    best = base if best.id == base.id else tested[1]
     fault_point("finish", str(ctx.paths.best))
     export_harness(ctx.space, store, best.id, ctx.paths.best)
     write_pr_md(store, ctx.space, ctx.run_id, ctx.paths.best)  # the pull-request description beside it

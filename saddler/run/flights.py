@@ -6,9 +6,10 @@ iteration row records both: `number` is the order they started in, `finish_order
 the finished ones in the order they finished:
 
 - **the latest kept node** (where evolution continues from): the last finished iteration's candidate if it kept
-  it, else its parent — unless another iteration finished while it was in flight and kept a candidate: then the
-  last of those (a parent chosen before that keep is older news). With one iteration at a time nothing finishes
-  during another, and this is the rule of the serial loop.
+  it (or the node its change was carried onto the line as: `saddler.run.carry`), else its parent — unless another
+  iteration finished while it was in flight and kept a candidate: then the last of those (a parent chosen before
+  that keep is older news). With one iteration at a time nothing finishes during another, and this is the rule of
+  the serial loop.
 - **the stall count** (the discard streak the plateau and the stall limit read): over the decisions in finish
   order.
 
@@ -24,6 +25,33 @@ from evodag.models import Iteration, Node
 from saddler.run import phase_moves
 from saddler.run.context import RunContext
 from saddler.run.sampling import sampler_state, scheduled_phase
+from saddler.schedule.hub import Future, Hub
+
+
+class DiagnosisOrder:
+    """Diagnoses answer in the order their iterations started: an iteration's diagnosis begins once every iteration
+    started before it and still in flight has its answer (a candidate, or none), so each proposer is told what the
+    others are trying on its parent (`diagnosis.Excluded`) and no two write the same idea at once."""
+
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+        self._answered: dict[int, Future[None]] = {}
+
+    def started(self, number: int, answered: bool = False) -> None:
+        self._answered[number] = Future(self.hub, f"diagnosis {number}")
+        if answered:
+            self.answered(number)
+
+    def answered(self, number: int) -> None:
+        future = self._answered.pop(number, None)
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    def wait_turn(self, number: int) -> None:
+        for earlier in sorted(n for n in self._answered if n < number):
+            future = self._answered.get(earlier)  # others answer (and leave) while this one waits
+            if future is not None:
+                self.hub.wait_done(future)
 
 
 def finished_in_order(iterations: list[Iteration]) -> list[Iteration]:
@@ -32,18 +60,30 @@ def finished_in_order(iterations: list[Iteration]) -> list[Iteration]:
     return sorted(done, key=lambda it: (it.finish_order if it.finish_order is not None else it.number, it.number))
 
 
+def kept_node(it: Iteration) -> int | None:
+    """The node a finished iteration kept: its candidate, or where its change was carried (`saddler.run.carry`:
+    the carried node, or the node that held the change already); None when it kept nothing."""
+    if it.decision not in KEPT_DECISIONS or it.candidate_id is None:
+        return None
+    carried = (it.evidence or {}).get("carried")
+    if carried:
+        return int(carried["node"] if carried.get("node") is not None else carried["onto"])
+    return it.candidate_id
+
+
 def latest_kept(ctx: RunContext, iterations: list[Iteration], baseline: Node) -> Node:
     """The node evolution continues from (see the module docstring)."""
     done = finished_in_order(iterations)
     if not done:
         return baseline
     last = done[-1]
-    if last.decision in KEPT_DECISIONS and last.candidate_id is not None:
-        return ctx.store.get_node(last.candidate_id)
+    kept = kept_node(last)
+    if kept is not None:
+        return ctx.store.get_node(kept)
     seen = last.started_after if last.started_after is not None else len(done) - 1
-    meanwhile = [it for it in done[seen:-1] if it.decision in KEPT_DECISIONS and it.candidate_id is not None]
+    meanwhile = [k for k in (kept_node(it) for it in done[seen:-1]) if k is not None]
     if meanwhile:
-        return ctx.store.get_node(meanwhile[-1].candidate_id or 0)
+        return ctx.store.get_node(meanwhile[-1])
     return ctx.store.get_node(last.parent_id) if last.parent_id is not None else baseline
 
 

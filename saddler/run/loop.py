@@ -26,6 +26,7 @@ from saddler.ports import Progress
 from saddler.reporting.progress import make_progress
 from saddler.run import (
     audit,
+    carry,
     closecall,
     diagnosis,
     flights,
@@ -39,6 +40,7 @@ from saddler.run.context import RunContext, open_context
 from saddler.run.evaluate import PRIORITY
 from saddler.run.evolution_step import evolve
 from saddler.run.finish import RunOutcome, finish_run, finished_outcome
+from saddler.run.flights import DiagnosisOrder
 from saddler.run.folder import RunPaths, run_lock
 from saddler.run.folder_check import require_ok
 from saddler.run.minimize import minimize
@@ -46,7 +48,7 @@ from saddler.run.outcomes import nothing_to_fix
 from saddler.run.pipeline import ITERATION, SEARCH_EVENT, ScheduleState, attach, default_schedule, store_clock
 from saddler.run.recovery import recover_after_crash
 from saddler.schedule import Pipeline, Schedule
-from saddler.schedule.hub import Hub, Task
+from saddler.schedule.hub import Hub, Lock, Task
 from saddler.scoring import figure
 
 Say = Callable[[str], None]
@@ -133,15 +135,19 @@ class Optimizer:
         assert hub is not None
         iterations, _done, state = self._state(ctx)
         reason = ctx.stop.check(state)  # a stop asked before a resume leaves unfinished iterations as they are
-        flying: dict[int, Task[None]] = (
-            {} if reason else {it.number: self._fly(ctx, it, baseline) for it in iterations if it.finished_at is None}
-        )  # resumed: every unfinished iteration, in the order they started
+        self.order = DiagnosisOrder(hub)
+        self.line = Lock(hub, "the line")  # held from a kept change's carry to its iteration's end (saddler.run.carry)
+        unfinished = [] if reason else [it for it in iterations if it.finished_at is None]
+        for it in unfinished:  # resumed: every unfinished iteration, in the order they started
+            self.order.started(it.number, answered=it.candidate_id is not None)
+        flying = {it.number: self._fly(ctx, it, baseline) for it in unfinished}
         while True:
             iterations, _done, state = self._state(ctx)
             reason = reason or ctx.stop.check(state)
             if reason is None and len(flying) < self.pipeline.iterations:
                 number = len(iterations) + 1
                 current = flights.latest_kept(ctx, iterations, baseline)
+                self.order.started(number)
                 flying[number] = self._fly(ctx, flights.start(ctx, iterations, number, current), baseline)
                 continue
             self.state.in_flight = list(flying)
@@ -169,7 +175,12 @@ class Optimizer:
         def fly() -> None:
             ITERATION.set(it.number)
             PRIORITY.set((it.number, 0))
-            self._iteration(ctx, it, baseline)
+            try:
+                self._iteration(ctx, it, baseline)
+            finally:
+                self.order.answered(it.number)
+                if self.line.holder is not None and self.line.holder is ctx.hub.current():  # type: ignore[union-attr]
+                    self.line.release()
 
         return ctx.hub.spawn(fly, f"iteration {it.number}")
 
@@ -228,11 +239,14 @@ class Optimizer:
         if it.candidate_id is None:  # the phase follows what the failures point at (policies.phase_moves)
             it = phase_moves.follow_evidence(ctx, it, before)
         # 4-5. diagnosis-patch in an isolated worktree, then validation (retried with another hypothesis)
+        if it.candidate_id is None and self.pipeline.diagnoses_in_order:
+            self.order.wait_turn(number)  # what the iterations started before it try on this parent is known now
         cand = (
             store.get_node(it.candidate_id)
             if it.candidate_id is not None
             else diagnosis.patch(ctx, it, parent, before, self.say)
         )
+        self.order.answered(number)
         if cand is None or cand.status == "invalid":
             flights.finish(ctx, it, "no_patch" if cand is None else "invalid", cand)
             return
@@ -256,21 +270,34 @@ class Optimizer:
             moved = {"moved": movement.moved, "stuck": movement.stuck, "stone": verdict.verdict == NEUTRAL}
             ctx.note_evidence(it, "targeted_failures", moved)
         cand = store.update_node(cand.id, batch_before=verdict.before, batch_after=verdict.after)
+        # with several iterations in flight, an accepted change whose parent the line has left is carried onto the
+        # latest kept node, and dev judges it there (`saddler.run.carry`)
+        if verdict.verdict in KEPT_DECISIONS and self.pipeline.iterations > 1:
+            self.line.acquire()  # kept changes join the line one at a time, each onto the one before
+            PRIORITY.set((0, 0))  # the line waits for this one: its rollouts go first
+        judged = carry.target(ctx, it, parent, cand, verdict, baseline)
         dev_policy = cfg.policies.dev_eval
         unseen = unseen_tie.goes_to_dev(cfg.policies, cand, verdict, before)  # a tie train could not show
-        if dev_policy == "always" or (dev_policy == "on_accept" and (verdict.verdict in KEPT_DECISIONS or unseen)):
-            cand = ctx.eval_dev(cand, parent=parent, kept=verdict.verdict in KEPT_DECISIONS)
+        to_dev = dev_policy == "always" or (dev_policy == "on_accept" and (verdict.verdict in KEPT_DECISIONS or unseen))
+        node, against = judged.node, judged.against
+        if to_dev and not judged.held:
+            node = ctx.eval_dev(node, parent=against, kept=verdict.verdict in KEPT_DECISIONS)
         if unseen:
-            verdict = unseen_tie.decide_on_dev(ctx, it, parent, cand, verdict)
-        verdict = ctx.guard_on_dev(it, parent, cand, verdict)  # accepted on train, clearly worse on dev: not kept
+            verdict = unseen_tie.decide_on_dev(ctx, it, against, node, verdict)
+        if not judged.held:
+            verdict = ctx.guard_on_dev(it, against, node, verdict)  # accepted on train, clearly worse on dev: not kept
         status = verdict.verdict
+        if node.id != cand.id:
+            node = store.update_node(node.id, status=status, status_reason=audit.marked(ctx, node, verdict.reason))
         cand = store.update_node(cand.id, status=status, status_reason=audit.marked(ctx, cand, verdict.reason))
+        shown = node if node.id != cand.id else cand
         best = ctx.update_best()
         # 7. the edge's transitions from the scores, then reflection, accepted or not (dev only as aggregates)
         reflection.reflect(ctx, it, parent, cand, status, before, after)
         self.say(
             f"iter {number:>3} [{it.phase}] n{parent.id} -> n{cand.id} {cand.origin}: {verdict.reason}"
-            + (f"; dev {figure(cand.dev_mean)}" if cand.dev_mean is not None else "")
+            + (f"; carried onto n{against.id} as n{shown.id}" if shown.id != cand.id else "")
+            + (f"; dev {figure(shown.dev_mean)}" if shown.dev_mean is not None else "")
             + f" | best n{best.id} dev {figure(best.dev_mean)}"
         )
         # 8. all in the EvoDAG before the next step

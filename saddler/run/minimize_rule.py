@@ -27,6 +27,7 @@ reference's score on each) is still a loss (`not_lower`), or still leaves P(bett
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from evodag.models import Edge, Node, RolloutRow
@@ -126,7 +127,10 @@ def judge_train(
         where = "train task(s) its edge fixed"
     else:
         ids = train
-        refs = [task_outcomes(ctx.eval_batch(n, ids)) for n in (current, best)]
+        refs = [
+            task_outcomes(rows)
+            for rows in ctx.together(*(functools.partial(ctx.eval_batch, n, ids) for n in (current, best)))
+        ]
         where = "train task(s)"
     paid_for_refs = store.count_rollouts(ctx.run_id) - before
     got = task_outcomes(ctx.eval_batch(cand, ids))

@@ -48,10 +48,13 @@ class Pipeline:
     """How a run's work overlaps. `iterations`: how many are in flight at once (`loop.parallel_iterations`);
     `together`: the rollouts one decision needs of two nodes go as one submission (a close call's rounds, the dev
     guard's second pass, the minimization's train check), and the end of the run submits what does not depend on
-    what else it runs (the minimization's cuts, the test of baseline and best) at once."""
+    what else it runs (the minimization's cuts, the test of baseline and best) at once. `diagnoses_in_order`: an
+    iteration's diagnosis starts once those of the iterations started before it have answered
+    (`saddler.run.flights.DiagnosisOrder`)."""
 
     iterations: int = 1
     together: bool = True
+    diagnoses_in_order: bool = True
 
     @classmethod
     def serial(cls) -> Pipeline:

@@ -312,6 +312,31 @@ class Hub:
             self.tasks = [t for t in self.tasks if not t.done()]
 
 
+class Lock:
+    """A lock tasks wait for, granted in the order they asked (`acquire` from a task; `release` by its holder)."""
+
+    def __init__(self, hub: Hub, name: str = "lock") -> None:
+        self.hub, self.name = hub, name
+        self.holder: Task[Any] | None = None
+        self._queue: deque[tuple[Task[Any] | None, Future[None]]] = deque()
+
+    def acquire(self) -> None:
+        task = self.hub.current()
+        if self.holder is None and not self._queue:
+            self.holder = task
+            return
+        turn: Future[None] = Future(self.hub, self.name)
+        self._queue.append((task, turn))
+        self.hub.wait(turn)
+
+    def release(self) -> None:
+        if self._queue:
+            self.holder, turn = self._queue.popleft()
+            turn.set_result(None)
+        else:
+            self.holder = None
+
+
 class Timer:
     """A callback due at `when` (hub seconds); `cancel()` keeps it from running."""
 

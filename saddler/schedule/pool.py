@@ -1,7 +1,9 @@
 """One pool of sandboxes for the whole run: every rollout any task needs goes through it, and no batch is a barrier.
 
 `RolloutPool.submit(jobs, on_result, priority)` queues rollouts; whenever a sandbox is free the most urgent queued
-rollout starts (the lowest `priority`, then the order submitted), and each result goes to its submission's
+rollout starts (the lowest `priority`; among equals, the task that took longest so far, as longest-processing-time-
+first scheduling puts the long ones where they cannot hold up the end; then the order submitted), and each result
+goes to its submission's
 `on_result` on the hub the moment it lands. A task waits on its `Submission` (`Hub.wait(sub.done)`), or on less: a
 dev race decides after each result and `cancel()`s what has not started, and the task goes on while the rollouts
 already running land (they are paid for: their rows are stored). So a slow rollout holds up only what needs its
@@ -81,6 +83,7 @@ class _Unit:
     indices: tuple[int, ...]
     held: int = 0  # sandboxes it occupies while it runs
     left: int = 0  # rollouts whose result has not landed
+    started: float = 0.0  # when it started (the hub's seconds)
 
     @property
     def jobs(self) -> list[RolloutJob]:
@@ -112,7 +115,8 @@ class RolloutPool:
         self.busy_seconds = 0.0
         self.started = 0  # rollouts started, ever
         self._since = self._last = hub.now()
-        self._queue: list[tuple[tuple[Any, ...], int, _Unit]] = []
+        self._queue: list[tuple[tuple[Any, ...], float, int, _Unit]] = []
+        self._seconds: dict[str, tuple[float, int]] = {}  # task -> (total seconds, rollouts) seen so far
         self._seq = itertools.count()
         self._serials = itertools.count()
         self._pending: list[_Unit] = []  # virtual: started batch units whose results are not computed yet
@@ -132,14 +136,15 @@ class RolloutPool:
             else [_Unit(sub, (i,)) for i in range(len(jobs))]
         )
         for unit in units:
-            heapq.heappush(self._queue, (priority, next(self._seq), unit))
+            longest = max(self._expected(sub.jobs[i].task.id) for i in unit.indices)
+            heapq.heappush(self._queue, (priority, -longest, next(self._seq), unit))
         self.progress.extend(len(jobs), self._label())
         self._dispatch()
         return sub
 
     def queued(self) -> int:
         """Rollouts waiting for a sandbox."""
-        return sum(len(u.indices) for _p, _s, u in self._queue if u.sub.queued)
+        return sum(len(u.indices) for *_key, u in self._queue if u.sub.queued)
 
     def utilisation(self) -> float:
         """The share of sandbox-seconds used since the pool was made."""
@@ -167,7 +172,7 @@ class RolloutPool:
 
     def _dispatch(self) -> None:
         while self._queue and self.busy < self.sandboxes:
-            _priority, _seq, unit = self._queue[0]
+            unit = self._queue[0][-1]
             live = tuple(i for i in unit.indices if i in unit.sub.queued)
             if not live:
                 heapq.heappop(self._queue)
@@ -188,7 +193,7 @@ class RolloutPool:
             self.observer()
 
     def _start(self, unit: _Unit, held: int) -> None:
-        unit.held, unit.left = held, len(unit.indices)
+        unit.held, unit.left, unit.started = held, len(unit.indices), self.hub.now()
         if self.hub.virtual:
             assert self.latency is not None
             if self.batch_runner is not None:
@@ -226,7 +231,7 @@ class RolloutPool:
                 self._run_for({(started.sub.serial, i): started.sub.jobs[i] for i in started.indices}, True)
             return
         wanted: dict[tuple[int, int], RolloutJob] = {(unit.sub.serial, index): unit.sub.jobs[index]}
-        for _priority, _seq, queued in sorted(self._queue, key=lambda entry: entry[:2]):
+        for *_key, queued in sorted(self._queue, key=lambda entry: entry[:3]):
             if len(wanted) >= PREFETCH * self.sandboxes:
                 break
             for i in queued.indices:
@@ -247,10 +252,21 @@ class RolloutPool:
         else:
             self.executor.run(list(wanted.values()), keep)
 
+    def _expected(self, task_id: str) -> float:
+        """The seconds a rollout of `task_id` is expected to take: its mean so far, else the mean of every task."""
+        total, count = self._seconds.get(task_id, (0.0, 0))
+        if count:
+            return total / count
+        seen = [t / n for t, n in self._seconds.values()]
+        return sum(seen) / len(seen) if seen else 0.0
+
     def _land(self, unit: _Unit, job: RolloutJob, result: RolloutResult) -> None:
         """One rollout's result, handed to its submission's `on_result` (once; an error there fails the submission:
         its queued rollouts are dropped and the waiting task gets the error)."""
         sub = unit.sub
+        took = self.hub.now() - unit.started
+        total, count = self._seconds.get(job.task.id, (0.0, 0))
+        self._seconds[job.task.id] = (total + took, count + 1)
         unit.left -= 1
         sub.running -= 1
         sub.landed += 1

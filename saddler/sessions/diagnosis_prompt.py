@@ -91,7 +91,7 @@ def excluded_note(req: DiagnosisRequest) -> str:
     moved no task, each with its diff (open for one more evaluated change). Ideas that made an ancestor clearly
     worse are listed apart, each with where."""
     out = ""
-    here = [o for o in dict.fromkeys(req.excluded) if o not in req.worse_on_lineage]
+    here = [o for o in dict.fromkeys(req.excluded) if o not in req.worse_on_lineage and o not in req.elsewhere]
     if here:
         lines = []
         for origin in here:
@@ -104,6 +104,12 @@ def excluded_note(req: DiagnosisRequest) -> str:
             "\nExcluded on this lineage (the idea made an ancestor clearly worse; do not try it again):\n"
             + "\n".join(lines)
             + "\n"
+        )
+    if req.elsewhere:
+        lines = [f"- `{origin}`: {why}" for origin, why in req.elsewhere.items()]
+        out += (
+            "\nTaken elsewhere (another iteration running now is trying it, or the line already holds it; do not "
+            "write it again):\n" + "\n".join(lines) + "\n"
         )
     if req.refused:
         lines = [f"- `{origin}`: {why}" for origin, why in req.refused.items()]

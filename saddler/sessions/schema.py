@@ -73,6 +73,7 @@ class DiagnosisRequest(_Model):
     refused: dict[str, str] = Field(default_factory=dict)  # origin -> why its change was refused (the idea stays open)
     no_effect: dict[str, str] = Field(default_factory=dict)  # origin -> the diff of its one change here: no task moved
     worse_on_lineage: dict[str, str] = Field(default_factory=dict)  # excluded origin -> the ancestor it made worse
+    elsewhere: dict[str, str] = Field(default_factory=dict)  # excluded origin -> the iteration trying it, or the line
     attempt: int = 0  # > 0 when retrying (after a failed session or a failed validation)
     check_command: str = ""
     retry_reason: str = ""  # why the previous attempt failed (session failure or the validation check), if any
