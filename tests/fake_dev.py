@@ -22,7 +22,13 @@ class FakeDev:
     calls: list[tuple[int, int, tuple[int, ...]]] = field(default_factory=list)
 
     def evaluate(
-        self, node: Node, tasks: list[Task], split: str, seeds: list[int], first_repetition: int = 0
+        self,
+        node: Node,
+        tasks: list[Task],
+        split: str,
+        seeds: list[int],
+        first_repetition: int = 0,
+        race: object = None,  # the Evaluator's dev race: never asked of a fake (no scheduler runs)
     ) -> list[RolloutRow]:
         self.calls.append((node.id, first_repetition, tuple(seeds)))
         out = []

@@ -48,7 +48,8 @@ def test_a_false_accept_is_clear_at_or_under_one_minus_the_acceptance_confidence
 
 def test_a_real_runs_false_accepts_are_the_ones_the_bench_counts(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    sets = {"sessions": {"proposer": "calibrated"}}
+    # one iteration at a time, no dev race: the serial loop, where this seed keeps a candidate below its parent
+    sets = {"sessions": {"proposer": "calibrated"}, "loop": {"parallel_iterations": 1}, "policies": {"dev_race": False}}
     measured = strategy_runs.run_one("opsdesk", sets, 0, 8, run, tmp_path / "cache.sqlite", False)
     assert measured.false_accepts >= 1, "this seed no longer keeps a candidate below its parent: pick one that does"
     found = false_accepts.false_accepts(run)

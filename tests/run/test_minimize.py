@@ -44,7 +44,13 @@ class FakeDev:
     hurt_by_a: int = 0  # the last dev tasks, which fail with MARK_A present
 
     def evaluate(
-        self, node: Node, tasks: list[Task], split: str, seeds: list[int], first_repetition: int = 0
+        self,
+        node: Node,
+        tasks: list[Task],
+        split: str,
+        seeds: list[int],
+        first_repetition: int = 0,
+        race: object = None,  # the Evaluator's dev race: never asked of a fake (no scheduler runs)
     ) -> list[RolloutRow]:
         tree = self.ctx.space.tree_of(node.commit)
         if tree not in self.trees:
