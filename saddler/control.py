@@ -10,17 +10,31 @@ once. Everything a run starts dies with it (rollouts with their fork server, age
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from saddler.errors import RunStateError
 from saddler.runlock import LOCK_FILE, lock_holder
 
 PAUSED, STOP_REQUESTED = "paused", "stop_requested"
+SCHEDULE_FILE = "schedule.json"
+"""The run folder's file of what is in flight now, written by the running loop (`saddler.run.pipeline`): iterations
+in flight, sandboxes busy, rollouts queued, the search's ETA. `saddler status` and the dashboard read it."""
+
+
+def read_schedule(run_dir: Path) -> dict[str, Any] | None:
+    """What `schedule.json` says now (None when the run has none or it cannot be read)."""
+    try:
+        found = json.loads((Path(run_dir) / SCHEDULE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
 @dataclass(frozen=True)

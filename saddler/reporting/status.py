@@ -16,7 +16,7 @@ from typing import Any
 from evodag.metric import MetricScale, run_metric, scale_of, score_text
 from evodag.models import Run
 from evodag.store import EvoDAG
-from saddler.control import PAUSED, STOP_REQUESTED, RunControls
+from saddler.control import PAUSED, STOP_REQUESTED, RunControls, read_schedule
 from saddler.minimized import minimization
 from saddler.sessions.usage_events import clock_time, closed_until
 
@@ -88,6 +88,7 @@ def status_snapshot(store: EvoDAG, run_dir: Path, run_id: int | None = None) -> 
             "rollouts": round(rollouts, 6),
             "total": round(optimizer + rollouts, 6),
         },
+        "schedule": read_schedule(Path(run_dir)) if holder is not None else None,
     }
 
 
@@ -141,5 +142,17 @@ def render_status(snap: dict[str, Any]) -> str:
             ),
             f"rollouts {snap['rollouts']} ({split}) · cost ${cost['total']:.4f} "
             f"(optimizer ${cost['optimizer']:.4f}, rollouts ${cost['rollouts']:.4f}){infra}",
+            *([_schedule_line(sched)] if (sched := snap.get("schedule")) else []),
         ]
+    )
+
+
+def _schedule_line(sched: dict[str, Any]) -> str:
+    """`in flight: iterations 7, 8, 9 · sandboxes 12/32 busy, 5 queued · search ETA 1:02:03`."""
+    flying = ", ".join(str(n) for n in sched.get("in_flight", [])) or "none"
+    eta = sched.get("search_eta_s")
+    when = "?" if eta is None else f"{int(eta) // 3600}:{int(eta) % 3600 // 60:02d}:{int(eta) % 60:02d}"
+    return (
+        f"in flight: iterations {flying} (up to {sched.get('parallel_iterations')}) · sandboxes "
+        f"{sched.get('busy')}/{sched.get('sandboxes')} busy, {sched.get('queued')} queued · search ETA {when}"
     )

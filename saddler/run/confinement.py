@@ -7,6 +7,12 @@ files, which `restore` puts back: a planted hook or config key never outlives th
 `Allowance` says what a session may change: its worktree (but not the worktree's `.git` pointer), its own files in
 `sessions/`, its worktree's bookkeeping in the clone's admin entry, new objects, branches and stashes its own git
 commands make. The user's own controls (`PAUSE`, `STOP`, a report written meanwhile) are not the agent's.
+
+With several iterations in flight (`loop.parallel_iterations`), saddler itself writes the run folder while a session
+runs: the store, the state file, traces, other sessions' files and worktrees, its own commits. Those places are not
+recorded then (`concurrent_writes`): the check still covers the config, the clone's own git files (config, hooks,
+HEAD, branches, packed refs) and everything else; what an unsandboxed agent writes into another iteration's
+worktree or trace is not seen (the command backend's sandbox hides them: `sessions.sandbox`).
 """
 
 from __future__ import annotations
@@ -33,10 +39,11 @@ class Allowance:
     admin: str | None = None  # its entry in the clone, e.g. `harness/.git/worktrees/it3-a0`
     session_prefix: str = ""  # e.g. `sessions/3-diagnosis_patch.`: the session's own files
     git_dir: str = "harness/.git"
+    shared: tuple[str, ...] = ()  # what saddler itself changes meanwhile (other iterations in flight): not recorded
 
     def skips(self, rel: str) -> bool:
-        """Paths not even recorded: the worktree's files, the user's files."""
-        if rel in USER_FILES or rel.startswith("best/"):
+        """Paths not even recorded: the worktree's files, the user's files, what saddler changes meanwhile."""
+        if rel in USER_FILES or rel.startswith("best/") or any(rel.startswith(p) for p in self.shared):
             return True
         if self.worktree and rel.startswith(self.worktree + "/"):
             return rel != f"{self.worktree}/.git"
@@ -132,3 +139,13 @@ class FolderState:
 def escapes(before: FolderState, after: FolderState, allowance: Allowance) -> list[tuple[str, str]]:
     """The changes from `before` to `after` that `allowance` does not allow."""
     return [(rel, change) for rel, change in before.changes(after) if not allowance.allows(rel, change)]
+
+
+def concurrent_writes(git_dir: str) -> tuple[str, ...]:
+    """The run folder's places saddler writes while a session runs beside other iterations (see the module
+    docstring), relative to the run folder (`git_dir`: the clone's, e.g. `harness/.git`)."""
+    git = git_dir.rstrip("/") + "/"
+    return (
+        "evodag.sqlite", "schedule.json", ".schedule.json", "traces/", "heldout/", "worktrees/", "sessions/",
+        git + "worktrees/", git + "refs/saddler/", git + "logs/refs/saddler/", git + "objects/",
+    )  # fmt: skip

@@ -19,6 +19,7 @@ from pathlib import Path
 from evodag.base import Clock, utc_now
 from saddler.benchmark import BatchBenchmark, complete
 from saddler.config import RunConfig
+from saddler.control import SCHEDULE_FILE
 from saddler.harness.gitcmd import logical_commit_time
 from saddler.run.context import RunContext
 from saddler.schedule import EPOCH_S, Pipeline, Schedule
@@ -64,26 +65,28 @@ def attach(ctx: RunContext, hub: Hub, schedule: Schedule, pipeline: Pipeline) ->
     ctx.hub, ctx.pool, ctx.pipeline = hub, pool, pipeline
     ctx.evaluator.pool = pool
     ctx.calls.hub, ctx.calls.latency = hub, schedule.latency
+    ctx.calls.beside_others = pipeline.iterations > 1
     ctx.space.clock = lambda: logical_commit_time(ITERATION.get())
     return pool
 
 
-SCHEDULE_FILE = "schedule.json"
-"""The run folder's file of what is in flight now (`saddler status` and the dashboard read it)."""
 SEARCH_EVENT = "schedule.search_ended"
 """The event logged when the search ends: the pool's use until then (sandbox-seconds, the span, the sandboxes)."""
 
 
 class ScheduleState:
-    """Writes `schedule.json` in the run folder — the iterations in flight, sandboxes busy, rollouts queued and an
-    ETA of the search from the pace so far — at most once a `every_s` of real time, and whenever asked (`write`).
-    Seconds are the scheduler's (virtual on a virtual clock)."""
+    """Writes `schedule.json` in the run folder — the iterations in flight, sandboxes busy, rollouts queued, and an ETA
+    of the search from the pace of this process so far (real seconds per finished iteration, times those left) — at
+    most once every `every_s` of real time, and whenever forced. `seconds` is the scheduler's clock (virtual on a
+    virtual clock); the ETA is always in real seconds."""
 
     def __init__(self, ctx: RunContext, hub: Hub, pool: RolloutPool, every_s: float = 1.0) -> None:
         self.ctx, self.hub, self.pool, self.every_s = ctx, hub, pool, every_s
         self.path = Path(ctx.paths.root) / SCHEDULE_FILE
         self.in_flight: list[int] = []
         self._last = 0.0
+        self._started = time.monotonic()
+        self._finished_at_start: int | None = None
 
     def update(self, force: bool = False) -> None:
         if not force and time.monotonic() - self._last < self.every_s:
@@ -94,12 +97,15 @@ class ScheduleState:
     def snapshot(self) -> dict[str, object]:
         iterations = self.ctx.iterations.read()
         finished = sum(1 for it in iterations if it.finished_at is not None)
-        now = self.hub.now()
+        if self._finished_at_start is None:
+            self._finished_at_start = finished
+        done_here = finished - self._finished_at_start
+        elapsed = time.monotonic() - self._started
         left = max(0, self.ctx.cfg.loop.max_iterations - finished)
-        eta = now / finished * left if finished else None
+        eta = elapsed / done_here * left if done_here else None
         return {
             "clock": "virtual" if self.hub.virtual else "real",
-            "seconds": round(now, 3),
+            "seconds": round(self.hub.now(), 3),
             "written_at": time.time(),
             "in_flight": sorted(self.in_flight),
             "parallel_iterations": self.ctx.pipeline.iterations,

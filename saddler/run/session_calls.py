@@ -18,7 +18,7 @@ from saddler.harness.diffs import worktree_head
 from saddler.harness.gitcmd import worktree_admin_dir
 from saddler.harness.space import HarnessSpace
 from saddler.ports import SessionBackend
-from saddler.run.confinement import Allowance, FolderState, escapes
+from saddler.run.confinement import Allowance, FolderState, concurrent_writes, escapes
 from saddler.run.faults import fault_point
 from saddler.run.usage_window import UsageWindow
 from saddler.schedule.hub import Hub
@@ -99,6 +99,7 @@ class SessionCalls:
         self.say = say
         self.view = view
         self.hub: Hub | None = None  # the run's scheduler, once it runs (sessions then wait as tasks)
+        self.beside_others = False  # other iterations run while a session does (the run folder changes meanwhile)
         self.latency: LatencyModel | None = None  # a virtual hub's session latencies
 
     def diagnose(self, request: DiagnosisRequest, node_id: int) -> tuple[DiagnosisResult, str | None]:
@@ -202,11 +203,13 @@ class SessionCalls:
         git_dir = self.space.git_dir.resolve()
         admin = worktree_admin_dir(worktree) if worktree is not None else None
         prefix = transcript_path(root, request.iteration, role, request.attempt).with_suffix("").name
+        git = _inside(git_dir, root) or "harness/.git"
         return Allowance(
             worktree=_inside(worktree, root),
             admin=_inside(admin, root),
             session_prefix=f"sessions/{prefix}.",
-            git_dir=_inside(git_dir, root) or "harness/.git",
+            git_dir=git,
+            shared=concurrent_writes(git) if self.beside_others else (),
         )
 
     def _discard(

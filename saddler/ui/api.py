@@ -1,7 +1,8 @@
 """The dashboard's JSON API: URL paths onto the views of `evodag.dashboard` (the same documents `evo-dag` prints).
 
     /api/runs                      the runs served, in the order given: [{"index", "label", "path", ...}]
-    /api/<i>/head                  the cheap poll: newest event id and status (a live page polls it every ~2 s)
+    /api/<i>/head                  the cheap poll: newest event id and status (a live page polls it every ~2 s), and
+                                   while it runs what is in flight (iterations, sandboxes busy, the search's ETA)
     /api/<i>/summary | graph | history | progress | tasks
     /api/<i>/node/<id>             a node's page (diffs, per-task outcomes, lessons, sessions)
     /api/<i>/task/<task id>        a task's page (outcome on every node, root causes, attempted fixes)
@@ -25,6 +26,7 @@ from urllib.parse import unquote
 from evodag import dashboard
 from evodag.errors import EvoDAGError
 from evodag.store import EvoDAG
+from saddler.control import read_schedule
 
 DB_FILE = "evodag.sqlite"
 Opener = Callable[[int], AbstractContextManager[EvoDAG]]
@@ -46,6 +48,13 @@ class RunSource:
         return (self.path.parent if self.path.is_file() else self.path).name or str(self.path)
 
 
+def _head(store: EvoDAG) -> dict[str, Any]:
+    """The cheap poll, with what the running loop has in flight (`saddler.control.read_schedule`) while it runs."""
+    head = dashboard.head(store)
+    head["schedule"] = read_schedule(store.path.parent) if head["status"] == "running" else None
+    return head
+
+
 def _history(store: EvoDAG) -> dict[str, Any]:
     from evodag.history import history
 
@@ -53,7 +62,7 @@ def _history(store: EvoDAG) -> dict[str, Any]:
 
 
 VIEWS: dict[str, Callable[[EvoDAG], dict[str, Any]]] = {
-    "head": dashboard.head,
+    "head": _head,
     "summary": dashboard.summary,
     "graph": dashboard.graph,
     "history": _history,

@@ -367,13 +367,19 @@
     await Promise.all([renderSummary(), RENDER[state.view](refresh)]);
     document.body.dataset.ready = "1";
   }
+  function inFlight(s) {
+    if (!s) return "";
+    const eta = s.search_eta_s === null ? "?" : new Date(s.search_eta_s * 1000).toISOString().substring(11, 19);
+    const flying = s.in_flight.length ? s.in_flight.join(", ") : "none";
+    return ` · in flight: iterations ${flying} · sandboxes ${s.busy}/${s.sandboxes} busy, ${s.queued} queued · search ETA ${eta}`;
+  }
   async function poll() {
     if (state.polling) return;  // the previous poll is still redrawing (a large graph on a busy machine)
     state.polling = true;
     try {
       const h = await api(state.run, "head");
       const live = $("#live");
-      live.textContent = h.status === "running" ? `following the run (event ${h.last_event_id})` : h.status;
+      live.textContent = h.status === "running" ? `following the run (event ${h.last_event_id})${inFlight(h.schedule)}` : h.status;
       live.className = h.status === "running" ? "on" : "";
       if (state.lastEvent !== null && h.last_event_id !== state.lastEvent && !["node", "task"].includes(state.view)) {
         await render(true);
