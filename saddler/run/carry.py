@@ -70,7 +70,9 @@ def target(
             ctx.note_evidence(it, EVIDENCE_KEY, {"node": None, "onto": latest.id, "held": True})
             return Carried(cand, latest, held=True)
         return Carried(cand, parent)  # a conflict: judged where it was written
-    node = made.node
+    node = ctx.store.update_node(  # what the carried node holds is the candidate's change: its hypothesis says so
+        made.node.id, hypothesis={**(cand.hypothesis or {}), "carried": {"from": cand.id, "onto": latest.id}}
+    )
     suspect = audit.diff_suspect(ctx, latest.commit, node.commit)
     if suspect and audit.refuses(ctx):
         ctx.store.update_node(node.id, status="invalid", status_reason=f"carried change: {suspect}")

@@ -137,8 +137,7 @@ class RunContext:
         guard = None
         if kept and self.cfg.policies.dev_guard:
             passes = len(self.dev_seeds)
-            rows = self.store.rollouts(run_id=self.run_id, node_id=parent.id, split="dev")
-            guard = task_outcomes([r for r in rows if r.repetition < passes])
+            guard = task_outcomes([r for r in self.dev_rows(parent) if r.repetition < passes])
         conf = self.acceptance.confidence
         clear = (1.0 - conf) ** 2 if self.cfg.policies.dev_guard_evidence else 1.0 - conf
         race = DevRace(
@@ -187,13 +186,18 @@ class RunContext:
     def compare_on_dev(self, parent: Node, cand: Node, passes: int) -> AcceptanceDecision:
         """The acceptance's paired comparison of `cand` with `parent` over dev repetitions 0..`passes`-1 (a node
         may hold more: a second pass an earlier child's guard ran on it, which this pair has not)."""
-        rows = {
-            n.id: [
-                r for r in self.store.rollouts(run_id=self.run_id, node_id=n.id, split="dev") if r.repetition < passes
-            ]
-            for n in (parent, cand)
-        }
+        rows = {n.id: [r for r in self.dev_rows(n) if r.repetition < passes] for n in (parent, cand)}
         return self.acceptance.decide(task_outcomes(rows[parent.id]), task_outcomes(rows[cand.id]), final=False)
+
+    def dev_rows(self, node: Node) -> list[RolloutRow]:
+        """`node`'s dev rows its `dev_mean` rests on: every one, or for a node whose dev race stopped early those of
+        the `dev_tasks` it covers (the first of the race's order; rollouts that landed after the race decided are
+        stored but count nowhere)."""
+        rows = self.store.rollouts(run_id=self.run_id, node_id=node.id, split="dev")
+        if node.dev_tasks is None:
+            return rows
+        covered = {t.id for t in race_order(self.tasks["dev"], self.cfg.seed)[: node.dev_tasks]}
+        return [r for r in rows if r.task_id in covered]
 
     def together(self, *parts: Callable[[], T]) -> list[T]:
         """Run `parts` (evaluations one decision needs) as one submission to the pool, their values in order: at once

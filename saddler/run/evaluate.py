@@ -69,6 +69,22 @@ def _in_order(plan: list[_Planned], rows: dict[str, RolloutRow]) -> list[Rollout
     return [rows[item.key] for item in plan if item.key in rows]
 
 
+def _decided(plan: list[_Planned], rows: dict[str, RolloutRow], race: Race | None) -> list[RolloutRow] | None:
+    """The shortest prefix of `plan` whose rows have all landed and on which `race` decides, or None: a race decides
+    on the rollouts' results in the plan's order, never on the order they landed in, so a resumed or forked run
+    (whose rows come back from the store all at once) decides at the same point, on the same rows."""
+    if race is None:
+        return None
+    out: list[RolloutRow] = []
+    for item in plan:
+        if item.key not in rows:
+            return None
+        out.append(rows[item.key])
+        if len(out) < len(plan) and race(out):
+            return out
+    return None
+
+
 def _cancel(sub: Submission, _decided: Future[None]) -> None:
     """Drop what `sub` has not started: its evaluation has decided."""
     sub.cancel()
@@ -203,9 +219,10 @@ class Evaluator:
         reused = len(rows) - sum(1 for r in rows.values() if r.cache_key in own)
         if reused:
             self.progress.note(f"n{node.id} {split}: {reused} rollout(s) reused from the cache")
-        if misses and not (race is not None and race(_in_order(plan, rows))):
+        if misses and _decided(plan, rows, race) is None:
             self._execute(node, split, list(misses.values()), rows, plan, race)
-        return _in_order(plan, rows)
+        decided = _decided(plan, rows, race)
+        return decided if decided is not None else _in_order(plan, rows)
 
     def _known(self, keys: list[str]) -> dict[str, RolloutRow | dict[str, Any]]:
         """What is known of each key, in the order `_evaluate` trusts it: a stored rollout (any node, any run of this
@@ -269,7 +286,7 @@ class Evaluator:
             mine = [item for item in pending if item.key not in self._inflight]
 
             def landed(rows: dict[str, RolloutRow] = rows, decided: Future[None] = decided) -> None:
-                if race is not None and not decided.done() and race(_in_order(plan, rows)):
+                if race is not None and not decided.done() and _decided(plan, rows, race) is not None:
                     decided.set_result(None)
 
             for item in pending:
@@ -279,7 +296,7 @@ class Evaluator:
                 other.add_done_callback(functools.partial(self._copy, node, split, item, rows=rows, landed=landed))
                 ends.append(other)
             if mine:
-                sub = self._submit(node, split, mine, rows, landed)
+                sub = self._submit(node, split, mine, rows, landed, may_drop=race is not None)
                 decided.add_done_callback(functools.partial(_cancel, sub))
                 ends.append(sub.done)
             everything = _all_done(hub, ends)
@@ -295,7 +312,13 @@ class Evaluator:
             pending = left  # rollouts another evaluation dropped before they started: run them here
 
     def _submit(
-        self, node: Node, split: str, items: list[_Planned], rows: dict[str, RolloutRow], landed: Callable[[], None]
+        self,
+        node: Node,
+        split: str,
+        items: list[_Planned],
+        rows: dict[str, RolloutRow],
+        landed: Callable[[], None],
+        may_drop: bool = False,
     ) -> Submission:
         """Hand `items` to the pool; each result is stored (and handed to whoever waits for the same rollout) as it
         lands. The submission's priority is the calling task's (`PRIORITY`)."""
@@ -317,7 +340,7 @@ class Evaluator:
                     waiting.set_result(rows.get(item.key))
             landed()
 
-        sub = self.pool.submit(jobs, on_result, PRIORITY.get())
+        sub = self.pool.submit(jobs, on_result, PRIORITY.get(), may_drop=may_drop)
         sub.done.add_done_callback(lambda _f: self._forget(items))
         return sub
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from evodag.decisions import KEPT_DECISIONS, NEUTRAL, NO_TRAINING_FAILURES
@@ -143,7 +144,7 @@ class Optimizer:
         flying = {it.number: self._fly(ctx, it, baseline) for it in unfinished}
         while True:
             iterations, _done, state = self._state(ctx)
-            reason = reason or ctx.stop.check(state)
+            reason = reason or ctx.stop.check(replace(state, iterations_done=len(iterations)))  # started ones count
             if reason is None and len(flying) < self.pipeline.iterations:
                 number = len(iterations) + 1
                 current = flights.latest_kept(ctx, iterations, baseline)
@@ -152,9 +153,9 @@ class Optimizer:
                 continue
             self.state.in_flight = list(flying)
             self.state.update(force=True)
-            if not flying:
+            if not flying:  # a stop or pause asked while the last ones flew is the reason, as between iterations
                 self._search_ended(ctx)
-                return reason or "max_iterations"
+                return ctx.stop.sentinel() or reason or "max_iterations"
             landed = hub.wait_any(flying.values())
             flying = {number: task for number, task in flying.items() if task is not landed}
             landed.result()  # a system fault in an iteration ends the run
@@ -186,14 +187,14 @@ class Optimizer:
 
     @staticmethod
     def _state(ctx: RunContext) -> tuple[list[Iteration], list[Iteration], LoopState]:
-        """The iterations, the finished ones, and the numbers the stop conditions look at: every iteration started
-        counts towards `max_iterations`, what was spent so far towards the budgets."""
+        """The iterations, the finished ones, and the numbers the stop conditions look at (the finished iterations,
+        what was spent so far; a new iteration starts only while the started ones leave room: `_search`)."""
         iterations = ctx.iterations.read()
         done = flights.finished_in_order(iterations)
         cost = ctx.store.rollout_cost(ctx.run_id) + ctx.store.session_cost(ctx.run_id)
         dev = ctx.best().dev_mean
         rollouts = ctx.store.count_rollouts(ctx.run_id)
-        return iterations, done, LoopState(len(iterations), rollouts, cost, dev, flights.stalls(iterations))
+        return iterations, done, LoopState(len(done), rollouts, cost, dev, flights.stalls(iterations))
 
     def _paused(self, ctx: RunContext) -> RunOutcome:
         run = ctx.store.get_run(ctx.run_id)

@@ -1,9 +1,7 @@
 """One pool of sandboxes for the whole run: every rollout any task needs goes through it, and no batch is a barrier.
 
 `RolloutPool.submit(jobs, on_result, priority)` queues rollouts; whenever a sandbox is free the most urgent queued
-rollout starts (the lowest `priority`; among equals, the task that took longest so far, as longest-processing-time-
-first scheduling puts the long ones where they cannot hold up the end; then the order submitted), and each result
-goes to its submission's
+rollout starts (the lowest `priority`, then the order submitted), and each result goes to its submission's
 `on_result` on the hub the moment it lands. A task waits on its `Submission` (`Hub.wait(sub.done)`), or on less: a
 dev race decides after each result and `cancel()`s what has not started, and the task goes on while the rollouts
 already running land (they are paid for: their rows are stored). So a slow rollout holds up only what needs its
@@ -55,6 +53,7 @@ class Submission:
     priority: tuple[Any, ...]
     done: Future[None]
     serial: int = 0  # unique among the pool's submissions
+    may_drop: bool = False  # a race may drop what has not started
     landed: int = 0
     queued: set[int] = field(default_factory=set)  # indices not started
     running: int = 0
@@ -83,7 +82,6 @@ class _Unit:
     indices: tuple[int, ...]
     held: int = 0  # sandboxes it occupies while it runs
     left: int = 0  # rollouts whose result has not landed
-    started: float = 0.0  # when it started (the hub's seconds)
 
     @property
     def jobs(self) -> list[RolloutJob]:
@@ -115,17 +113,20 @@ class RolloutPool:
         self.busy_seconds = 0.0
         self.started = 0  # rollouts started, ever
         self._since = self._last = hub.now()
-        self._queue: list[tuple[tuple[Any, ...], float, int, _Unit]] = []
-        self._seconds: dict[str, tuple[float, int]] = {}  # task -> (total seconds, rollouts) seen so far
+        self._queue: list[tuple[tuple[Any, ...], int, _Unit]] = []
         self._seq = itertools.count()
         self._serials = itertools.count()
         self._pending: list[_Unit] = []  # virtual: started batch units whose results are not computed yet
         self._results: dict[tuple[int, int], RolloutResult] = {}  # virtual: (submission serial, index) -> result
 
     # what tasks call ----------------------------------------------------------------------------------
-    def submit(self, jobs: Sequence[RolloutJob], on_result: OnResult, priority: tuple[Any, ...] = ()) -> Submission:
-        """Queue `jobs` (see the module docstring); returns at once."""
+    def submit(
+        self, jobs: Sequence[RolloutJob], on_result: OnResult, priority: tuple[Any, ...] = (), may_drop: bool = False
+    ) -> Submission:
+        """Queue `jobs` (see the module docstring); returns at once. `may_drop`: a race may `cancel()` what has not
+        started (then nothing of it is computed ahead: a rollout computed for nothing may cost money)."""
         sub = Submission(self, tuple(jobs), on_result, priority, Future(self.hub, "rollouts"), next(self._serials))
+        sub.may_drop = may_drop
         if not jobs:
             sub.done.set_result(None)
             return sub
@@ -136,8 +137,7 @@ class RolloutPool:
             else [_Unit(sub, (i,)) for i in range(len(jobs))]
         )
         for unit in units:
-            longest = max(self._expected(sub.jobs[i].task.id) for i in unit.indices)
-            heapq.heappush(self._queue, (priority, -longest, next(self._seq), unit))
+            heapq.heappush(self._queue, (priority, next(self._seq), unit))
         self.progress.extend(len(jobs), self._label())
         self._dispatch()
         return sub
@@ -193,7 +193,7 @@ class RolloutPool:
             self.observer()
 
     def _start(self, unit: _Unit, held: int) -> None:
-        unit.held, unit.left, unit.started = held, len(unit.indices), self.hub.now()
+        unit.held, unit.left = held, len(unit.indices)
         if self.hub.virtual:
             assert self.latency is not None
             if self.batch_runner is not None:
@@ -231,9 +231,11 @@ class RolloutPool:
                 self._run_for({(started.sub.serial, i): started.sub.jobs[i] for i in started.indices}, True)
             return
         wanted: dict[tuple[int, int], RolloutJob] = {(unit.sub.serial, index): unit.sub.jobs[index]}
-        for *_key, queued in sorted(self._queue, key=lambda entry: entry[:3]):
+        for *_key, queued in sorted(self._queue, key=lambda entry: entry[:2]):
             if len(wanted) >= PREFETCH * self.sandboxes:
                 break
+            if queued.sub.may_drop:
+                continue
             for i in queued.indices:
                 token = (queued.sub.serial, i)
                 if i in queued.sub.queued and token not in self._results and len(wanted) < PREFETCH * self.sandboxes:
@@ -252,21 +254,10 @@ class RolloutPool:
         else:
             self.executor.run(list(wanted.values()), keep)
 
-    def _expected(self, task_id: str) -> float:
-        """The seconds a rollout of `task_id` is expected to take: its mean so far, else the mean of every task."""
-        total, count = self._seconds.get(task_id, (0.0, 0))
-        if count:
-            return total / count
-        seen = [t / n for t, n in self._seconds.values()]
-        return sum(seen) / len(seen) if seen else 0.0
-
     def _land(self, unit: _Unit, job: RolloutJob, result: RolloutResult) -> None:
         """One rollout's result, handed to its submission's `on_result` (once; an error there fails the submission:
         its queued rollouts are dropped and the waiting task gets the error)."""
         sub = unit.sub
-        took = self.hub.now() - unit.started
-        total, count = self._seconds.get(job.task.id, (0.0, 0))
-        self._seconds[job.task.id] = (total + took, count + 1)
         unit.left -= 1
         sub.running -= 1
         sub.landed += 1

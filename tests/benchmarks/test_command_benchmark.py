@@ -94,6 +94,7 @@ def _run(tmp_path: Path, direction: str, baseline: str, values: str, **extra: st
         "benchmark_options.metric_direction": json.dumps(direction),
         "sessions.command": json.dumps(command),
         "loop.max_iterations": "3", "loop.batch_size": "1", "loop.test_runs": "2",
+        "loop.parallel_iterations": "1",  # the scripted agent's answers come in iteration order
         "policies.evolution": '"continue"', "policies.phases": '"none"', "executor.workers": "1",
         **{f"benchmark_options.{k}": json.dumps(v) for k, v in extra.items()},
     }  # fmt: skip

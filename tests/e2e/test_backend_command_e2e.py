@@ -38,6 +38,8 @@ def test_saddler_run_with_the_command_backend_records_every_session(tmp_path: Pa
             "--set",
             "loop.max_iterations=2",
             "--set",
+            "loop.parallel_iterations=1",  # iteration 2 evolves after iteration 1 (tests/e2e/test_parallel_loop.py)
+            "--set",
             "loop.batch_size=3",
             "--set",
             "loop.test_runs=1",

@@ -54,7 +54,7 @@ def listed_run(source_repo: Callable[..., Path]) -> Callable[..., Path]:
             )
         sets: dict[str, Any] = {
             "benchmark_options": {"n_tasks": 12},
-            "loop": {"max_iterations": 4, "batch_size": 4, "test_runs": 1},
+            "loop": {"max_iterations": 4, "batch_size": 4, "test_runs": 1, "parallel_iterations": 1},  # the serial loop
             "executor": {"workers": 1},
             "policies": {"evolution": "continue"},
         }

@@ -118,8 +118,8 @@ def _command_run(path: Path) -> Path:
         seed=1,
         backend="command",
         overrides={
-            "loop": {"max_iterations": 6, "batch_size": 3, "test_runs": 1},
-            "executor": {"workers": 1},
+            "loop": {"max_iterations": 6, "batch_size": 3, "test_runs": 1, "parallel_iterations": 1},  # serial: the
+            "executor": {"workers": 1},  # same result after kills (test_fault_resume_parallel.py: several in flight)
             "sessions": {"command": f"{sys.executable} {FAKE} {{prompt_file}}"},
         },
     )

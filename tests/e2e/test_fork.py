@@ -178,7 +178,7 @@ def test_a_paid_fork_replays_its_history_and_pays_only_for_what_is_new(
     tmp_path: Path, dag_signature: Callable[[Path], dict[str, Any]]
 ) -> None:
     overrides = {
-        "loop": {"max_iterations": 4, "batch_size": 3, "test_runs": 1},
+        "loop": {"max_iterations": 4, "batch_size": 3, "test_runs": 1, "parallel_iterations": 1},  # the same DAG again
         "executor": {"workers": 1},
         "sessions": {"command": f"{sys.executable} {FAKE} {{prompt_file}}"},
     }

@@ -17,8 +17,14 @@ from saddler.reporting.progress import make_progress
 from saddler.run.context import RunContext, open_context
 from saddler.run.folder import RunPaths, init_run
 
-SMALL: dict[str, Any] = {"loop": {"max_iterations": 6, "batch_size": 6, "test_runs": 2}, "executor": {"workers": 2}}
-"""The small run every loop test starts from: 6 iterations, batches of 6, 2 test runs, 2 workers."""
+SMALL: dict[str, Any] = {
+    "loop": {"max_iterations": 6, "batch_size": 6, "test_runs": 2, "parallel_iterations": 1},
+    "executor": {"workers": 2},
+}
+"""The small run every loop test starts from: 6 iterations, batches of 6, 2 test runs, 2 workers, one iteration at a
+time — the loop's own properties (a kill and resume ends with the same DAG, a session is skipped only after an
+iteration that made no node) are the serial loop's; `tests/e2e/test_parallel_loop.py` and
+`tests/e2e/test_fault_resume_parallel.py` run several in flight (`loop={"parallel_iterations": 3}`)."""
 
 
 def _make_run(path: Path, seed: int = 0, **overrides: Any) -> Path:

@@ -107,7 +107,7 @@ def test_results_computed_ahead_for_dropped_rollouts_are_never_handed_to_others(
     got: list[tuple[str, float]] = []
 
     def main() -> None:
-        first = pool.submit([job("t1", seed=10), *(job("t5", seed=20) for _ in range(3))], lambda j, r: None)
+        first = pool.submit([job("t1", seed=10), *(job("t5", seed=20) for _ in range(3))], lambda j, r: None)  # no race
         hub.sleep(2.0)  # t1 landed at 1 (its queued rollouts computed with it); the first t5 runs
         first.cancel()
         hub.wait(first.done)
@@ -180,3 +180,18 @@ def test_latency_draws_are_keyed_by_what_they_time() -> None:
     assert model.rollout("task-a", "key-1") != model.rollout("task-a", "key-2")
     assert model.session("diagnosis_patch", "3:diagnosis_patch:0") != model.session("reflection", "3:reflection:0")
     assert replace(model, seed=4).rollout("task-a", "key-1") != model.rollout("task-a", "key-1")
+
+
+def test_nothing_a_race_may_drop_is_computed_ahead() -> None:
+    hub = Hub(virtual=True)
+    executor = Recorder()
+    pool = RolloutPool(hub, executor, 1, latency=fixed())
+
+    def main() -> None:
+        raced = pool.submit([job("t1"), job("t2"), job("t3")], lambda j, r: None, may_drop=True)
+        hub.sleep(1.5)
+        raced.cancel()
+        hub.wait(raced.done)
+
+    hub.run(main)
+    assert executor.calls == [["t1"], ["t2"]]  # t3 was dropped before it started: never computed
