@@ -30,6 +30,8 @@ class InProcessExecutor:
     (a defect of the simulation, not of the harness: the runners turn harness faults into failed results) becomes
     an `infra_error` result with the traceback's tail, as an isolated child's crash would."""
 
+    runs_here = True  # the pool computes its rollouts on its own thread (`saddler.schedule.pool`)
+
     def __init__(self, config: ExecutorConfig) -> None:
         self.config = config
         self._benches: dict[str, Benchmark] = {}

@@ -99,6 +99,7 @@ class Optimizer:
                 self.paths, self.cfg, store, self.progress, say=self.say, sleep=self.sleep or hub.sleep,
                 wall_clock=self.wall_clock,
             )  # fmt: skip
+            pool = None
             try:
                 pool = attach(ctx, hub, schedule, self.pipeline)
                 self.state = ScheduleState(ctx, hub, pool)
@@ -106,6 +107,8 @@ class Optimizer:
                 inputs.check_inputs(ctx, self.allow_changed, self.say)
                 return hub.run(lambda: self._run(ctx))
             finally:
+                if pool is not None:
+                    pool.close()
                 ctx.executor.close()
                 ctx.space.prune()
                 ctx.space.close()

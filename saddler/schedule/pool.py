@@ -12,16 +12,19 @@ one job: the local executor's isolated child, a Ray task, the bench's in-process
 whole batches itself (`BatchBenchmark`: Harbor) gets each submission as one batch holding as many sandboxes as it
 has rollouts (at most all of them).
 
-Virtual time: a rollout lands `LatencyModel.rollout` seconds after it starts. What it returns is computed only when
-the first of the rollouts running lands, for all of those then running at once (one `Executor.run` call, on the
-executor's own workers): a rollout's result depends on its job alone, so this gives the same rows as real time
-while the order of events follows the model.
+Virtual time: a rollout lands `LatencyModel.rollout` seconds after it starts, whatever its real work took; a
+rollout's result depends on its job alone, so this gives the same rows as real time while the order of events
+follows the model. Its real work runs on a thread (the executor's child, a Ray task) from the moment it is
+submitted when no race may drop it, else from the moment it starts, at most `sandboxes` at once; its landing waits
+for it if need be. An executor that runs rollouts in this process (`runs_here`: the bench's) computes them when the
+first of those running lands, with those queued that no race may drop.
 
 `busy_seconds` integrates the sandboxes in use over the hub's clock (`utilisation()` is its share of the capacity).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import heapq
 import itertools
@@ -117,6 +120,17 @@ class RolloutPool:
         self._seq = itertools.count()
         self._serials = itertools.count()
         self._pending: list[_Unit] = []  # virtual: started batch units whose results are not computed yet
+        # virtual, with an executor whose rollouts run elsewhere (children, Ray): each started rollout's real work
+        # runs on a thread from the moment it starts; an executor that runs them in this process says so
+        # (`runs_here`), and its results are computed when the first running one lands (`_compute`)
+        self._threads = (
+            None
+            if getattr(executor, "runs_here", False) or not hub.virtual
+            else (
+                concurrent.futures.ThreadPoolExecutor(max_workers=self.sandboxes, thread_name_prefix="saddler-rollout")
+            )
+        )
+        self._running: dict[tuple[int, int], concurrent.futures.Future[RolloutResult]] = {}
         self._results: dict[tuple[int, int], RolloutResult] = {}  # virtual: (submission serial, index) -> result
 
     # what tasks call ----------------------------------------------------------------------------------
@@ -138,6 +152,9 @@ class RolloutPool:
         )
         for unit in units:
             heapq.heappush(self._queue, (priority, next(self._seq), unit))
+        if self._threads is not None and not may_drop and self.batch_runner is None:  # certain to run: start its work
+            for i, job in enumerate(sub.jobs):
+                self._running[(sub.serial, i)] = self._threads.submit(self._one, job)
         self.progress.extend(len(jobs), self._label())
         self._dispatch()
         return sub
@@ -200,6 +217,9 @@ class RolloutPool:
                 self._pending.append(unit)
             for i in unit.indices:
                 job = unit.sub.jobs[i]
+                token = (unit.sub.serial, i)
+                if self.batch_runner is None and self._threads is not None and token not in self._running:
+                    self._running[token] = self._threads.submit(self._one, job)  # its real work starts now
                 delay = self.latency.rollout(job.task.id, job.cache_key or job.trace_dir)
                 self.hub.call_later(delay, functools.partial(self._land_virtual, unit, i))
             return
@@ -212,8 +232,19 @@ class RolloutPool:
         ended = self.hub.run_in_thread(work, "rollouts")
         ended.add_done_callback(lambda future: self._end(unit, future.exception()))
 
+    def _one(self, job: RolloutJob) -> RolloutResult:
+        """One rollout through the executor (on a worker thread), its result."""
+        got: list[RolloutResult] = []
+        self.executor.run([job], lambda _job, result: got.append(result))
+        if not got:
+            raise RuntimeError(f"the executor returned no result for rollout {job.task.id}")
+        return got[0]
+
     def _land_virtual(self, unit: _Unit, index: int) -> None:
         token = (unit.sub.serial, index)
+        running = self._running.pop(token, None)
+        if running is not None:
+            self._results[token] = running.result()  # its real work, started with it: waited for here if need be
         if token not in self._results:
             self._compute(unit, index)
         self._land(unit, unit.sub.jobs[index], self._results.pop(token))
@@ -289,3 +320,8 @@ class RolloutPool:
         self._dispatch()
         if self.busy == 0 and not self.queued():
             self.progress.finish()
+
+    def close(self) -> None:
+        """Stop the worker threads of a virtual pool (rollouts still running finish)."""
+        if self._threads is not None:
+            self._threads.shutdown(wait=False, cancel_futures=True)

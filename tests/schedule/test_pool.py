@@ -18,7 +18,10 @@ from saddler.schedule.pool import PREFETCH, RolloutPool
 
 
 class Recorder:
-    """An executor that scores a job by its seed (score = seed / 100) and records every call."""
+    """An executor that scores a job by its seed (score = seed / 100) and records every call; it runs rollouts in
+    this process (`runs_here`), as the bench's does."""
+
+    runs_here = True
 
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
@@ -195,3 +198,24 @@ def test_nothing_a_race_may_drop_is_computed_ahead() -> None:
 
     hub.run(main)
     assert executor.calls == [["t1"], ["t2"]]  # t3 was dropped before it started: never computed
+
+
+class Elsewhere(Recorder):
+    """The same, as an executor whose rollouts run in children (the pool runs each on a thread)."""
+
+    runs_here = False
+
+
+def test_a_rollout_no_race_may_drop_starts_its_real_work_when_submitted() -> None:
+    hub = Hub(virtual=True)
+    executor = Elsewhere()
+    pool = RolloutPool(hub, executor, 1, latency=fixed())
+    got: list[float] = []
+
+    def main() -> None:
+        sub = pool.submit([job("t3", seed=1), job("t1", seed=2)], lambda j, r: got.append(r.score))
+        hub.wait(sub.done)
+
+    hub.run(main)
+    pool.close()
+    assert got == [0.01, 0.02] and sorted(executor.calls) == [["t1"], ["t3"]]  # one call each, on threads
