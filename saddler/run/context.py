@@ -11,7 +11,6 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, TypeVar
 
 from evodag.decisions import KEPT_DECISIONS, KEPT_STATUSES
@@ -39,20 +38,20 @@ from saddler.policies import (
 )
 from saddler.policies.acceptance import dev_guard_clear, dev_guard_vetoes, task_outcomes
 from saddler.ports import Executor, Progress, SessionBackend
-from saddler.run import evolution_request, warmstart
+from saddler.run import warmstart
 from saddler.run.dev_race import DevRace, race_order
-from saddler.run.evaluate import PRIORITY, BatchSettings, Evaluator, Race
+from saddler.run.evaluate import BatchSettings, Evaluator
 from saddler.run.folder import RunPaths
 from saddler.run.iteration_log import IterationLog
-from saddler.run.outcomes import evidence, split_seeds, transitions
+from saddler.run.outcomes import split_seeds
 from saddler.run.session_calls import SessionCalls
+from saddler.run.streaming import PRIORITY, Race
 from saddler.run.usage_window import UsageWindow
 from saddler.schedule import Pipeline
 from saddler.schedule.hub import Hub
 from saddler.schedule.pool import RolloutPool
 from saddler.scoring import node_score
 from saddler.sessions.registry import load_backend
-from saddler.sessions.schema import DiagnosisRequest, Hypothesis, ReflectionRequest
 
 T = TypeVar("T")
 
@@ -238,66 +237,6 @@ class RunContext:
         readable = self.paths.session_readable(self.cfg.harness)
         return {"run_dir": str(self.paths.root), "db_path": str(self.paths.session_db),
                 "readable": [str(p) for p in readable]}  # fmt: skip
-
-    def diagnosis_request(
-        self,
-        it: Iteration,
-        parent: Node,
-        worktree: Path,
-        rows: list[RolloutRow],
-        attempt: int,
-        excluded: list[str],
-        retry_reason: str = "",
-        excluded_plans: dict[str, str] | None = None,
-        refused: dict[str, str] | None = None,
-        no_effect: dict[str, str] | None = None,
-        worse_on_lineage: dict[str, str] | None = None,
-        widens: bool = False,
-        elsewhere: dict[str, str] | None = None,
-    ) -> DiagnosisRequest:
-        comp = self.space.config.components
-        return DiagnosisRequest(
-            **self.session_paths(),
-            worktree=str(worktree),
-            iteration=it.number,
-            parent_node_id=parent.id,
-            phase=it.phase,
-            allowed_kinds=self.phases.allowed_kinds(it.phase),
-            component_globs={"capability": comp.capability, "steering": comp.steering, "protected": comp.protected},
-            evidence=evidence(rows, self.task_index),
-            exploration=it.exploration,
-            lineage_origins=evolution_request.lineage_origins(self.store, parent.id),
-            excluded=excluded,
-            excluded_plans=excluded_plans or {},
-            refused=refused or {},
-            no_effect=no_effect or {},
-            worse_on_lineage=worse_on_lineage or {},
-            elsewhere=elsewhere or {},
-            attempt=attempt,
-            retry_reason=retry_reason,
-            check_command=self.cfg.sessions.check_command or self.space.config.check_command,
-            trace_format=self.benchmark.trace_format,
-            widens_on_no_patch=widens,
-        )
-
-    def reflection_request(
-        self, it: Iteration, parent: Node, cand: Node, decision: str, before: list[RolloutRow], after: list[RolloutRow]
-    ) -> ReflectionRequest:
-        hyp = cand.hypothesis or {}
-        return ReflectionRequest(
-            **self.session_paths(),
-            iteration=it.number,
-            parent_node_id=parent.id,
-            candidate_node_id=cand.id,
-            decision=decision,
-            hypothesis=Hypothesis(**hyp) if "diagnosis" in hyp else None,
-            diff=self.space.diff(parent.commit, cand.commit),
-            files_changed=self.space.changed_files(parent.commit, cand.commit),
-            transitions=transitions(before, after),
-            parent_dev_mean=parent.dev_mean,
-            candidate_dev_mean=cand.dev_mean,
-            best_dev_mean=self.best().dev_mean,
-        )
 
 
 def refuse_broken_baseline(node: Node, rows: list[RolloutRow], ran_before: bool = False) -> list[RolloutRow]:

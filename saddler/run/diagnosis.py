@@ -23,11 +23,12 @@ from typing import Any
 
 from evodag.models import Iteration, Node, RolloutRow
 from saddler.policies.acceptance import clearly_worse
-from saddler.run import audit, phase_moves
+from saddler.run import audit, evolution_request, phase_moves
 from saddler.run.context import RunContext
 from saddler.run.faults import fault_point
+from saddler.run.outcomes import evidence
 from saddler.run.session_calls import failure_reason, worth_asking_again
-from saddler.sessions.schema import DiagnosisResult, Hypothesis
+from saddler.sessions.schema import DiagnosisRequest, DiagnosisResult, Hypothesis
 
 Say = Callable[[str], None]
 NO_EFFECT_DIFF_CHARS = 4000
@@ -241,11 +242,7 @@ def _attempt(
     space = ctx.space
     worktree = space.worktree(parent.commit, f"it{it.number}-a{attempt}")
     try:
-        plans = {o: p for o, p in excluded.plans.items() if p}
-        request = ctx.diagnosis_request(
-            it, parent, worktree, before, attempt, excluded.origins, reason, plans, dict(excluded.refused),
-            dict(excluded.no_effect), dict(excluded.worse_on_lineage), widens, dict(excluded.elsewhere),
-        )  # fmt: skip
+        request = diagnosis_request(ctx, it, parent, worktree, before, attempt, excluded, reason, widens)
         result, staged = ctx.calls.diagnose(request, parent.id)
         if result.status != "patched" or result.hypothesis is None:
             return _Attempt(result)
@@ -260,6 +257,45 @@ def _attempt(
         return _Attempt(result, commit, [p for p in problems if p], suspect)
     finally:
         space.remove_worktree(worktree)
+
+
+def diagnosis_request(
+    ctx: RunContext,
+    it: Iteration,
+    parent: Node,
+    worktree: Path,
+    rows: list[RolloutRow],
+    attempt: int,
+    excluded: Excluded,
+    retry_reason: str = "",
+    widens: bool = False,
+) -> DiagnosisRequest:
+    """What one diagnosis attempt is asked: the batch's evidence on `parent`, the phase, and what not to write
+    again (`excluded`)."""
+    comp = ctx.space.config.components
+    return DiagnosisRequest(
+        **ctx.session_paths(),
+        worktree=str(worktree),
+        iteration=it.number,
+        parent_node_id=parent.id,
+        phase=it.phase,
+        allowed_kinds=ctx.phases.allowed_kinds(it.phase),
+        component_globs={"capability": comp.capability, "steering": comp.steering, "protected": comp.protected},
+        evidence=evidence(rows, ctx.task_index),
+        exploration=it.exploration,
+        lineage_origins=evolution_request.lineage_origins(ctx.store, parent.id),
+        excluded=excluded.origins,
+        excluded_plans={o: p for o, p in excluded.plans.items() if p},
+        refused=dict(excluded.refused),
+        no_effect=dict(excluded.no_effect),
+        worse_on_lineage=dict(excluded.worse_on_lineage),
+        elsewhere=dict(excluded.elsewhere),
+        attempt=attempt,
+        retry_reason=retry_reason,
+        check_command=ctx.cfg.sessions.check_command or ctx.space.config.check_command,
+        trace_format=ctx.benchmark.trace_format,
+        widens_on_no_patch=widens,
+    )
 
 
 def validate(ctx: RunContext, it: Iteration, parent: str, commit: str, worktree: Path) -> list[str]:

@@ -38,7 +38,6 @@ from saddler.run import (
     unseen_tie,
 )
 from saddler.run.context import RunContext, open_context
-from saddler.run.evaluate import PRIORITY
 from saddler.run.evolution_step import evolve
 from saddler.run.finish import RunOutcome, finish_run, finished_outcome
 from saddler.run.flights import DiagnosisOrder
@@ -48,6 +47,7 @@ from saddler.run.minimize import minimize
 from saddler.run.outcomes import nothing_to_fix
 from saddler.run.pipeline import ITERATION, SEARCH_EVENT, ScheduleState, attach, default_schedule, store_clock
 from saddler.run.recovery import recover_after_crash
+from saddler.run.streaming import PRIORITY
 from saddler.schedule import Pipeline, Schedule
 from saddler.schedule.hub import Hub, Lock, Task
 from saddler.scoring import figure
@@ -174,7 +174,8 @@ class Optimizer:
 
     def _fly(self, ctx: RunContext, it: Iteration, baseline: Node) -> Task[None]:
         """Iteration `it` as a task of the scheduler (its commits dated by its number, its rollouts ranked by it)."""
-        assert ctx.hub is not None
+        hub = ctx.hub
+        assert hub is not None
 
         def fly() -> None:
             ITERATION.set(it.number)
@@ -183,10 +184,10 @@ class Optimizer:
                 self._iteration(ctx, it, baseline)
             finally:
                 self.order.answered(it.number)
-                if self.line.holder is not None and self.line.holder is ctx.hub.current():  # type: ignore[union-attr]
+                if self.line.holder is not None and self.line.holder is hub.current():
                     self.line.release()
 
-        return ctx.hub.spawn(fly, f"iteration {it.number}")
+        return hub.spawn(fly, f"iteration {it.number}")
 
     @staticmethod
     def _state(ctx: RunContext) -> tuple[list[Iteration], list[Iteration], LoopState]:

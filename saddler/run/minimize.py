@@ -303,13 +303,9 @@ class _Minimizer:
     def settle_unused(self) -> None:
         """Cuts measured ahead whose step then ran on another harness (an earlier cut was removed): rejected, with
         why, so no node of the minimization stays pending."""
-        for node in self._mine():
-            if node.status == "pending":
-                self.ctx.store.update_node(
-                    node.id,
-                    status=REJECTED,
-                    status_reason="minimize: measured ahead, not used (an earlier cut was removed)",
-                )
+        why = "minimize: measured ahead, not used (an earlier cut was removed)"
+        for node in (n for n in self._mine() if n.status == "pending"):
+            self.ctx.store.update_node(node.id, status=REJECTED, status_reason=why)
 
     def _mine(self) -> list[Node]:
         """The nodes this minimization made."""

@@ -18,9 +18,9 @@ import re
 from evodag.models import Iteration, Node, RolloutRow
 from saddler.run.context import RunContext
 from saddler.run.faults import fault_point
-from saddler.run.outcomes import measured_transitions
+from saddler.run.outcomes import measured_transitions, transitions
 from saddler.run.session_calls import failure_reason, worth_asking_again
-from saddler.sessions.schema import LessonOut, ReflectionResult
+from saddler.sessions.schema import Hypothesis, LessonOut, ReflectionRequest, ReflectionResult
 
 CATEGORIES = ("fixed", "regressed", "still_failing", "still_passing")
 _ATTRIBUTION_NEEDS = {"true_fix": "fixed", "true_regression": "regressed"}
@@ -128,6 +128,33 @@ def reflect(
         store.update_iteration(it.id, step="reflected")
 
 
+def reflection_request(
+    ctx: RunContext,
+    it: Iteration,
+    parent: Node,
+    cand: Node,
+    decision: str,
+    before: list[RolloutRow],
+    after: list[RolloutRow],
+) -> ReflectionRequest:
+    """What reflection on the edge `parent` -> `cand` is asked: the diff, the batch's transitions, dev as aggregates."""
+    hyp = cand.hypothesis or {}
+    return ReflectionRequest(
+        **ctx.session_paths(),
+        iteration=it.number,
+        parent_node_id=parent.id,
+        candidate_node_id=cand.id,
+        decision=decision,
+        hypothesis=Hypothesis(**hyp) if "diagnosis" in hyp else None,
+        diff=ctx.space.diff(parent.commit, cand.commit),
+        files_changed=ctx.space.changed_files(parent.commit, cand.commit),
+        transitions=transitions(before, after),
+        parent_dev_mean=parent.dev_mean,
+        candidate_dev_mean=cand.dev_mean,
+        best_dev_mean=ctx.best().dev_mean,
+    )
+
+
 def _session(
     ctx: RunContext,
     it: Iteration,
@@ -137,7 +164,7 @@ def _session(
     before: list[RolloutRow],
     after: list[RolloutRow],
 ) -> ReflectionResult:
-    request = ctx.reflection_request(it, parent, cand, decision, before, after)
+    request = reflection_request(ctx, it, parent, cand, decision, before, after)
     attempt = 0
     while True:
         result = ctx.calls.reflect(request.model_copy(update={"attempt": attempt}), cand.id)

@@ -13,7 +13,8 @@ from evodag.store import EvoDAG
 from saddler.config import ExecutorConfig
 from saddler.executor.local import LocalExecutor
 from saddler.harness.space import HarnessSpace
-from saddler.run.evaluate import Evaluator, rollout_trace_dir
+from saddler.run.evaluate import Evaluator
+from saddler.run.rollout_rows import rollout_trace_dir
 
 
 def _evaluator(tmp_path: Path, bench: object, name: str, options: dict) -> tuple[Evaluator, EvoDAG, object]:
