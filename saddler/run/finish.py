@@ -4,8 +4,9 @@ declares one), the minimized harness and the full one both on test (`saddler.run
 ranking policy made the best, and its counterpart), the best exported, report.md, results.tsv and the progress
 plot.
 
-Test is opened here and nowhere else. Re-running a finished run repeats nothing: test rollouts are
-cached like every other rollout.
+Test is opened here and nowhere else, but for the same tests started beside the minimization, which reads dev only
+(`Optimizer._test_ahead`). Re-running a finished run repeats nothing: test rollouts are cached like every other
+rollout.
 """
 
 from __future__ import annotations

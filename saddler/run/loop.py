@@ -13,6 +13,7 @@ iterations, repeating no finished rollout, paying for no session twice and losin
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -39,7 +40,7 @@ from saddler.run import (
 )
 from saddler.run.context import RunContext, open_context
 from saddler.run.evolution_step import evolve
-from saddler.run.finish import RunOutcome, finish_run, finished_outcome
+from saddler.run.finish import RunOutcome, evaluate_test, finish_run, finished_outcome
 from saddler.run.flights import DiagnosisOrder
 from saddler.run.folder import RunPaths, run_lock
 from saddler.run.folder_check import require_ok
@@ -53,6 +54,7 @@ from saddler.schedule.hub import Hub, Lock, Task
 from saddler.scoring import figure
 
 Say = Callable[[str], None]
+TAIL = 1_000_000  # the rollout pool's priority of the test beside the minimization: after everything else
 
 
 class Optimizer:
@@ -128,8 +130,24 @@ class Optimizer:
         if reason == "paused":
             return self._paused(ctx)
         if ctx.cfg.minimize.enabled:  # the best harness cut to the changes that carry their weight on dev
+            tests = self._test_ahead(ctx, baseline)
             minimize(ctx, self.say)
+            if tests is not None:
+                tests.result()
         return finish_run(ctx, baseline, reason, self.say)
+
+    def _test_ahead(self, ctx: RunContext, baseline: Node) -> Task[None] | None:
+        """The test of the baseline and of the full best, beside the minimization (the end of the run needs both
+        whatever it cuts: the best, or the full harness beside a smaller one), in the sandboxes it leaves idle."""
+        if not self.pipeline.together or ctx.hub is None:
+            return None
+        best = ctx.best()
+
+        def test() -> None:
+            PRIORITY.set((TAIL, 1))
+            ctx.together(*(functools.partial(evaluate_test, ctx, n) for n in (baseline, best) if n.test_mean is None))
+
+        return ctx.hub.spawn(test, "test ahead")
 
     def _search(self, ctx: RunContext, baseline: Node) -> str:
         """Keep `pipeline.iterations` iterations in flight until a stop condition holds (checked before each

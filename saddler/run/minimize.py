@@ -26,7 +26,6 @@ and pays for nothing twice. The record is read by `saddler.minimized`.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,7 +76,6 @@ def minimize(ctx: RunContext, say: Say, node: Node | None = None) -> Minimizatio
     if stopped == "done":  # inside each edge that stayed, each of its changes alone
         stopped = run.pass_over(change_steps(hunks, edges, run.kept, start=run.steps + 1))
     result = run.result(edges, stopped)
-    run.settle_unused()
     store.log_event(FINISHED_EVENT, result.to_json(), run_id=ctx.run_id)
     ctx.update_best()  # the ranking policy over every kept node, the minimized harness included
     return result
@@ -160,12 +158,7 @@ class _Minimizer:
         self.epoch = int(when or 0)
 
     def pass_over(self, steps: list[Step]) -> str:
-        """Run `steps` in order; "done", or why the budget stopped it (the rest stay kept, unmeasured). When the
-        pipeline runs things together (`Pipeline.together`) and no rollout budget binds, every step's measurement is
-        made at once ahead of the decisions, as if no earlier cut were removed; the steps then decide in order on
-        those rows. After a removal the steps that follow measure again, one by one (their harness changed): what
-        the pass measured ahead and did not use is at most one evaluation per step."""
-        self._measure_ahead(steps)
+        """Run `steps` in order; "done", or why the budget stopped it (the rest stay kept, unmeasured)."""
         for step in steps:
             self.steps = step.number
             if step.number not in self.recorded:
@@ -174,26 +167,6 @@ class _Minimizer:
                     return short
             self._step(step)
         return "done"
-
-    def _measure_ahead(self, steps: list[Step]) -> None:
-        """Measure `steps` at once (see `pass_over`); nothing when the budgets must be checked step by step."""
-        ctx, loop = self.ctx, self.ctx.cfg.loop
-        budgets = ctx.cfg.minimize.max_rollouts or loop.max_rollouts or loop.cost_cap_usd
-        todo = [s for s in steps if s.number not in self.recorded]
-        if budgets or len(todo) < 2 or not ctx.pipeline.together or ctx.hub is None or ctx.hub.current() is None:
-            return
-        ctx.hub.gather(*(functools.partial(self._measure, step) for step in todo))
-
-    def _measure(self, step: Step) -> None:
-        """Evaluate the cut `step` from the current harness as `_step` will (its rollouts are then reused)."""
-        cand = self._candidate(step, sorted(self.kept - set(step.changes)))
-        if cand is None:
-            return
-        verdict = judge(self.ctx, cand, self.current, self.best, self.baseline)
-        if not verdict.worse:
-            edge_id = self.edges[step.changes[0] - 1]
-            edge = self.ctx.store.get_edge(edge_id) if edge_id is not None else None
-            judge_train(self.ctx, self.ctx.store.get_node(cand.id), self.current, self.best, edge, verdict.confidence)
 
     def _step(self, step: Step) -> None:
         ctx, store = self.ctx, self.ctx.store
@@ -299,13 +272,6 @@ class _Minimizer:
                 r,
             )
         return node
-
-    def settle_unused(self) -> None:
-        """Cuts measured ahead whose step then ran on another harness (an earlier cut was removed): rejected, with
-        why, so no node of the minimization stays pending."""
-        why = "minimize: measured ahead, not used (an earlier cut was removed)"
-        for node in (n for n in self._mine() if n.status == "pending"):
-            self.ctx.store.update_node(node.id, status=REJECTED, status_reason=why)
 
     def _mine(self) -> list[Node]:
         """The nodes this minimization made."""

@@ -42,7 +42,16 @@ def test_the_same_seed_gives_the_same_dag_with_iterations_in_flight(
     assert _overlapped(first), "no two iterations were in flight at once"
     with EvoDAG(first / "evodag.sqlite", readonly=True) as store:
         orders = sorted(it.finish_order for it in store.iterations())
+        carried = [(it.evidence or {}).get("carried") for it in store.iterations()]
+        nodes = {n.id: n for n in store.nodes()}
     assert orders == list(range(1, 7))
+    moved = [c for c in carried if c and c["node"] is not None]
+    assert moved, "no kept change was carried onto the line"
+    for c in moved:  # a cherry-pick onto the node the line had reached, holding the candidate's hypothesis
+        node = nodes[c["node"]]
+        assert (node.parent_id, node.patch_kind, node.hypothesis["carried"]["onto"]) == (
+            c["onto"], "cherry_pick", c["onto"]
+        )
 
 
 def test_a_simulated_run_stamps_its_store_in_virtual_time(tmp_path: Path, make_run: Callable[..., Path]) -> None:

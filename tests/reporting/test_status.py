@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -35,7 +36,7 @@ def test_finished_run_snapshot_and_text(
         "best_node": fx.ids["N7"], "best_commit": fx.fake_commit("N7")[:7], "best_dev": 1.0, "baseline_dev": 0.5,
         "rollouts": 85, "rollouts_by_split": {"train": 37, "dev": 24, "test": 24}, "infra_errors": 0, "metric": None,
         "waiting_until": None, "minimized": None,
-        "cost_usd": {"optimizer": 0.59, "rollouts": 0.85, "total": 1.44},
+        "cost_usd": {"optimizer": 0.59, "rollouts": 0.85, "total": 1.44}, "schedule": None,
     }  # fmt: skip
     assert render_status(snap) == "\n".join(
         [
@@ -98,6 +99,21 @@ def test_running_snapshot_reads_while_the_writer_keeps_writing(
     with pytest.raises(sqlite3.OperationalError):
         reader.conn.execute("INSERT INTO runs (config, seed, started_at) VALUES ('{}', 0, 'x')")
     reader.close()
+    writer.close()
+
+
+def test_a_running_run_shows_what_it_has_in_flight(running: tuple[EvoDAG, int, dict[str, int]], tmp_path: Path) -> None:
+    writer, _run_id, _ = running
+    with EvoDAG(tmp_path / "evodag.db", readonly=True) as reader:
+        assert status_snapshot(reader, tmp_path)["schedule"] is None  # an older run, or one not started yet
+        state = {"in_flight": [6, 7, 8], "parallel_iterations": 3, "sandboxes": 32, "busy": 12, "queued": 5,
+                 "search_eta_s": 3723.4}  # fmt: skip
+        (tmp_path / "schedule.json").write_text(json.dumps(state))
+        snap = status_snapshot(reader, tmp_path)
+    assert snap["schedule"] == state
+    assert render_status(snap).splitlines()[-1] == (
+        "in flight: iterations 6, 7, 8 (up to 3) · sandboxes 12/32 busy, 5 queued · search ETA 1:02:03"
+    )
     writer.close()
 
 
