@@ -19,7 +19,7 @@ from evodag.decisions import NO_TRAINING_FAILURES
 from evodag.models import Iteration, Node, RolloutRow
 from saddler.harness.gitcmd import git, logical_commit_time
 from saddler.run.context import RunContext
-from saddler.run.diagnosis import validate
+from saddler.run.diagnosis import Excluded, diagnosis_request, validate
 from saddler.run.outcomes import by_task, evidence, failure_kinds
 from saddler.scoring import task_value
 
@@ -210,7 +210,7 @@ class SaddlerAdapter:
         worktree = ctx.space.worktree(parent.commit, f"gepa-it{number}")
         self.proposals += 1
         try:
-            request = ctx.diagnosis_request(it, parent, worktree, rows, 0, [])
+            request = diagnosis_request(ctx, it, parent, worktree, rows, 0, Excluded())
             result, staged = ctx.calls.diagnose(request, parent.id)
             hyp = result.hypothesis
             commit = None

@@ -5,8 +5,9 @@
 Runs `saddler init DIR --template opsdesk --force` then `saddler run DIR` once, the run in a child interpreter
 that counts, without changing what runs:
 
-- rollout time: wall time inside `Executor.run` (the isolated rollouts, their fork servers and the per-rollout
-  isolation set-up; everything the executor does for a batch),
+- rollout time: wall time while some `Executor.run` call runs (the isolated rollouts, their fork servers and the
+  per-rollout isolation set-up; everything the executor does; the scheduler's pool runs calls side by side, and
+  their overlap is counted once),
 - git: every `git` subprocess started through `subprocess.run` (count and seconds), and the long-lived ones
   (`saddler.harness.gitbatch`, counted as they start; their requests are in the time of their callers),
 - SQLite: time inside the public `EvoDAG` methods (outermost calls only), split by whether it overlapped the
@@ -121,14 +122,24 @@ def _probe(run_dir: str, out: str, started: float) -> int:
 
     real_executor_run = LocalExecutor.run
 
+    active = [0, 0.0]  # executor calls running now (the scheduler's pool runs several at once), since when
+
     def timed_executor_run(self: Any, jobs: Any, on_result: Any) -> None:
-        start = time.perf_counter()
-        in_rollouts.set()
+        with counters.lock:
+            if active[0] == 0:
+                active[1] = time.perf_counter()
+                in_rollouts.set()
+            active[0] += 1
         try:
             real_executor_run(self, jobs, on_result)
         finally:
-            in_rollouts.clear()
-            counters.add("rollout_s", time.perf_counter() - start)
+            with counters.lock:
+                active[0] -= 1
+                ended = active[0] == 0
+                since = active[1]
+            if ended:  # rollout time is the wall time some rollout ran, not the sum over calls running together
+                in_rollouts.clear()
+                counters.add("rollout_s", time.perf_counter() - since)
             counters.add("executor_batches", 1)
             counters.add("executor_jobs", len(jobs))
 

@@ -50,7 +50,9 @@ def test_the_same_seed_gives_the_same_dag_with_iterations_in_flight(
     for c in moved:  # a cherry-pick onto the node the line had reached, holding the candidate's hypothesis
         node = nodes[c["node"]]
         assert (node.parent_id, node.patch_kind, node.hypothesis["carried"]["onto"]) == (
-            c["onto"], "cherry_pick", c["onto"]
+            c["onto"],
+            "cherry_pick",
+            c["onto"],
         )
 
 
