@@ -55,6 +55,7 @@ class Future(Generic[T]):
         self._value: Any = None
         self._error: BaseException | None = None
         self._callbacks: list[Callable[[Future[T]], None]] = []
+        self.urgent = False  # whoever waits for it runs before every other ready task (a fault ends the run first)
 
     def done(self) -> bool:
         return self._done
@@ -184,7 +185,9 @@ class Hub:
             held = self.switch_guard() if self.switch_guard else None
             if held:
                 raise RuntimeError(f"a task may not wait while it holds {held}")
-            future.add_done_callback(lambda _f: self._ready.append((task, None)))
+            future.add_done_callback(
+                lambda f: self._ready.appendleft((task, None)) if f.urgent else self._ready.append((task, None))
+            )
             self.main.switch()
         return future.result()
 
@@ -198,6 +201,7 @@ class Hub:
 
         def settle(done: Future[Any]) -> None:
             if not first.done():
+                first.urgent = done.exception() is not None  # a task that failed: its waiter hears it first
                 first.set_result(done)
 
         for future in pending:

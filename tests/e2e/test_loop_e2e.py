@@ -102,9 +102,11 @@ def test_test_split_is_opened_only_at_the_end_for_baseline_and_best(finished: tu
     with EvoDAG(run_dir / "evodag.sqlite", readonly=True) as store:
         rows = store.rollouts()
         run = store.get_run()
-    test_ids = [r.id for r in rows if r.split == "test"]
-    other_ids = [r.id for r in rows if r.split != "test"]
-    assert test_ids and max(other_ids) < min(test_ids)
+        ended = [e for e in store.events() if e.kind == "schedule.search_ended"]
+    assert len(ended) == 1
+    # no test row before the search ended: test runs at the end, beside the minimization (which reads dev only)
+    test_rows = [r for r in rows if r.split == "test"]
+    assert test_rows and all(r.created_at >= ended[0].ts for r in test_rows)
     assert {r.node_id for r in rows if r.split == "test"} <= {run.baseline_node_id, run.best_node_id}
 
 

@@ -142,3 +142,28 @@ def test_gather_one_after_another_runs_in_order() -> None:
     result = hub.run(lambda: hub.gather(lambda: part("a", 5.0), lambda: part("b", 1.0), concurrent=False))
     assert result == ["a", "b"] and log == ["a", "b"]
     assert hub.now() == 6.0
+
+
+def test_a_failed_task_is_heard_before_any_other_ready_task_runs() -> None:
+    hub = Hub(virtual=True)
+    ran: list[str] = []
+    turn: Future[None] = Future(hub, "turn")
+
+    def failing() -> None:
+        try:
+            hub.sleep(1.0)
+            raise RuntimeError("authentication failed")
+        finally:
+            turn.set_result(None)  # as an iteration's end lets the next diagnosis begin
+
+    def next_one() -> None:
+        hub.wait(turn)
+        ran.append("a paid session")
+
+    def main() -> None:
+        tasks = [hub.spawn(failing, "iteration 1"), hub.spawn(next_one, "iteration 2")]
+        hub.wait_any(tasks).result()
+
+    with pytest.raises(RuntimeError, match="authentication"):
+        hub.run(main)
+    assert ran == []  # the run ended before iteration 2 went on
