@@ -8,9 +8,10 @@ files, which `restore` puts back: a planted hook or config key never outlives th
 `sessions/`, its worktree's bookkeeping in the clone's admin entry, new objects, branches and stashes its own git
 commands make. The user's own controls (`PAUSE`, `STOP`, a report written meanwhile) are not the agent's.
 
-With several iterations in flight (`loop.parallel_iterations`), saddler itself writes the run folder while a session
-runs: the store, the state file, traces, other sessions' files and worktrees, its own commits. Those places are not
-recorded then (`concurrent_writes`): the check still covers the config, the clone's own git files (config, hooks,
+With several iterations in flight (`loop.parallel_iterations`), or rollouts still landing when a session starts (a
+dev race decided before its last rollouts ended), saddler itself writes the run folder while the session runs: the
+store, the state file, traces, other sessions' files and worktrees, its own commits. Those places are not recorded
+then (`concurrent_writes`): the check still covers the config, the clone's own git files (config, hooks,
 HEAD, branches, packed refs) and everything else; what an unsandboxed agent writes into another iteration's
 worktree or trace is not seen (the command backend's sandbox hides them: `sessions.sandbox`).
 """

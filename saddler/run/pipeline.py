@@ -65,7 +65,7 @@ def attach(ctx: RunContext, hub: Hub, schedule: Schedule, pipeline: Pipeline) ->
     ctx.hub, ctx.pool, ctx.pipeline = hub, pool, pipeline
     ctx.evaluator.pool = pool
     ctx.calls.hub, ctx.calls.latency = hub, schedule.latency
-    ctx.calls.beside_others = pipeline.iterations > 1
+    ctx.calls.beside_others = lambda: pipeline.iterations > 1 or pool.busy > 0 or pool.queued() > 0
     ctx.space.clock = lambda: logical_commit_time(ITERATION.get())
     return pool
 

@@ -99,7 +99,9 @@ class SessionCalls:
         self.say = say
         self.view = view
         self.hub: Hub | None = None  # the run's scheduler, once it runs (sessions then wait as tasks)
-        self.beside_others = False  # other iterations run while a session does (the run folder changes meanwhile)
+        # whether saddler's own work (other iterations, rollouts still landing) may write the run folder while a
+        # session runs: asked when the session starts (`saddler.run.pipeline.attach` sets it)
+        self.beside_others: Callable[[], bool] = lambda: False
         self.latency: LatencyModel | None = None  # a virtual hub's session latencies
 
     def diagnose(self, request: DiagnosisRequest, node_id: int) -> tuple[DiagnosisResult, str | None]:
@@ -209,7 +211,7 @@ class SessionCalls:
             admin=_inside(admin, root),
             session_prefix=f"sessions/{prefix}.",
             git_dir=git,
-            shared=concurrent_writes(git) if self.beside_others else (),
+            shared=concurrent_writes(git) if self.beside_others() else (),
         )
 
     def _discard(

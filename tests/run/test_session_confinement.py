@@ -104,3 +104,24 @@ def test_a_session_that_writes_into_the_clone_is_discarded_and_its_writes_undone
     assert events and any("harness/.git/hooks/post-checkout (added)" in e["paths"] for e in events)
     assert any("harness/.git/config (changed)" in e["paths"] for e in events)
     assert db.execute("SELECT COUNT(*) FROM nodes WHERE parent_id IS NOT NULL").fetchone()[0] == 0
+
+
+def test_what_saddler_writes_beside_a_session_is_not_the_sessions_escape(tmp_path: Path) -> None:
+    """Rollouts still landing (or other iterations) write the store and traces while a session runs: not recorded
+    then; the clone's own git files and the config still are."""
+    from saddler.run.confinement import Allowance, FolderState, concurrent_writes, escapes
+
+    run = tmp_path / "run"
+    for rel in ("evodag.sqlite", "heldout/n3/dev/t-r0-s1/trace.txt", "saddler.toml", "harness/.git/config"):
+        (run / rel).parent.mkdir(parents=True, exist_ok=True)
+        (run / rel).write_text("before\n")
+    allowance = Allowance(worktree="worktrees/it4-a0", shared=concurrent_writes("harness/.git"))
+    before = FolderState.take(run, allowance)
+    for rel in ("evodag.sqlite", "heldout/n3/dev/t-r0-s1/trace.txt", "traces/n5/train/x-r0-s1/trace.txt"):
+        (run / rel).parent.mkdir(parents=True, exist_ok=True)
+        (run / rel).write_text("a rollout landed\n")
+    assert escapes(before, FolderState.take(run, allowance), allowance) == []
+    (run / "harness/.git/config").write_text("[core]\n\thooksPath = /tmp/evil\n")
+    (run / "saddler.toml").write_text("[run]\n")
+    found = escapes(before, FolderState.take(run, allowance), allowance)
+    assert found == [("harness/.git/config", "changed"), ("saddler.toml", "changed")]
